@@ -1,0 +1,20 @@
+#!/bin/bash
+# Lab node init: sshd, the Docker engine where LAB_DOCKERD=1, stand-in listeners on
+# LAB_LISTEN ("8080/tcp 10205-10300/tcp 4789/udp"), then wait for signals.
+set -u
+[ -e /etc/ssh/ssh_host_ed25519_key ] || ssh-keygen -q -A
+/usr/sbin/sshd
+if [ "${LAB_DOCKERD:-0}" = 1 ]; then
+  # Without --privileged Docker mounts this node's cgroups read-only; the inner engine
+  # must create cgroups for its containers (below this node's own, so limits nest).
+  awk '$3 == "cgroup" && $4 ~ /(^|,)ro(,|$)/ {print $2}' /proc/mounts |
+    while read -r m; do mount -o remount,bind,rw "$m" || true; done
+fi
+if [ "${LAB_DOCKERD:-0}" = 1 ]; then
+  service docker start >/dev/null
+fi
+if [ -n "${LAB_LISTEN:-}" ]; then
+  /usr/local/bin/lab-listen $LAB_LISTEN &
+fi
+trap 'service docker stop >/dev/null 2>&1; exit 0' TERM INT
+while :; do sleep 3600 & wait $!; done

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Prepare this machine as a controller: a pinned Python venv in .venv/ and a Docker
+# engine that answers. Idempotent and fast the second time (nothing is reinstalled
+# unless requirements.txt or constraints.txt changed).
+#
+#   scripts/setup.sh            venv + engine
+#   scripts/setup.sh venv       venv only
+#   scripts/setup.sh engine     engine only
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+VENV="$ROOT/.venv"
+what=${1:-all}
+
+log() { printf '[setup] %s\n' "$*" >&2; }
+die() { printf '[setup] ERROR: %s\n' "$*" >&2; exit 1; }
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo -n "$@"; fi
+}
+
+# The controller needs Python >= 3.12 (current ansible-core). Take the first that fits:
+# $BAI_PYTHON, python3.13/python3.12 on PATH, pyenv's 3.12/3.13, then python3.
+find_python() {
+  local c
+  local -a candidates=()
+  [ -n "${BAI_PYTHON:-}" ] && candidates+=("$BAI_PYTHON")
+  candidates+=(python3.12 python3.13)
+  if command -v pyenv >/dev/null 2>&1; then
+    local root; root=$(pyenv root)
+    for c in "$root"/versions/3.12.* "$root"/versions/3.13.*; do
+      [ -x "$c/bin/python3" ] && candidates+=("$c/bin/python3")
+    done
+  fi
+  candidates+=(python3)
+  for c in "${candidates[@]}"; do
+    command -v "$c" >/dev/null 2>&1 || continue
+    if "$c" -c 'import sys, venv; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then
+      command -v "$c"; return 0
+    fi
+  done
+  return 1
+}
+
+setup_venv() {
+  local stamp="$VENV/.bai-requirements.sha256" want
+  want=$(cat "$ROOT/requirements.txt" "$ROOT/constraints.txt" | sha256sum | cut -d' ' -f1)
+  if [ -x "$VENV/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+    log "venv up to date ($VENV)"; return 0
+  fi
+  local py
+  py=$(find_python) || die "no Python >= 3.12 found. Install python3.12 (or set BAI_PYTHON=/path/to/python3.12) and re-run."
+  if [ ! -x "$VENV/bin/python" ]; then
+    log "creating venv with $py"
+    "$py" -m venv "$VENV"
+  fi
+  log "installing pinned requirements (first run takes about a minute)"
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
+    -r "$ROOT/requirements.txt" -c "$ROOT/constraints.txt"
+  echo "$want" > "$stamp"
+  log "venv ready: $("$VENV/bin/ansible" --version | head -1)"
+}
+
+engine_answers() { timeout 10 docker info >/dev/null 2>&1; }
+
+setup_engine() {
+  if engine_answers; then log "docker engine answers"; return 0; fi
+  if ! command -v dockerd >/dev/null 2>&1; then
+    command -v apt-get >/dev/null 2>&1 || die "no Docker engine and no apt-get: install Docker yourself and re-run."
+    log "installing the distribution's Docker engine (docker.io)"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io debootstrap >/dev/null
+  fi
+  log "starting dockerd"
+  if [ -d /run/systemd/system ]; then
+    as_root systemctl start docker
+  else
+    # No systemd (containers, Firecracker VMs): run dockerd in the background ourselves.
+    as_root bash -c 'nohup dockerd >/var/log/dockerd.log 2>&1 </dev/null &'
+  fi
+  local i
+  for i in $(seq 1 60); do
+    engine_answers && { log "docker engine answers after ${i}s"; return 0; }
+    sleep 1
+  done
+  die "dockerd did not answer within 60s; see /var/log/dockerd.log"
+}
+
+setup_tools() {
+  # Host tools the image build needs (debootstrap). Installed once.
+  command -v debootstrap >/dev/null 2>&1 && return 0
+  command -v apt-get >/dev/null 2>&1 || die "debootstrap missing and no apt-get: install debootstrap."
+  log "installing debootstrap"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null \
+    || { as_root apt-get update -qq && as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; }
+}
+
+case "$what" in
+  all) setup_venv; setup_engine; setup_tools ;;
+  venv) setup_venv ;;
+  engine) setup_engine; setup_tools ;;
+  *) die "usage: $0 [all|venv|engine]" ;;
+esac
