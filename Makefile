@@ -1,0 +1,64 @@
+# bai-cluster: Backend.AI-style cluster sessions on Docker, driven by Ansible.
+#   make demo   set up, bring the lab up, converge site.yml, run a demo session
+#   make test   set up, lint, unit + integration tests, Molecule scenarios
+# Both install what they need (venv in .venv/, a Docker engine, images) on first run.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+export PATH := $(CURDIR)/.venv/bin:$(PATH)
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+export PY_COLORS := 0
+export ANSIBLE_NOCOLOR := 1
+
+PLAYBOOK := ansible-playbook
+PYTEST := python -m pytest
+DEMO_SESSION ?= demo
+SCENARIOS ?= default
+
+.PHONY: help setup images lab-up lab-down site demo demo-session lint unit integration molecule test clean
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+
+setup:  ## pinned venv in .venv/ and a running Docker engine
+	@scripts/setup.sh
+
+images: setup  ## build the base, session and lab-node images (content-hash tags)
+	$(PLAYBOOK) playbooks/image_build.yml
+
+lab-up: setup  ## build images and start the 7-node lab
+	$(PLAYBOOK) playbooks/lab.yml -e lab_state=present
+
+lab-down: setup  ## remove every container, network and volume of the lab
+	$(PLAYBOOK) playbooks/lab.yml -e lab_state=absent
+
+site: setup  ## converge site.yml on the default inventory (the lab)
+	$(PLAYBOOK) site.yml
+
+demo: lab-up site demo-session  ## the main job: lab up + site.yml + a demo cluster session
+
+demo-session: setup
+	@if [ -f playbooks/session_create.yml ]; then \
+	  $(PLAYBOOK) playbooks/session_create.yml -e session_name=$(DEMO_SESSION) -e session_size=3; \
+	fi
+
+lint: setup  ## yamllint, ansible-lint (production profile), ruff
+	yamllint -s .
+	ansible-lint
+	ruff check .
+	ruff format --check .
+
+unit: setup  ## fast tests, no Docker
+	$(PYTEST) tests/unit -q
+
+integration: lab-up  ## real Docker: the lab, site.yml, sessions
+	$(PYTEST) tests/integration -q
+
+molecule: setup  ## Molecule scenarios ($(SCENARIOS))
+	@for s in $(SCENARIOS); do echo "== molecule test -s $$s"; molecule test -s $$s; done
+
+test: lint unit integration molecule  ## everything CI runs
+	@echo "make test: all stages passed"
+
+clean: lab-down  ## tear the lab down and drop caches (keeps .venv and images)
+	rm -rf .pytest_cache .ruff_cache .hypothesis
