@@ -51,7 +51,7 @@ lint: setup  ## yamllint, ansible-lint (production profile), ruff
 unit: setup  ## fast tests, no Docker
 	$(PYTEST) tests/unit -q
 
-integration: lab-up  ## real Docker: the lab, site.yml, sessions
+integration: lab-up site  ## real Docker: the lab, site.yml, sessions
 	$(PYTEST) tests/integration -q
 
 molecule: setup  ## Molecule scenarios ($(SCENARIOS))

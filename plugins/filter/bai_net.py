@@ -1,0 +1,157 @@
+"""Network checks for the inventory: CIDR syntax, overlaps, public addresses.
+
+Why a filter of our own: ansible.utils' ipaddr filters need the ``netaddr`` library,
+which the controller venv does not carry; Python's ``ipaddress`` does all we need.
+
+Every filter returns a list of problems written for a person (empty = fine) instead of
+raising, so a role can ``assert`` that the list is empty and show it verbatim. The
+functions import only the standard library, so the unit tests load this file directly.
+
+    bai_cidr_errors(cidrs)            invalid entries of a {name: cidr} mapping or a list
+    bai_cidr_overlaps(cidrs)          pairs of entries that overlap each other
+    bai_cidr_overlaps_with(a, b)      entries of a that overlap an entry of b
+    bai_public_ipv4(addresses)        the addresses that are public (ipaddress.is_global)
+    bai_address_pool_errors(pools)    invalid Docker address pools ([{base, size}, ...])
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable, Mapping
+from itertools import combinations
+from typing import Any, Union
+
+Network = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
+
+
+def _named(cidrs: Any) -> list[tuple[str, Any]]:
+    """(name, value) pairs from a {name: cidr} mapping or a list (named by position)."""
+    if isinstance(cidrs, Mapping):
+        return [(str(k), v) for k, v in cidrs.items()]
+    if isinstance(cidrs, (list, tuple)):
+        return [(f"[{i}]", v) for i, v in enumerate(cidrs)]
+    raise TypeError(f"expected a mapping or a list of CIDRs, got {type(cidrs).__name__}")
+
+
+def parse_cidr(value: Any) -> Network:
+    """A network in CIDR notation (host bits zero), or ValueError saying what is wrong."""
+    if not isinstance(value, str) or "/" not in value:
+        raise ValueError("not in CIDR notation (address/prefix, e.g. 10.210.3.0/24)")
+    try:
+        return ipaddress.ip_network(value.strip(), strict=True)
+    except ValueError as exc:
+        try:
+            fixed = ipaddress.ip_network(value.strip(), strict=False)
+        except ValueError:
+            raise ValueError(f"not a valid CIDR ({exc})") from None
+        raise ValueError(f"has host bits set; the network is {fixed}") from None
+
+
+def cidr_errors(cidrs: Any) -> list[str]:
+    """One line per entry that is not a valid CIDR: ``name: 'value' <reason>``."""
+    try:
+        named = _named(cidrs)
+    except TypeError as exc:
+        return [str(exc)]
+    problems = []
+    for name, value in named:
+        try:
+            parse_cidr(value)
+        except ValueError as exc:
+            problems.append(f"{name}: {value!r} {exc}")
+    return problems
+
+
+def _valid(named: Iterable[tuple[str, Any]]) -> list[tuple[str, Network]]:
+    """The entries that parse; invalid ones are cidr_errors' business, not ours."""
+    good = []
+    for name, value in named:
+        try:
+            good.append((name, parse_cidr(value)))
+        except ValueError:
+            continue
+    return good
+
+
+def cidr_overlaps(cidrs: Any) -> list[str]:
+    """One line per pair of entries that share addresses: ``a (x) overlaps b (y)``."""
+    try:
+        nets = _valid(_named(cidrs))
+    except TypeError as exc:
+        return [str(exc)]
+    return [
+        f"{a} ({na}) overlaps {b} ({nb})"
+        for (a, na), (b, nb) in combinations(nets, 2)
+        if na.version == nb.version and na.overlaps(nb)
+    ]
+
+
+def cidr_overlaps_with(cidrs: Any, others: Any) -> list[str]:
+    """One line per entry of ``cidrs`` that overlaps an entry of ``others``."""
+    try:
+        mine, theirs = _valid(_named(cidrs)), _valid(_named(others))
+    except TypeError as exc:
+        return [str(exc)]
+    return [
+        f"{a} ({na}) overlaps {b} ({nb})"
+        for a, na in mine
+        for b, nb in theirs
+        if na.version == nb.version and na.overlaps(nb)
+    ]
+
+
+def public_ipv4(addresses: Any) -> list[str]:
+    """The IPv4 addresses that are publicly routable (not private, loopback, link-local,
+    CGNAT 100.64/10, documentation, reserved...): Python's ``is_global``."""
+    if isinstance(addresses, str):
+        addresses = [addresses]
+    public = []
+    for text in addresses or []:
+        try:
+            address = ipaddress.ip_address(str(text).split("/")[0].strip())
+        except ValueError:
+            continue
+        if address.version == 4 and address.is_global:
+            public.append(str(address))
+    return public
+
+
+def address_pool_errors(pools: Any) -> list[str]:
+    """One line per unusable Docker address pool ``{"base": CIDR, "size": prefix}``:
+    the base must be a valid CIDR and the size a prefix length from the base's own
+    up to the longest that still leaves room for a gateway and a host (/30, /126)."""
+    if not isinstance(pools, (list, tuple)):
+        return [f"expected a list of pools, got {type(pools).__name__}"]
+    problems = []
+    for i, pool in enumerate(pools):
+        if not isinstance(pool, Mapping) or set(pool) != {"base", "size"}:
+            problems.append(f"[{i}]: {pool!r} must be a mapping with exactly base and size")
+            continue
+        try:
+            base = parse_cidr(pool["base"])
+        except ValueError as exc:
+            problems.append(f"[{i}]: base {pool['base']!r} {exc}")
+            continue
+        size = pool["size"]
+        longest = base.max_prefixlen - 2
+        if isinstance(size, bool) or not isinstance(size, int):
+            problems.append(f"[{i}]: size {size!r} is not an integer prefix length")
+        elif not base.prefixlen <= size <= longest:
+            problems.append(
+                f"[{i}]: size {size} must lie between the base's prefix length "
+                f"{base.prefixlen} and {longest}"
+            )
+    return problems
+
+
+class FilterModule:
+    """Ansible entry point."""
+
+    def filters(self) -> dict[str, Any]:
+        return {
+            "bai_cidr_errors": cidr_errors,
+            "bai_cidr_overlaps": cidr_overlaps,
+            "bai_cidr_overlaps_with": cidr_overlaps_with,
+            "bai_public_ipv4": public_ipv4,
+            "bai_address_pool_errors": address_pool_errors,
+        }
