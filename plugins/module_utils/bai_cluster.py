@@ -13,12 +13,14 @@ but does not fit the agents right now raises ``Pending``; its text starts with
 from __future__ import annotations
 
 import hashlib
+import ipaddress
+import itertools
 import json
 import math
 import posixpath
 import re
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -37,6 +39,8 @@ LABEL_CPU = "ai.backend.cluster.cpu"
 LABEL_MEM = "ai.backend.cluster.mem"
 LABEL_GPU = "ai.backend.cluster.gpu"
 LABEL_RESOURCE_GROUP = "ai.backend.cluster.resource-group"
+# Number of containers of the session (list and completeness checks read it back).
+LABEL_SIZE = "ai.backend.cluster.size"
 
 # --- Defaults and limits --------------------------------------------------------------
 DEFAULT_IMAGE = "bai/session:latest"
@@ -86,6 +90,11 @@ class SpecError(ValueError):
     """Invalid user input; the message says which field, what was given, what is allowed."""
 
 
+class SessionConflict(ValueError):
+    """The session name is taken by containers that do not match the request (another
+    spec, leftovers of an earlier attempt); nothing may be changed."""
+
+
 class Pending(Exception):
     """The session is valid but cannot be placed now (CONTRACT 3.3).
 
@@ -118,11 +127,7 @@ class Resources:
 
     def fits_in(self, free: Resources) -> bool:
         """True if this request fits in ``free``; CPU compared with an epsilon."""
-        return (
-            self.cpu <= free.cpu + CPU_EPSILON
-            and self.mem <= free.mem
-            and self.gpu <= free.gpu
-        )
+        return self.cpu <= free.cpu + CPU_EPSILON and self.mem <= free.mem and self.gpu <= free.gpu
 
     def describe(self) -> str:
         """Human form used in messages, e.g. ``cpu 1.5, mem 512m, gpu 0``."""
@@ -274,30 +279,22 @@ def parse_mem(value: Any, field_name: str = "mem") -> int:
     elif isinstance(value, str):
         nbytes = _parse_mem_string(value.strip(), field_name, allowed)
     else:
-        raise SpecError(
-            f"{field_name}: got {_kind(value)} {value!r}; expected {allowed}"
-        )
+        raise SpecError(f"{field_name}: got {_kind(value)} {value!r}; expected {allowed}")
     if nbytes <= 0:
-        raise SpecError(
-            f"{field_name}: got {value!r}; memory must be more than 0 bytes"
-        )
+        raise SpecError(f"{field_name}: got {value!r}; memory must be more than 0 bytes")
     return nbytes
 
 
 def _parse_mem_string(text: str, field_name: str, allowed: str) -> int:
     match = _MEM_RE.match(text)
     if match is None:
-        raise SpecError(
-            f"{field_name}: cannot read {text!r} as a size; expected {allowed}"
-        )
+        raise SpecError(f"{field_name}: cannot read {text!r} as a size; expected {allowed}")
     number, unit = match.group(1), match.group(2)
     factor = _MEM_UNITS[unit.lower() if unit else None]
     try:
         return int(Decimal(number) * factor)
     except InvalidOperation:  # pragma: no cover - the regex admits only decimals
-        raise SpecError(
-            f"{field_name}: cannot read {text!r}; expected {allowed}"
-        ) from None
+        raise SpecError(f"{field_name}: cannot read {text!r}; expected {allowed}") from None
 
 
 def _parse_cpu(value: Any, field_name: str) -> float:
@@ -312,13 +309,9 @@ def _parse_cpu(value: Any, field_name: str) -> float:
         try:
             number = float(value.strip())
         except ValueError:
-            raise SpecError(
-                f"{field_name}: got {value!r}; expected {allowed}"
-            ) from None
+            raise SpecError(f"{field_name}: got {value!r}; expected {allowed}") from None
     else:
-        raise SpecError(
-            f"{field_name}: got {_kind(value)} {value!r}; expected {allowed}"
-        )
+        raise SpecError(f"{field_name}: got {_kind(value)} {value!r}; expected {allowed}")
     if not math.isfinite(number) or round(number, 3) <= 0:
         raise SpecError(f"{field_name}: got {value!r}; expected {allowed}")
     return round(number, 3)
@@ -335,9 +328,7 @@ def _parse_count(value: Any, field_name: str, minimum: int) -> int:
     if isinstance(value, str) and _DIGITS_RE.match(value.strip()):
         value = int(value.strip())
     if not isinstance(value, int):
-        raise SpecError(
-            f"{field_name}: got {_kind(value)} {value!r}; expected {allowed}"
-        )
+        raise SpecError(f"{field_name}: got {_kind(value)} {value!r}; expected {allowed}")
     if value < minimum:
         raise SpecError(f"{field_name}: got {value}; expected {allowed}")
     return value
@@ -365,9 +356,7 @@ def _reject_unknown(raw: Mapping[str, Any], known: Sequence[str], where: str) ->
 
 def _require_mapping(value: Any, where: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
-        raise SpecError(
-            f"{where}: expected a mapping (dict), got {_kind(value)} {value!r}"
-        )
+        raise SpecError(f"{where}: expected a mapping (dict), got {_kind(value)} {value!r}")
     return value
 
 
@@ -495,15 +484,12 @@ def _parse_roles(value: Any, image: str, resources: Resources) -> tuple[RoleSpec
     if not items:
         raise SpecError("roles: empty; list at least one role, the first is the master")
     roles = tuple(
-        _parse_role(item, f"roles[{i}]", image, resources)
-        for i, item in enumerate(items)
+        _parse_role(item, f"roles[{i}]", image, resources) for i, item in enumerate(items)
     )
     names = [role.role for role in roles]
     duplicates = sorted({name for name in names if names.count(name) > 1})
     if duplicates:
-        raise SpecError(
-            f"roles: role name(s) used more than once: {', '.join(duplicates)}"
-        )
+        raise SpecError(f"roles: role name(s) used more than once: {', '.join(duplicates)}")
     return roles
 
 
@@ -522,9 +508,7 @@ def _parse_role(item: Any, where: str, image: str, resources: Resources) -> Role
     role_image = image
     if item.get("image") is not None:
         role_image = _parse_image(item["image"], f"{where}.image")
-    role_resources = parse_resources(
-        item.get("resources"), resources, f"{where}.resources"
-    )
+    role_resources = parse_resources(item.get("resources"), resources, f"{where}.resources")
     return RoleSpec(name, replicas, role_image, role_resources)
 
 
@@ -540,9 +524,7 @@ def _check_size_matches(size: int | None, roles: tuple[RoleSpec, ...]) -> None:
 
 def _check_total_size(spec: SessionSpec) -> None:
     if spec.size > MAX_SIZE:
-        raise SpecError(
-            f"roles: {spec.size} containers in total; at most {MAX_SIZE} per session"
-        )
+        raise SpecError(f"roles: {spec.size} containers in total; at most {MAX_SIZE} per session")
 
 
 def _check_unique_hostnames(spec: SessionSpec) -> None:
@@ -597,9 +579,7 @@ def _check_env_value(key: str, value: Any) -> str:
     if not isinstance(value, str):
         raise SpecError(f"env.{key}: got {_kind(value)} {value!r}; expected a string")
     if "\0" in value or "\n" in value or "\r" in value:
-        raise SpecError(
-            f"env.{key}: value contains a NUL or newline, which is not allowed"
-        )
+        raise SpecError(f"env.{key}: value contains a NUL or newline, which is not allowed")
     return value
 
 
@@ -634,9 +614,7 @@ def _parse_path(value: Any, where: str) -> str:
     if ".." in value.split("/"):
         raise SpecError(f"{where}: got {value!r}; '..' is not allowed in mount paths")
     if any(ch in value for ch in ":,\0\n\r"):
-        raise SpecError(
-            f"{where}: got {value!r}; ':', ',' and newlines are not allowed"
-        )
+        raise SpecError(f"{where}: got {value!r}; ':', ',' and newlines are not allowed")
     return "/" + posixpath.normpath(value).lstrip("/")
 
 
@@ -676,9 +654,7 @@ def spec_canonical(spec: SessionSpec) -> dict[str, Any]:
             for role in spec.roles
         ],
         "env": dict(sorted(spec.env)),
-        "mounts": [
-            {"src": m.src, "dst": m.dst, "readonly": m.readonly} for m in spec.mounts
-        ],
+        "mounts": [{"src": m.src, "dst": m.dst, "readonly": m.readonly} for m in spec.mounts],
     }
 
 
@@ -733,6 +709,7 @@ def container_labels(
             LABEL_HOST: kernel.hostname,
             LABEL_KERNEL_ID: kernel_id,
             LABEL_MODE: mode,
+            LABEL_SIZE: str(spec.size),
             LABEL_CPU: format_cpu(kernel.resources.cpu),
             LABEL_MEM: str(kernel.resources.mem),
             LABEL_GPU: str(kernel.resources.gpu),
@@ -931,18 +908,13 @@ def _group_agents(agents: Sequence[Agent], resource_group: str) -> list[Agent]:
     names = [agent.name for agent in agents]
     duplicates = sorted({name for name in names if names.count(name) > 1})
     if duplicates:
-        raise ValueError(
-            f"agent name(s) listed more than once: {', '.join(duplicates)}"
-        )
+        raise ValueError(f"agent name(s) listed more than once: {', '.join(duplicates)}")
     group = sorted((a for a in agents if a.group == resource_group), key=_by_name)
     if not group:
         groups = sorted({agent.group for agent in agents})
-        known = (
-            ", ".join(repr(g) for g in groups) if groups else "none (no agents at all)"
-        )
+        known = ", ".join(repr(g) for g in groups) if groups else "none (no agents at all)"
         raise Pending(
-            f"resource group {resource_group!r} has no agents; groups with agents: "
-            f"{known}",
+            f"resource group {resource_group!r} has no agents; groups with agents: {known}",
             permanent=True,
         )
     return group
@@ -952,9 +924,7 @@ def _by_name(agent: Agent) -> str:
     return agent.name
 
 
-def _check_never_fits(
-    kernels: Sequence[Kernel], group: list[Agent], resource_group: str
-) -> None:
+def _check_never_fits(kernels: Sequence[Kernel], group: list[Agent], resource_group: str) -> None:
     """A kernel bigger than every agent's *total* capacity will wait forever."""
     for kernel in kernels:
         if not any(kernel.resources.fits_in(agent.total) for agent in group):
@@ -1021,9 +991,7 @@ def _worst_fit(kernels: Sequence[Kernel], group: list[Agent]) -> dict[str, str] 
     return result
 
 
-def _best_fit_decreasing(
-    kernels: Sequence[Kernel], group: list[Agent]
-) -> dict[str, str] | None:
+def _best_fit_decreasing(kernels: Sequence[Kernel], group: list[Agent]) -> dict[str, str] | None:
     left = {agent.name: agent.free for agent in group}
     result: dict[str, str] = {}
     order = sorted(
@@ -1087,9 +1055,7 @@ def _multi_node_pending(
     need = _total(kernels)
     never = not need.fits_in(_capacity(group))
     hint = "; it can never fit in this group" if never else ""
-    per_kernel = (
-        kernels[0].resources if len({k.resources for k in kernels}) == 1 else None
-    )
+    per_kernel = kernels[0].resources if len({k.resources for k in kernels}) == 1 else None
     each = f" ({per_kernel.describe()} each)" if per_kernel else ""
     free = "; ".join(f"{a.name}: {a.free.describe()} free" for a in group)
     return Pending(
@@ -1098,3 +1064,403 @@ def _multi_node_pending(
         f"{hint}",
         permanent=never,
     )
+
+
+# --- Agent capacity -------------------------------------------------------------------
+def agent_capacity(override: Mapping[str, Any] | None, *, ncpu: int, mem_total: int) -> Resources:
+    """What an agent offers to sessions: the inventory's ``bai_agent_resources`` where
+    given (any of cpu, mem, gpu), else what the engine reports (GPUs: 0)."""
+    reported = Resources(float(ncpu), int(mem_total), 0)
+    if not override:
+        return reported
+    raw = _require_mapping(override, "bai_agent_resources")
+    _reject_unknown(raw, _RESOURCE_KEYS, "bai_agent_resources")
+    given = {key: value for key, value in raw.items() if value is not None}
+    cpu = reported.cpu
+    if "cpu" in given:
+        cpu = _parse_cpu(given["cpu"], "bai_agent_resources.cpu")
+    mem = reported.mem
+    if "mem" in given:
+        mem = parse_mem(given["mem"], "bai_agent_resources.mem")
+    gpu = 0
+    if "gpu" in given:
+        gpu = _parse_count(given["gpu"], "bai_agent_resources.gpu", minimum=0)
+    return Resources(cpu, mem, gpu)
+
+
+# --- Planning a session ---------------------------------------------------------------
+def network_plan(
+    spec: SessionSpec, agents_used: Sequence[str], *, session_id: str
+) -> dict[str, Any] | None:
+    """The session network (CONTRACT 3.4): none for size 1, a bridge when every
+    container is on one agent, an attachable overlay when they are spread."""
+    if spec.size == 1:
+        return None
+    return {
+        "name": network_name(spec.name),
+        "driver": "bridge" if len(agents_used) <= 1 else "overlay",
+        "labels": session_labels(spec, session_id=session_id),
+    }
+
+
+def plan_session(
+    spec: SessionSpec,
+    agents: Sequence[Agent],
+    existing: Sequence[Mapping[str, Any]] = (),
+    *,
+    inventory: Mapping[str, Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """Decide what creating ``spec`` means now. Pure: the caller supplies the agents
+    (capacity and use), the containers of this session name found on them
+    (``existing``: dicts with agent, name, state, image and labels) and, optionally,
+    per agent which images and mount sources it has (``inventory``: agent ->
+    {"images": {ref: bool}, "paths": {path: bool}}).
+
+    Returns a dict with ``action`` "create" (fresh ids and a placement) or "exists"
+    (the session is already there with this very spec: ids and placement are read
+    back from the labels), ``ready`` (exists and every container runs), session_id,
+    mode (as placed), network, agents (in order of first use, the master's first),
+    kernels, ``ssh_port`` (an existing master's published sshd) and a summary.
+
+    Raises ``SessionConflict`` if the name is taken by containers of another spec or
+    an incomplete session, ``Pending`` if it does not fit now, ``SpecError`` if an
+    image or mount source is missing on a chosen agent.
+    """
+    kernels = expand_kernels(spec)
+    if existing:
+        kernel_ids, assignment, mode = _read_existing(spec, kernels, existing)
+        action = "exists"
+    else:
+        placement = place(kernels, agents, mode=spec.mode, resource_group=spec.resource_group)
+        assignment, mode = placement.assignment, placement.mode
+        kernel_ids = {k.hostname: kernel_id() for k in kernels}
+        _check_inventory(spec, kernels, assignment, inventory or {})
+        action = "create"
+    session_id = kernel_ids[kernels[0].hostname]
+    used = list(dict.fromkeys(assignment[k.hostname] for k in kernels))
+    planned = []
+    for kernel in kernels:
+        kid = kernel_ids[kernel.hostname]
+        planned.append(
+            {
+                "hostname": kernel.hostname,
+                "role": kernel.role,
+                "idx": kernel.idx,
+                "rank": kernel.rank,
+                "agent": assignment[kernel.hostname],
+                "kernel_id": kid,
+                "container_name": container_name(spec.name, kernel.hostname),
+                "image": kernel.image,
+                "resources": {
+                    "cpu": kernel.resources.cpu,
+                    "mem": kernel.resources.mem,
+                    "gpu": kernel.resources.gpu,
+                },
+                "labels": container_labels(
+                    spec, kernel, session_id=session_id, kernel_id=kid, mode=mode
+                ),
+            }
+        )
+    network = network_plan(spec, used, session_id=session_id)
+    return {
+        "action": action,
+        # Nothing to do: the session exists and every container runs.
+        "ready": action == "exists" and all(c.get("state") == "running" for c in existing),
+        "ssh_port": _published_ssh_port(existing, session_id),
+        "session_id": session_id,
+        "mode": mode,
+        "requested_mode": spec.mode,
+        "spec_hash": spec_hash(spec),
+        "network": network,
+        "agents": used,
+        "kernels": planned,
+        "summary": {
+            "name": spec.name,
+            "session_id": session_id,
+            "mode": mode,
+            "network": network["name"] if network else None,
+            "network_driver": network["driver"] if network else None,
+            "containers": [
+                {
+                    "host": k["hostname"],
+                    "role": k["role"],
+                    "idx": k["idx"],
+                    "agent": k["agent"],
+                    "kernel_id": k["kernel_id"],
+                    "container": k["container_name"],
+                }
+                for k in planned
+            ],
+        },
+    }
+
+
+def _published_ssh_port(existing: Sequence[Mapping[str, Any]], session_id: str) -> int | None:
+    """The host port of the master's sshd, read from an existing master container."""
+    for container in existing:
+        if (container.get("labels") or {}).get(LABEL_KERNEL_ID) != session_id:
+            continue
+        for port in container.get("ports") or []:
+            if port.get("container_port") == SSH_PORT and port.get("host_port"):
+                return int(port["host_port"])
+    return None
+
+
+def _destroy_hint(name: str) -> str:
+    return (
+        f"destroy it first (ansible-playbook playbooks/session_destroy.yml "
+        f"-e session_name={name}) or choose another name"
+    )
+
+
+def _read_existing(
+    spec: SessionSpec,
+    kernels: Sequence[Kernel],
+    existing: Sequence[Mapping[str, Any]],
+) -> tuple[dict[str, str], dict[str, str], str]:
+    """Kernel ids, placement and mode of a session already on the agents, or raise
+    ``SessionConflict`` when it is not exactly this spec and complete."""
+    want = spec_hash(spec)
+    hashes = {str(c.get("labels", {}).get(LABEL_SPEC_HASH)) for c in existing}
+    if hashes != {want}:
+        raise SessionConflict(
+            f"session {spec.name!r} already exists with a different spec; nothing was "
+            f"changed. Existing: {describe_existing(existing)}. Requested: "
+            f"{describe_spec(spec)}. To replace it, {_destroy_hint(spec.name)}"
+        )
+    ids = {str(c.get("labels", {}).get(LABEL_SESSION_ID)) for c in existing}
+    by_host: dict[str, Mapping[str, Any]] = {}
+    for container in existing:
+        host = str(container.get("labels", {}).get(LABEL_HOST))
+        if host in by_host or len(ids) > 1:
+            raise SessionConflict(
+                f"session {spec.name!r} has containers of more than one attempt "
+                f"(session ids {', '.join(sorted(ids))}); nothing was changed; "
+                f"{_destroy_hint(spec.name)}"
+            )
+        by_host[host] = container
+    missing = [k.hostname for k in kernels if k.hostname not in by_host]
+    if missing:
+        found = ", ".join(f"{h} on {c.get('agent')}" for h, c in sorted(by_host.items()))
+        raise SessionConflict(
+            f"session {spec.name!r} exists but is incomplete (missing: "
+            f"{', '.join(missing)}; found: {found}); nothing was changed; "
+            f"{_destroy_hint(spec.name)}"
+        )
+    kernel_ids = {
+        k.hostname: str(by_host[k.hostname]["labels"].get(LABEL_KERNEL_ID)) for k in kernels
+    }
+    assignment = {k.hostname: str(by_host[k.hostname].get("agent")) for k in kernels}
+    master = by_host[kernels[0].hostname]["labels"]
+    mode = str(master.get(LABEL_MODE, spec.mode))
+    if kernel_ids[kernels[0].hostname] != master.get(LABEL_SESSION_ID):
+        raise SessionConflict(
+            f"session {spec.name!r}: {kernels[0].hostname}'s kernel id is not the "
+            f"session id; the labels were changed by hand; {_destroy_hint(spec.name)}"
+        )
+    return kernel_ids, assignment, mode
+
+
+def describe_spec(spec: SessionSpec) -> str:
+    """One line: size, roles, per-role resources and images, mode, resource group."""
+    roles = "; ".join(
+        f"{r.role} x{r.replicas} ({r.resources.describe()}, image {r.image})" for r in spec.roles
+    )
+    return (
+        f"{spec.size} container(s): {roles}; mode {spec.mode}; resource group "
+        f"{spec.resource_group}; {len(spec.env)} env var(s); {len(spec.mounts)} mount(s)"
+    )
+
+
+def describe_existing(existing: Sequence[Mapping[str, Any]]) -> str:
+    """The same kind of line, read back from the containers' labels."""
+    roles: dict[str, list[Mapping[str, Any]]] = {}
+    ordered = sorted(
+        existing,
+        key=lambda c: (
+            str(c.get("labels", {}).get(LABEL_ROLE)),
+            _label_float(str(c.get("labels", {}).get(LABEL_IDX))),
+        ),
+    )
+    for container in ordered:
+        roles.setdefault(str(container.get("labels", {}).get(LABEL_ROLE)), []).append(container)
+    parts = []
+    for role, members in roles.items():
+        labels = members[0].get("labels", {})
+        res = Resources(
+            _label_float(str(labels.get(LABEL_CPU))),
+            int(_label_float(str(labels.get(LABEL_MEM)))),
+            int(_label_float(str(labels.get(LABEL_GPU)))),
+        )
+        image = members[0].get("image") or "?"
+        parts.append(f"{role} x{len(members)} ({res.describe()}, image {image})")
+    first = existing[0].get("labels", {})
+    agents = sorted({str(c.get("agent")) for c in existing})
+    return (
+        f"{len(existing)} container(s): {'; '.join(parts)}; placed "
+        f"{first.get(LABEL_MODE, '?')} on {', '.join(agents)}; resource group "
+        f"{first.get(LABEL_RESOURCE_GROUP, '?')} (env, mounts and the requested mode "
+        f"are compared through the spec hash)"
+    )
+
+
+def _check_inventory(
+    spec: SessionSpec,
+    kernels: Sequence[Kernel],
+    assignment: Mapping[str, str],
+    inventory: Mapping[str, Mapping[str, Any]],
+) -> None:
+    """Fail before anything is made if a chosen agent lacks an image or a mount source."""
+    problems = []
+    seen = set()
+    for kernel in kernels:
+        agent = assignment[kernel.hostname]
+        images = inventory.get(agent, {}).get("images") or {}
+        key = (agent, kernel.image)
+        if kernel.image in images and not images[kernel.image] and key not in seen:
+            seen.add(key)
+            problems.append(
+                f"image {kernel.image} not on agent {agent} (no registry is used: "
+                f"build it with playbooks/image_build.yml or load it with docker "
+                f"save/load)"
+            )
+    for agent in dict.fromkeys(assignment.values()):
+        paths = inventory.get(agent, {}).get("paths") or {}
+        for i, mount in enumerate(spec.mounts):
+            if mount.src in paths and not paths[mount.src]:
+                problems.append(
+                    f"mounts[{i}].src: {mount.src} does not exist on agent {agent}; "
+                    f"create the data folder there first"
+                )
+    if problems:
+        raise SpecError("; ".join(problems))
+
+
+# --- Networks: subnets from our own pool ----------------------------------------------
+DEFAULT_SUBNET_POOL = "10.224.0.0/12"
+DEFAULT_SUBNET_PREFIX = 24
+
+
+def free_subnets(
+    pool: str,
+    prefix: int,
+    used: Iterable[str],
+    *,
+    skip: Iterable[str] = (),
+) -> Iterator[str]:
+    """The ``/prefix`` subnets of ``pool``, in order, that overlap none of ``used``
+    (subnets of the engine's networks) and are not in ``skip`` (lost races)."""
+    try:
+        net = ipaddress.ip_network(pool, strict=True)
+    except ValueError as exc:
+        raise SpecError(f"subnet_pool: got {pool!r}; {exc}") from None
+    if not isinstance(prefix, int) or not net.prefixlen <= prefix <= net.max_prefixlen - 2:
+        raise SpecError(
+            f"subnet_prefix: got {prefix!r}; expected {net.prefixlen}.."
+            f"{net.max_prefixlen - 2} for pool {pool}"
+        )
+    taken = []
+    for text in used:
+        try:
+            taken.append(ipaddress.ip_network(text, strict=False))
+        except ValueError:
+            continue
+    taken = [t for t in taken if t.version == net.version and t.overlaps(net)]
+    skipped = {str(ipaddress.ip_network(s, strict=False)) for s in skip}
+    return (
+        str(candidate)
+        for candidate in net.subnets(new_prefix=prefix)
+        if str(candidate) not in skipped and not any(candidate.overlaps(t) for t in taken)
+    )
+
+
+def pick_subnet(
+    pool: str,
+    prefix: int,
+    used: Iterable[str],
+    *,
+    skip: Iterable[str] = (),
+    spread: int = 1,
+    rng: Any = None,
+) -> str:
+    """A free ``/prefix`` of ``pool`` (see ``free_subnets``): the first one, or with
+    ``spread`` > 1 a random one of the first ``spread`` free ones (``rng.choice``), so
+    creates racing each other after a collision do not keep picking the same subnet.
+    Docker's default address pools run out near 30 bridge networks; session networks
+    come from this pool instead."""
+    used = list(used)
+    candidates = list(itertools.islice(free_subnets(pool, prefix, used, skip=skip), spread))
+    if not candidates:
+        raise SpecError(
+            f"subnet_pool {pool}: no free /{prefix} left (the engine's networks use "
+            f"{len(used)} subnets); give a bigger pool or remove unused session networks"
+        )
+    if spread > 1 and rng is not None:
+        return str(rng.choice(candidates))
+    return candidates[0]
+
+
+# --- Listing sessions -----------------------------------------------------------------
+def summarize_sessions(containers: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Group session containers (dicts with agent, name, state and labels, from every
+    agent) into one row per session: name, session_id, size, mode, agents, state
+    ("running", "stopped" or "partial"), running/found counts and the hosts."""
+    groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for container in containers:
+        labels = container.get("labels") or {}
+        if LABEL_SESSION not in labels:
+            continue
+        key = (str(labels[LABEL_SESSION]), str(labels.get(LABEL_SESSION_ID, "")))
+        groups.setdefault(key, []).append(container)
+    rows = []
+    for (name, sid), members in sorted(groups.items()):
+        sizes = [int(_label_float(str(c["labels"].get(LABEL_SIZE)))) for c in members]
+        size = max(sizes) if any(sizes) else len(members)
+        running = sum(1 for c in members if c.get("state") == "running")
+        if running == size and len(members) == size:
+            state = "running"
+        elif running == 0:
+            state = "stopped" if len(members) == size else "partial"
+        else:
+            state = "partial"
+        master = next(
+            (c for c in members if c["labels"].get(LABEL_KERNEL_ID) == sid),
+            members[0],
+        )
+        rows.append(
+            {
+                "name": name,
+                "session_id": sid,
+                "size": size,
+                "found": len(members),
+                "running": running,
+                "mode": str(master["labels"].get(LABEL_MODE, "?")),
+                "resource_group": str(master["labels"].get(LABEL_RESOURCE_GROUP, "?")),
+                "agents": sorted({str(c.get("agent")) for c in members}),
+                "hosts": sorted(str(c["labels"].get(LABEL_HOST)) for c in members),
+                "state": state,
+            }
+        )
+    return rows
+
+
+def format_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Fixed-width lines for people: NAME SESSION-ID SIZE MODE AGENTS STATE."""
+    header = ("NAME", "SESSION-ID", "SIZE", "MODE", "AGENTS", "STATE")
+    body = [
+        (
+            str(r["name"]),
+            str(r["session_id"]),
+            str(r["size"]),
+            str(r["mode"]),
+            ",".join(r["agents"]),
+            str(r["state"])
+            + ("" if r["state"] == "running" else f" ({r['running']}/{r['size']} up)"),
+        )
+        for r in rows
+    ]
+    widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
+    return [
+        "  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip()
+        for line in [header, *body]
+    ]

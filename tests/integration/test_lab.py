@@ -33,7 +33,11 @@ LABEL = "ai.backend.lab"
 def playbook(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
     return subprocess.run(
-        [str(Path(sys.executable).parent / "ansible-playbook"), *args], cwd=ROOT, env=env, text=True, capture_output=True
+        [str(Path(sys.executable).parent / "ansible-playbook"), *args],
+        cwd=ROOT,
+        env=env,
+        text=True,
+        capture_output=True,
     )
 
 

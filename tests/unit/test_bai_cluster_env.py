@@ -32,9 +32,7 @@ def env_for(kernels, host, *, mode="single-node", user_env=None, image_env=None)
 
 
 def tf_config(workers, index):
-    return json.dumps(
-        {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
-    )
+    return json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})
 
 
 def test_size_1_has_no_distributed_variables():
@@ -114,9 +112,7 @@ def test_heterogeneous_roles():
     assert got["BACKENDAI_CLUSTER_LOCAL_RANK"] == "2"
     assert got["MASTER_ADDR"] == "chief1"
     assert json.loads(got["TF_CONFIG"]) == {
-        "cluster": {
-            "worker": ["chief1:29500", "worker1:29501", "worker2:29502", "ps1:29503"]
-        },
+        "cluster": {"worker": ["chief1:29500", "worker1:29501", "worker2:29502", "ps1:29503"]},
         "task": {"type": "worker", "index": 2},
     }
 
@@ -172,9 +168,7 @@ def test_dist_master_port_user_beats_image():
         image_env={"BACKENDAI_DIST_MASTER_PORT": "3000"},
     )
     assert got["MASTER_PORT"] == "2000"
-    image_only = env_for(
-        kernels_for(2), "main1", image_env={"BACKENDAI_DIST_MASTER_PORT": "3000"}
-    )
+    image_only = env_for(kernels_for(2), "main1", image_env={"BACKENDAI_DIST_MASTER_PORT": "3000"})
     assert image_only["MASTER_PORT"] == "3000"
 
 
@@ -186,9 +180,7 @@ def test_bad_dist_master_port_is_a_spec_error(port):
 
 
 def test_dist_master_port_ignored_for_size_1():
-    got = env_for(
-        kernels_for(1), "main1", image_env={"BACKENDAI_DIST_MASTER_PORT": "bad"}
-    )
+    got = env_for(kernels_for(1), "main1", image_env={"BACKENDAI_DIST_MASTER_PORT": "bad"})
     assert "MASTER_PORT" not in got
 
 

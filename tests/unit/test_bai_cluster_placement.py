@@ -132,9 +132,7 @@ def test_multi_node_packs_mixed_roles_when_spreading_fails():
         {"role": "big", "replicas": 1, "resources": {"cpu": 3}},
     ]
     agents = [agent("agent1", cpu=1), agent("agent2", cpu=3)]
-    got = place(
-        kernels_for(roles=roles), agents, mode="multi-node", resource_group="default"
-    )
+    got = place(kernels_for(roles=roles), agents, mode="multi-node", resource_group="default")
     assert got.assignment == {"small1": "agent1", "big1": "agent2"}
     assert got.mode == "multi-node"
 
@@ -144,8 +142,7 @@ def test_wrong_resource_group():
     with pytest.raises(Pending) as err:
         place(kernels_for(1), agents, mode="single-node", resource_group="fast")
     assert str(err.value) == (
-        "PENDING: resource group 'fast' has no agents; groups with agents: "
-        "'default', 'gpu'"
+        "PENDING: resource group 'fast' has no agents; groups with agents: 'default', 'gpu'"
     )
     assert err.value.permanent
 
@@ -163,18 +160,12 @@ def test_no_agents_at_all():
 
 def test_gpus_are_counted():
     agents = [agent("cpu1", cpu=16), agent("gpu1", cpu=4, gpu=2)]
-    got = place(
-        kernels_for(2, gpu=1), agents, mode="single-node", resource_group="default"
-    )
+    got = place(kernels_for(2, gpu=1), agents, mode="single-node", resource_group="default")
     assert set(got.assignment.values()) == {"gpu1"}
     with pytest.raises(Pending, match=r"short of gpu"):
-        place(
-            kernels_for(3, gpu=1), agents, mode="single-node", resource_group="default"
-        )
+        place(kernels_for(3, gpu=1), agents, mode="single-node", resource_group="default")
     busy = [agent("gpu1", gpu=2, used=(0, 0, 1)), agent("gpu2", gpu=2, used=(0, 0, 1))]
-    got = place(
-        kernels_for(2, gpu=1), busy, mode="multi-node", resource_group="default"
-    )
+    got = place(kernels_for(2, gpu=1), busy, mode="multi-node", resource_group="default")
     assert got.assignment == {"main1": "gpu1", "sub1": "gpu2"}
 
 
@@ -187,9 +178,7 @@ def test_memory_is_counted():
 def test_kernel_bigger_than_any_agent_can_never_fit():
     agents = [agent("agent1", cpu=4), agent("agent2", cpu=4)]
     with pytest.raises(Pending) as err:
-        place(
-            kernels_for(2, cpu=6), agents, mode="multi-node", resource_group="default"
-        )
+        place(kernels_for(2, cpu=6), agents, mode="multi-node", resource_group="default")
     text = str(err.value)
     assert text.startswith("PENDING: container main1 needs cpu 6")
     assert "can never fit" in text
@@ -198,9 +187,7 @@ def test_kernel_bigger_than_any_agent_can_never_fit():
 
 def test_fractional_cpus_fit_exactly():
     agents = [agent("agent1", cpu=0.3)]
-    got = place(
-        kernels_for(3, cpu=0.1), agents, mode="single-node", resource_group="default"
-    )
+    got = place(kernels_for(3, cpu=0.1), agents, mode="single-node", resource_group="default")
     assert len(got.assignment) == 3
 
 

@@ -351,9 +351,7 @@ def test_spec_hash_depends_on_role_and_mount_order():
     roles = [{"role": "a", "replicas": 1}, {"role": "b", "replicas": 1}]
     assert spec_hash(spec(roles=roles)) != spec_hash(spec(roles=roles[::-1]))
     mounts = [{"src": "/a", "dst": "/x"}, {"src": "/b", "dst": "/y"}]
-    assert spec_hash(spec(size=1, mounts=mounts)) != spec_hash(
-        spec(size=1, mounts=mounts[::-1])
-    )
+    assert spec_hash(spec(size=1, mounts=mounts)) != spec_hash(spec(size=1, mounts=mounts[::-1]))
 
 
 # --- names and labels -----------------------------------------------------------------
@@ -382,6 +380,7 @@ def test_container_labels_round_trip_to_used_resources():
         bc.LABEL_HOST: "sub1",
         bc.LABEL_KERNEL_ID: "K1",
         bc.LABEL_MODE: "x",
+        bc.LABEL_SIZE: "2",
         bc.LABEL_CPU: "1.5",
         bc.LABEL_MEM: str(512 * MI),
         bc.LABEL_GPU: "1",
@@ -403,3 +402,23 @@ def test_spec_is_frozen_and_hashable():
     with pytest.raises(dataclasses.FrozenInstanceError):
         got.name = "other"
     assert hash(got) == hash(spec(size=2, env={"A": "1"}))
+
+
+def test_canonical_spec_validates_to_the_same_session():
+    """The create playbook validates once, then passes the canonical form around."""
+    raw = {
+        "name": "s1",
+        "mode": "multi-node",
+        "image": "img:1",
+        "resources": {"cpu": 0.5, "mem": "512m"},
+        "env": {"B": "2", "A": ""},
+        "mounts": [{"src": "/data/", "dst": "/home/work/data", "readonly": True}],
+        "roles": [
+            {"role": "main", "replicas": 1, "resources": {"cpu": 2}},
+            {"role": "worker", "replicas": 2, "image": "img:2"},
+        ],
+    }
+    first = bc.normalize_spec(raw)
+    again = bc.normalize_spec(bc.spec_canonical(first))
+    assert again == first
+    assert spec_hash(again) == spec_hash(first)

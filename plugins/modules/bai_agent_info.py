@@ -1,0 +1,193 @@
+#!/usr/bin/python
+"""Ansible module bai_agent_info: capacity, use and session containers of one agent."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: bai_agent_info
+short_description: Read an agent's capacity, what sessions use of it, and session containers
+description:
+  - Runs on a compute agent (usually with C(delegate_to)) and reads its Docker engine.
+  - Capacity is O(resources) where given (the inventory's C(bai_agent_resources)), else
+    what the engine reports (C(docker info) NCPU and MemTotal; no GPUs).
+  - Use is the sum of the resource labels of the B(running) session containers, so no
+    state file is needed (Docker is the source of truth).
+  - Returns the containers of session O(name), or of every session when O(name) is
+    omitted (what C(playbooks/session_list.yml) shows).
+  - Optionally reports which O(images) are present (with their C(ENV)) and which
+    O(paths) exist, so a plan can fail before anything is created.
+  - Read-only; never reports a change.
+version_added: "0.1.0"
+author: bai-cluster maintainers
+options:
+  name:
+    description: Session name whose containers to return; omit for every session.
+    type: str
+  agent_name:
+    description:
+      - The agent's inventory name, copied into the results (C(agent.name), each container's
+        C(agent)).
+    type: str
+    default: localhost
+  resource_group:
+    description:
+      - The agent's resource group (inventory C(bai_resource_group)), copied into
+        C(agent.group).
+    type: str
+    default: default
+  resources:
+    description:
+      - Capacity offered to sessions, overriding what the engine reports; any of
+        C(cpu) (number), C(mem) (bytes or a size such as C(32g)), C(gpu) (count).
+    type: dict
+  images:
+    description: Image references to look up on this agent.
+    type: list
+    elements: str
+    default: []
+  paths:
+    description: Host paths (mount sources) to test for existence on this agent.
+    type: list
+    elements: str
+    default: []
+  docker_host:
+    description:
+      - The engine to talk to, e.g. V(unix:///var/run/docker.sock).
+      - Default is E(DOCKER_HOST) (with E(DOCKER_TLS_VERIFY), E(DOCKER_CERT_PATH)), else the
+        local socket.
+    type: str
+  docker_timeout:
+    description: Seconds to wait for one Docker API call.
+    type: int
+    default: 60
+attributes:
+  check_mode:
+    support: full
+    description: Read-only; runs the same in check mode.
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+    description: Never changes anything.
+requirements:
+  - docker SDK for Python 5.0 or later (Debian python3-docker works)
+"""
+
+EXAMPLES = r"""
+- name: Read agent capacity and the containers of session train
+  bai_agent_info:
+    name: train
+    agent_name: "{{ item }}"
+    resource_group: "{{ hostvars[item].bai_resource_group | default('default') }}"
+    resources: "{{ hostvars[item].bai_agent_resources | default(omit) }}"
+    images: [bai/session:latest]
+  delegate_to: "{{ item }}"
+  loop: "{{ groups['agents'] }}"
+  register: info
+"""
+
+RETURN = r"""
+agent:
+  description: Capacity and use, in the form bai_session_plan takes.
+  returned: success
+  type: dict
+  sample: {name: agent1, group: default, cpu: 4.0, mem: 8589934592, gpu: 0,
+           used_cpu: 2.0, used_mem: 2147483648, used_gpu: 0}
+containers:
+  description: Session containers (of O(name), or all), any state, sorted by name.
+  returned: success
+  type: list
+  elements: dict
+  sample: [{id: 0123456789ab, name: bai-train-main1, state: running, status: Up 5 minutes,
+            image: "bai/session:latest", agent: agent1, labels: {}, ports: []}]
+images:
+  description: For each of O(images), whether it is present and its ENV list.
+  returned: success
+  type: dict
+  sample: {"bai/session:latest": {present: true, env: ["PATH=/usr/bin:/bin"]}}
+paths:
+  description: For each of O(paths), whether it exists on this agent.
+  returned: success
+  type: dict
+  sample: {/srv/bai-data: true}
+"""
+
+import os  # noqa: E402
+
+from ansible.module_utils.bai_cluster import (  # noqa: E402
+    LABEL_SESSION,
+    SpecError,
+    agent_capacity,
+    used_from_labels,
+)
+from ansible.module_utils.bai_docker import (  # noqa: E402
+    DOCKER_ARGUMENT_SPEC,
+    DockerException,
+    connect,
+    error_text,
+    image_env,
+    session_containers,
+)
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+
+
+def run(module: AnsibleModule) -> dict:
+    params = module.params
+    docker_ = connect(module)
+    api = docker_.api
+    info = api.info()
+    capacity = agent_capacity(
+        params["resources"], ncpu=info.get("NCPU") or 0, mem_total=info.get("MemTotal") or 0
+    )
+    running = api.containers(filters={"label": [LABEL_SESSION], "status": "running"})
+    used = used_from_labels(item.get("Labels") or {} for item in running)
+    agent = params["agent_name"]
+    images = {}
+    for ref in dict.fromkeys(params["images"]):
+        env = image_env(api, ref)
+        images[ref] = {"present": env is not None, "env": env or []}
+    return {
+        "changed": False,
+        "agent": {
+            "name": agent,
+            "group": params["resource_group"],
+            "cpu": capacity.cpu,
+            "mem": capacity.mem,
+            "gpu": capacity.gpu,
+            "used_cpu": used.cpu,
+            "used_mem": used.mem,
+            "used_gpu": used.gpu,
+        },
+        "containers": session_containers(api, params["name"], agent),
+        "images": images,
+        "paths": {path: os.path.exists(path) for path in dict.fromkeys(params["paths"])},
+    }
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "name": {"type": "str"},
+            "agent_name": {"type": "str", "default": "localhost"},
+            "resource_group": {"type": "str", "default": "default"},
+            "resources": {"type": "dict"},
+            "images": {"type": "list", "elements": "str", "default": []},
+            "paths": {"type": "list", "elements": "str", "default": []},
+            **DOCKER_ARGUMENT_SPEC,
+        },
+        supports_check_mode=True,
+    )
+    try:
+        result = run(module)
+    except SpecError as exc:
+        module.fail_json(msg=f"agent {module.params['agent_name']}: {exc}")
+    except DockerException as exc:
+        module.fail_json(
+            msg=f"agent {module.params['agent_name']}: Docker error: {error_text(exc)}"
+        )
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,563 @@
+#!/usr/bin/python
+"""Ansible module bai_session_containers: one agent's share of a session's containers."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: bai_session_containers
+short_description: Create (in parallel) or remove one agent's containers of a cluster session
+description:
+  - Runs on a compute agent (usually with C(delegate_to)).
+  - O(state=present) creates, in one call and in parallel, every kernel of O(kernels) whose
+    C(agent) is O(agent) - checks first that each image is on this agent and each mount
+    source exists; derives the environment (the image's C(ENV), then the cluster variables
+    of CONTRACT 3.7); creates the container with its labels, hostname, CPU and memory
+    limits (no swap), the mounts, C(init), attached B(only) to the session network
+    O(network) with its hostname as alias (the default bridge for size 1); copies the
+    session keys into C(/opt/bai/session) (an in-memory tar, root-only files) before the
+    first start; starts it; then waits until sshd listens in every container.
+  - Only the master (rank 0, C(main1)) publishes a port - 2200/tcp on a host port from
+    O(port_range). Other containers publish nothing.
+  - Containers of the same session and kernel id that already exist are left alone
+    (started if stopped), so a re-run changes nothing. A container of the same name from
+    another session instance makes the module fail without touching anything.
+  - Any failure removes every container this call created before the module fails.
+  - O(state=absent) removes (force) every container labelled with session O(session) on
+    this agent and reports which.
+version_added: "0.1.0"
+author: bai-cluster maintainers
+options:
+  state:
+    description: Whether the containers should exist.
+    type: str
+    choices: [present, absent]
+    default: present
+  session:
+    description: The session name.
+    type: str
+    required: true
+  session_id:
+    description:
+      - The session id. Required with O(state=present).
+      - With O(state=absent), remove only containers of this session id (the containers of
+        another instance of the same name stay).
+    type: str
+  agent:
+    description:
+      - This agent's name as used in the plan (C(kernels[].agent)); required with
+        O(state=present).
+    type: str
+  kernels:
+    description:
+      - Every kernel of the session in kernel order (bai_session_plan's C(kernels)), each with
+        C(hostname), C(role), C(idx), C(rank), C(agent), C(kernel_id), C(container_name),
+        C(image), C(resources) (C(cpu), C(mem) bytes, C(gpu)) and C(labels).
+      - All of them are needed to derive the cluster environment; only those of O(agent) are
+        created.
+    type: list
+    elements: dict
+    default: []
+  mode:
+    description:
+      - The mode as placed (C(single-node) or C(multi-node)); required with O(state=present).
+    type: str
+  network:
+    description: The session network to attach to; omit (size 1) for the engine's default bridge.
+    type: str
+  env:
+    description: The user's environment variables (bai_session_plan's C(spec.env)).
+    type: dict
+    default: {}
+  mounts:
+    description:
+      - Host folders to mount, each C(src), C(dst), C(readonly) (bai_session_plan's
+        C(spec.mounts)).
+    type: list
+    elements: dict
+    default: []
+  keypair:
+    description:
+      - The session keys from M(bai_session_keypair) (C(private_key), C(public_key),
+        C(host_private_key), C(host_public_key)). Needed only when a container must be created.
+    type: dict
+  port_range:
+    description:
+      - Host ports the master's sshd (2200/tcp) may be published on; Docker picks a free one.
+    type: str
+    default: 30000-31000
+  publish_address:
+    description: Host address the master's port is published on.
+    type: str
+    default: 0.0.0.0
+  ssh_timeout:
+    description: Seconds to wait for sshd to listen in every container.
+    type: int
+    default: 60
+  workers:
+    description: Containers created at the same time.
+    type: int
+    default: 8
+  docker_host:
+    description:
+      - The engine to talk to, e.g. V(unix:///var/run/docker.sock).
+      - Default is E(DOCKER_HOST) (with E(DOCKER_TLS_VERIFY), E(DOCKER_CERT_PATH)), else the
+        local socket.
+    type: str
+  docker_timeout:
+    description: Seconds to wait for one Docker API call.
+    type: int
+    default: 60
+notes:
+  - O(keypair) is C(no_log); the module never returns keys.
+attributes:
+  check_mode:
+    support: full
+    description: Reports what would be created, started or removed.
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+requirements:
+  - docker SDK for Python 5.0 or later (Debian python3-docker works)
+"""
+
+EXAMPLES = r"""
+- name: Create this agent's containers of the session
+  bai_session_containers:
+    session: "{{ plan.summary.name }}"
+    session_id: "{{ plan.session_id }}"
+    agent: agent1
+    kernels: "{{ plan.kernels }}"
+    mode: "{{ plan.mode }}"
+    network: "{{ plan.network.name if plan.network else omit }}"
+    env: "{{ plan.spec.env }}"
+    mounts: "{{ plan.spec.mounts }}"
+    keypair: "{{ keys.keypair }}"
+  delegate_to: agent1
+
+- name: Remove the session's containers on one agent
+  bai_session_containers:
+    session: train
+    state: absent
+"""
+
+RETURN = r"""
+containers:
+  description:
+    - This agent's containers of the session, in kernel order - C(name), C(id), C(host),
+      C(role), C(idx), C(kernel_id), C(agent), C(state), C(ports) (published ports).
+  returned: state=present
+  type: list
+  elements: dict
+created:
+  description: Names of the containers created (or that would be, in check mode).
+  returned: state=present
+  type: list
+  elements: str
+restarted:
+  description:
+    - Names of existing, stopped containers that were started again.
+    - (Not called C(started), a key async_status reserves for jobs still running.)
+  returned: state=present
+  type: list
+  elements: str
+removed:
+  description: Names of the containers removed.
+  returned: always
+  type: list
+  elements: str
+ssh_port:
+  description: Host port of the master's sshd when the master runs on this agent, else null.
+  returned: state=present
+  type: int
+"""
+
+import os  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+
+from ansible.module_utils.bai_cluster import (  # noqa: E402
+    LABEL_KERNEL_ID,
+    LABEL_SESSION_ID,
+    SSH_PORT,
+    Kernel,
+    Resources,
+    SpecError,
+    cluster_env,
+    nano_cpus,
+    parse_image_env,
+)
+from ansible.module_utils.bai_docker import (  # noqa: E402
+    DOCKER_ARGUMENT_SPEC,
+    DockerException,
+    connect,
+    error_text,
+    find_network,
+    image_env,
+    parallel,
+    remove_containers,
+    session_containers,
+    session_tar,
+)
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+
+KEY_FILES = {
+    "id_cluster": "private_key",
+    "id_cluster.pub": "public_key",
+    "host_key": "host_private_key",
+    "host_key.pub": "host_public_key",
+}
+SSHD_READY = b"Server listening on"
+
+
+class Failure(Exception):
+    """Anything the module reports through its one fail_json."""
+
+
+def to_kernel(raw: dict) -> Kernel:
+    res = raw.get("resources") or {}
+    try:
+        return Kernel(
+            role=str(raw["role"]),
+            idx=int(raw["idx"]),
+            hostname=str(raw["hostname"]),
+            rank=int(raw["rank"]),
+            image=str(raw["image"]),
+            resources=Resources(float(res["cpu"]), int(res["mem"]), int(res.get("gpu") or 0)),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise Failure(
+            f"kernels: entry {raw.get('hostname', raw)!r} is not a bai_session_plan kernel "
+            f"({exc!r}); pass plan.kernels unchanged"
+        ) from None
+
+
+class Session:
+    """This agent's share of one session, and how to make it."""
+
+    def __init__(self, module: AnsibleModule, docker_) -> None:
+        self.module = module
+        self.docker = docker_
+        self.p = module.params
+        self.kernels = [to_kernel(raw) for raw in self.p["kernels"]]
+        self.raw = {raw["hostname"]: raw for raw in self.p["kernels"]}
+        self.mine = [
+            k for k in self.kernels if self.raw[k.hostname].get("agent") == self.p["agent"]
+        ]
+        self.created: list[str] = []
+        self.lock = threading.Lock()
+
+    # --- what exists ------------------------------------------------------------------
+    def sort_existing(self) -> tuple[list, list, list]:
+        """(kernels to create, [(kernel, container)] to start, [(kernel, container)] to keep)."""
+        api = self.docker.api
+        ours = {c["name"]: c for c in session_containers(api, self.p["session"], self.p["agent"])}
+        names = [self.raw[k.hostname]["container_name"] for k in self.mine]
+        taken = api.containers(all=True, filters={"name": [f"^/{n}$" for n in names]})
+        foreign = sorted({c["Names"][0].lstrip("/") for c in taken} - set(ours) & set(names))
+        if foreign:
+            raise Failure(
+                f"container name(s) {', '.join(foreign)} already used by containers that are "
+                f"not part of session {self.p['session']} on agent {self.p['agent']}; remove "
+                f"or rename them"
+            )
+        create, start, keep = [], [], []
+        for kernel in self.mine:
+            raw = self.raw[kernel.hostname]
+            found = ours.get(raw["container_name"])
+            if found is None:
+                create.append(kernel)
+                continue
+            labels = found["labels"]
+            if (
+                labels.get(LABEL_KERNEL_ID) != raw["kernel_id"]
+                or labels.get(LABEL_SESSION_ID) != self.p["session_id"]
+            ):
+                raise Failure(
+                    f"container {found['name']} on agent {self.p['agent']} belongs to another "
+                    f"instance of session {self.p['session']} (session id "
+                    f"{labels.get(LABEL_SESSION_ID)}); nothing was changed; destroy that "
+                    f"session first"
+                )
+            (keep if found["state"] == "running" else start).append((kernel, found))
+        return create, start, keep
+
+    def precheck(self, create: list[Kernel]) -> dict[str, dict[str, str]]:
+        """Images, mount sources, network, keys: all checked before anything is made.
+        Returns the ENV of each image needed."""
+        api = self.docker.api
+        agent = self.p["agent"]
+        problems, envs = [], {}
+        for image in dict.fromkeys(k.image for k in create):
+            found = image_env(api, image)
+            if found is None:
+                problems.append(
+                    f"image {image} not on agent {agent} (no registry is used: build it with "
+                    f"playbooks/image_build.yml or load it with docker save/load)"
+                )
+            else:
+                envs[image] = parse_image_env(found)
+        for i, mount in enumerate(self.p["mounts"]):
+            src = mount.get("src")
+            if not src or not os.path.exists(src):
+                problems.append(
+                    f"mounts[{i}].src: {src} does not exist on agent {agent}; create the "
+                    f"data folder there first"
+                )
+        network = self.p["network"]
+        if network and not self.module.check_mode and find_network(api, network) is None:
+            problems.append(
+                f"network {network} does not exist on agent {agent}; create it first "
+                f"(bai_session_network)"
+            )
+        keypair = self.p["keypair"] or {}
+        missing = [key for key in KEY_FILES.values() if not keypair.get(key)]
+        if missing:
+            problems.append(
+                f"keypair: {', '.join(missing)} missing; pass bai_session_keypair's keypair "
+                f"to create containers"
+            )
+        if problems:
+            raise Failure(
+                f"cannot create session {self.p['session']} on agent {agent}: "
+                + "; ".join(problems)
+                + "; nothing was created"
+            )
+        return envs
+
+    # --- making containers ------------------------------------------------------------
+    def environment(self, kernel: Kernel, image_vars: dict[str, str]) -> dict[str, str]:
+        toolkit = cluster_env(
+            self.kernels,
+            kernel,
+            session_name=self.p["session"],
+            session_id=self.p["session_id"],
+            kernel_id=self.raw[kernel.hostname]["kernel_id"],
+            mode=self.p["mode"],
+            user_env={str(k): str(v) for k, v in self.p["env"].items()},
+            image_env=image_vars,
+        )
+        return {**image_vars, **toolkit}
+
+    def make(self, kernel: Kernel, env: dict[str, str], archive: bytes) -> str:
+        import docker
+
+        api = self.docker.api
+        raw = self.raw[kernel.hostname]
+        master = kernel.rank == 0
+        network = self.p["network"]
+        binds = [
+            f"{m['src']}:{m['dst']}:{'ro' if m.get('readonly') else 'rw'}" for m in self.p["mounts"]
+        ]
+        extra = {}
+        if kernel.resources.gpu:
+            extra["device_requests"] = [
+                docker.types.DeviceRequest(count=kernel.resources.gpu, capabilities=[["gpu"]])
+            ]
+        host_config = api.create_host_config(
+            network_mode=network or None,
+            init=True,
+            nano_cpus=nano_cpus(kernel.resources),
+            mem_limit=kernel.resources.mem,
+            memswap_limit=kernel.resources.mem,
+            binds=binds or None,
+            port_bindings=(
+                {SSH_PORT: (self.p["publish_address"], self.p["port_range"])} if master else None
+            ),
+            **extra,
+        )
+        networking = None
+        if network:
+            networking = api.create_networking_config(
+                {network: api.create_endpoint_config(aliases=[kernel.hostname])}
+            )
+        created = api.create_container(
+            kernel.image,
+            name=raw["container_name"],
+            hostname=kernel.hostname,
+            environment=[f"{key}={value}" for key, value in env.items()],
+            labels=dict(raw["labels"]),
+            host_config=host_config,
+            networking_config=networking,
+            ports=[SSH_PORT] if master else None,
+            detach=True,
+            use_config_proxy=False,
+        )
+        cid = created["Id"]
+        with self.lock:
+            self.created.append(cid)
+        if not api.put_archive(cid, "/opt/bai", archive):
+            raise Failure(f"could not copy the session keys into {raw['container_name']}")
+        api.start(cid)
+        return cid
+
+    def wait_ssh(self, targets: list[tuple[str, str, int | None]]) -> None:
+        """Wait until every (name, id, since) logs sshd's 'Server listening on'."""
+        api = self.docker.api
+        pending = {name: (cid, since) for name, cid, since in targets}
+        deadline = time.monotonic() + self.p["ssh_timeout"]
+        while pending:
+            for name, (cid, since) in list(pending.items()):
+                kwargs = {"since": since} if since else {}
+                logs = api.logs(cid, stdout=True, stderr=True, **kwargs)
+                if SSHD_READY in logs:
+                    del pending[name]
+                    continue
+                state = api.inspect_container(cid)["State"]
+                if not state.get("Running"):
+                    raise Failure(
+                        f"container {name} on agent {self.p['agent']} stopped (exit code "
+                        f"{state.get('ExitCode')}) before sshd came up; its log ends: "
+                        f"{_tail(logs)}"
+                    )
+            if not pending:
+                break
+            if time.monotonic() > deadline:
+                raise Failure(
+                    f"sshd did not start within {self.p['ssh_timeout']}s in "
+                    f"{', '.join(sorted(pending))} on agent {self.p['agent']}; raise "
+                    f"ssh_timeout if the agent is slow, or check the container logs"
+                )
+            time.sleep(0.1)
+
+    def present(self) -> dict:
+        create, start, _keep = self.sort_existing()
+        result = {
+            "created": [self.raw[k.hostname]["container_name"] for k in create],
+            "restarted": [c["name"] for _, c in start],
+            "removed": [],
+        }
+        if not create and not start:
+            return {"changed": False, **result, **self.report()}
+        envs = self.precheck(create) if create else {}
+        try:
+            plans = [(k, self.environment(k, envs[k.image])) for k in create]
+        except SpecError as exc:
+            raise Failure(f"session {self.p['session']}: {exc}; nothing was created") from None
+        if self.module.check_mode:
+            return {"changed": True, **result, **self.report()}
+        keypair = self.p["keypair"] or {}
+        archive = (
+            session_tar({name: keypair[key].encode() for name, key in KEY_FILES.items()})
+            if create
+            else b""
+        )
+        since = int(time.time())
+        outcomes = parallel(
+            lambda item: self.make(item[0], item[1], archive), plans, self.p["workers"]
+        )
+        outcomes += parallel(
+            lambda item: self.docker.api.start(item[1]["id"]), start, self.p["workers"]
+        )
+        errors = [
+            f"{name}: {error_text(out)}"
+            for name, out in zip(result["created"] + result["restarted"], outcomes)
+            if isinstance(out, Exception)
+        ]
+        if errors:
+            raise Failure(
+                f"could not start session {self.p['session']} on agent {self.p['agent']}: "
+                + "; ".join(errors)
+            )
+        targets = [(name, cid, None) for name, cid in zip(result["created"], outcomes)]
+        targets += [(c["name"], c["id"], since) for _, c in start]
+        self.wait_ssh(targets)
+        return {"changed": True, **result, **self.report()}
+
+    def report(self) -> dict:
+        api = self.docker.api
+        found = {c["name"]: c for c in session_containers(api, self.p["session"], self.p["agent"])}
+        containers, ssh_port = [], None
+        for kernel in self.mine:
+            raw = self.raw[kernel.hostname]
+            item = found.get(raw["container_name"], {})
+            ports = item.get("ports", [])
+            if kernel.rank == 0:
+                ssh_port = next(
+                    (p["host_port"] for p in ports if p["container_port"] == SSH_PORT), None
+                )
+            containers.append(
+                {
+                    "name": raw["container_name"],
+                    "id": item.get("id"),
+                    "host": kernel.hostname,
+                    "role": kernel.role,
+                    "idx": kernel.idx,
+                    "kernel_id": raw["kernel_id"],
+                    "agent": self.p["agent"],
+                    "state": item.get("state", "planned"),
+                    "ports": ports,
+                }
+            )
+        return {"containers": containers, "ssh_port": ssh_port}
+
+    def cleanup(self) -> list[str]:
+        """Remove what this call created; returns the failures, for the message."""
+        failed = remove_containers(self.docker, list(self.created), self.p["workers"])
+        return [f"{cid[:12]}: {err}" for cid, err in failed]
+
+
+def _tail(logs: bytes, lines: int = 5) -> str:
+    text = logs.decode("utf-8", "replace").strip().splitlines()[-lines:]
+    return " | ".join(text) if text else "(empty)"
+
+
+def absent(module: AnsibleModule, docker_) -> dict:
+    session, session_id = module.params["session"], module.params["session_id"]
+    found = session_containers(docker_.api, session, module.params["agent"])
+    if session_id:
+        found = [c for c in found if c["labels"].get(LABEL_SESSION_ID) == session_id]
+    names = [c["name"] for c in found]
+    if found and not module.check_mode:
+        failed = remove_containers(docker_, [c["id"] for c in found], module.params["workers"])
+        if failed:
+            raise Failure(
+                f"could not remove container(s) of session {session}: "
+                + "; ".join(f"{cid}: {err}" for cid, err in failed)
+            )
+    return {"changed": bool(names), "removed": names}
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
+            "session": {"type": "str", "required": True},
+            "session_id": {"type": "str"},
+            "agent": {"type": "str"},
+            "kernels": {"type": "list", "elements": "dict", "default": []},
+            "mode": {"type": "str", "choices": ["single-node", "multi-node"]},
+            "network": {"type": "str"},
+            "env": {"type": "dict", "default": {}},
+            "mounts": {"type": "list", "elements": "dict", "default": []},
+            "keypair": {"type": "dict", "no_log": True},
+            "port_range": {"type": "str", "default": "30000-31000"},
+            "publish_address": {"type": "str", "default": "0.0.0.0"},
+            "ssh_timeout": {"type": "int", "default": 60},
+            "workers": {"type": "int", "default": 8},
+            **DOCKER_ARGUMENT_SPEC,
+        },
+        required_if=[("state", "present", ("session_id", "agent", "kernels", "mode"))],
+        supports_check_mode=True,
+    )
+    docker_ = connect(module)
+    session = None
+    try:
+        if module.params["state"] == "absent":
+            module.exit_json(**absent(module, docker_))
+        session = Session(module, docker_)
+        result = session.present()
+    except (Failure, DockerException) as exc:
+        msg = str(exc) if isinstance(exc, Failure) else f"Docker error: {error_text(exc)}"
+        if session is not None and session.created:
+            leftovers = session.cleanup()
+            msg += f"; removed the {len(session.created)} container(s) this run had created"
+            if leftovers:
+                msg += f" (except: {'; '.join(leftovers)})"
+        module.fail_json(msg=msg)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

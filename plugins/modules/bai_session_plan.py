@@ -1,0 +1,324 @@
+#!/usr/bin/python
+"""Ansible module bai_session_plan: validate a session spec and place its containers."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: bai_session_plan
+short_description: Validate a cluster session spec and decide where its containers go
+description:
+  - Pure computation on the controller; talks to nothing and changes nothing.
+  - Validates the session variables (CONTRACT 3.1) and expands the kernels
+    (C(main1), C(sub1), ... or the O(roles) given).
+  - Without O(agents) and O(agent_info) it only validates (RV(action) C(validated)).
+  - With them it places the session (CONTRACT 3.3). If containers of this session name
+    already exist with the same spec, the result is RV(action) C(exists) and ids and
+    placement are read back from their labels; with another spec it fails and says so.
+  - A session that does not fit now fails with a message containing C(PENDING) and the
+    reason; RV(pending) and RV(permanent) tell a retry loop whether waiting can help.
+  - Errors in the spec fail with a message naming the field, the value given and what
+    is allowed.
+version_added: "0.1.0"
+author: bai-cluster maintainers
+options:
+  name:
+    description:
+      - Session name (1-32 of C(a-z0-9-)); required (its absence is reported like any spec
+        error).
+    type: raw
+  size:
+    description: Number of containers (1-64); may be omitted when O(roles) is given.
+    type: raw
+  mode:
+    description: C(single-node) (default) or C(multi-node).
+    type: raw
+  image:
+    description:
+      - Image of every container unless a role says otherwise (default C(bai/session:latest)).
+    type: raw
+  resource_group:
+    description: Resource group whose agents may run the session (default C(default)).
+    type: raw
+  env:
+    description: Extra environment variables (string values) for every container.
+    type: raw
+  resources:
+    description: Per-container C(cpu), C(mem), C(gpu) (default 1 CPU, 1g, 0 GPUs).
+    type: raw
+  mounts:
+    description: Host folders (C(src), C(dst), optional C(readonly)) mounted into every container.
+    type: raw
+  roles:
+    description:
+      - Heterogeneous roles in order, each C(role), C(replicas), optional C(image),
+        C(resources).
+    type: raw
+  spec:
+    description:
+      - A spec in canonical form (RV(spec) of an earlier call), instead of the separate
+        options above; it validates to the very same session.
+    type: dict
+  agents:
+    description:
+      - Candidate agents, each C(name), C(group), C(cpu), C(mem), C(gpu) and optional
+        C(used_cpu), C(used_mem), C(used_gpu), C(images) (ref -> present), C(paths) (path ->
+        exists).
+    type: list
+    elements: dict
+  existing:
+    description:
+      - Containers of this session name found on the agents (C(agent), C(name), C(state),
+        C(image), C(labels)).
+    type: list
+    elements: dict
+    default: []
+  agent_info:
+    description:
+      - The registered C(results) of a looped M(bai_agent_info) task; fills O(agents)
+        and O(existing) (added to whatever those already hold).
+    type: list
+    elements: dict
+attributes:
+  check_mode:
+    support: full
+    description: Pure computation; runs the same in check mode.
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+    description: Never changes anything (fresh kernel ids are drawn for a new session only).
+"""
+
+EXAMPLES = r"""
+- name: Validate the request before contacting any agent
+  bai_session_plan:
+    name: "{{ session_name }}"
+    size: "{{ session_size | default(omit) }}"
+
+- name: Place the session on the agents
+  bai_session_plan:
+    name: "{{ session_name }}"
+    size: "{{ session_size | default(omit) }}"
+    mode: "{{ session_mode | default(omit) }}"
+    agent_info: "{{ info.results }}"
+  register: plan
+"""
+
+RETURN = r"""
+action:
+  description:
+    - C(validated) (no agents given), C(create) (new session) or C(exists) (already there, same
+      spec).
+  returned: success
+  type: str
+  sample: create
+ready:
+  description: True when the session exists with this spec and every container runs (nothing to do).
+  returned: when agents were given
+  type: bool
+ssh_port:
+  description: Host port of the master's published sshd when the session exists already, else null.
+  returned: when agents were given
+  type: int
+session_id:
+  description: The session UUID (main1's kernel id); absent for C(validated).
+  returned: when agents were given
+  type: str
+mode:
+  description: The mode as placed (C(multi-node) only when the containers really are spread).
+  returned: when agents were given
+  type: str
+  sample: single-node
+requested_mode:
+  description: The mode asked for.
+  returned: success
+  type: str
+spec_hash:
+  description: Hash of the canonical spec (the C(ai.backend.cluster.spec-hash) label).
+  returned: success
+  type: str
+spec:
+  description: The validated spec in canonical form (env sorted, mounts normalised).
+  returned: success
+  type: dict
+size:
+  description: Number of containers.
+  returned: success
+  type: int
+network:
+  description:
+    - The session network (C(name), C(driver) bridge or overlay, C(labels)); null for size 1.
+  returned: when agents were given
+  type: dict
+agents:
+  description: Agents used, in order of first use (main1's agent first).
+  returned: when agents were given
+  type: list
+  elements: str
+kernels:
+  description:
+    - One entry per container in kernel order; C(hostname), C(role), C(idx), C(rank),
+      C(agent), C(kernel_id), C(container_name), C(image), C(resources), C(labels).
+  returned: when agents were given
+  type: list
+  elements: dict
+summary:
+  description: What the create play reports (name, session_id, mode, network, containers).
+  returned: when agents were given
+  type: dict
+pending:
+  description: True when the failure is a PENDING placement.
+  returned: failure
+  type: bool
+permanent:
+  description: True when waiting cannot help a PENDING placement.
+  returned: failure
+  type: bool
+conflict:
+  description: True when the name is taken by a different or incomplete session.
+  returned: failure
+  type: bool
+"""
+
+from ansible.module_utils.bai_cluster import (  # noqa: E402
+    Agent,
+    Pending,
+    SessionConflict,
+    SpecError,
+    expand_kernels,
+    normalize_spec,
+    plan_session,
+    spec_canonical,
+    spec_hash,
+)
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+
+SPEC_KEYS = (
+    "name",
+    "size",
+    "mode",
+    "image",
+    "resource_group",
+    "env",
+    "resources",
+    "mounts",
+    "roles",
+)
+AGENT_NUMBERS = ("cpu", "mem", "gpu", "used_cpu", "used_mem", "used_gpu")
+
+
+def _agents(params: dict) -> tuple[list[Agent] | None, list[dict], dict]:
+    """Agents, existing containers and per-agent inventory from the module params."""
+    raw_agents = list(params["agents"] or [])
+    existing = list(params["existing"] or [])
+    for result in params["agent_info"] or []:
+        if result.get("skipped"):
+            continue
+        if "agent" not in result:
+            raise SpecError(
+                "agent_info: an item has no 'agent' key; pass the registered results of "
+                "a bai_agent_info task (register: info -> agent_info: info.results)"
+            )
+        agent = dict(result["agent"])
+        agent["images"] = {
+            ref: bool(found.get("present")) for ref, found in (result.get("images") or {}).items()
+        }
+        agent["paths"] = dict(result.get("paths") or {})
+        raw_agents.append(agent)
+        existing.extend(result.get("containers") or [])
+    if params["agents"] is None and params["agent_info"] is None:
+        return None, existing, {}
+    agents, inventory = [], {}
+    for i, raw in enumerate(raw_agents):
+        if not raw.get("name"):
+            raise SpecError(f"agents[{i}]: 'name' is required")
+        try:
+            numbers = {key: raw.get(key) or 0 for key in AGENT_NUMBERS}
+            agents.append(
+                Agent(
+                    name=str(raw["name"]),
+                    group=str(raw.get("group") or "default"),
+                    cpu=float(numbers["cpu"]),
+                    mem=int(numbers["mem"]),
+                    gpu=int(numbers["gpu"]),
+                    used_cpu=float(numbers["used_cpu"]),
+                    used_mem=int(numbers["used_mem"]),
+                    used_gpu=int(numbers["used_gpu"]),
+                )
+            )
+        except (TypeError, ValueError):
+            raise SpecError(
+                f"agents[{i}] ({raw.get('name')}): cpu, mem, gpu and used_* must be numbers; "
+                f"got {raw!r}"
+            ) from None
+        inventory[str(raw["name"])] = {
+            "images": raw.get("images") or {},
+            "paths": raw.get("paths") or {},
+        }
+    return agents, existing, inventory
+
+
+def run(module: AnsibleModule) -> dict:
+    params = module.params
+    raw = {key: params[key] for key in SPEC_KEYS}
+    if params["spec"] is not None:
+        given = sorted(key for key, value in raw.items() if value is not None)
+        if given:
+            module.fail_json(
+                msg=f"bai_session_plan: give either spec or {', '.join(given)}, not both"
+            )
+        raw = dict(params["spec"])
+    try:
+        spec = normalize_spec(raw)
+    except SpecError as exc:
+        module.fail_json(msg=f"invalid session spec: {exc}")
+    common = {
+        "changed": False,
+        "requested_mode": spec.mode,
+        "spec_hash": spec_hash(spec),
+        "spec": spec_canonical(spec),
+        "size": spec.size,
+    }
+    try:
+        agents, existing, inventory = _agents(params)
+    except SpecError as exc:
+        module.fail_json(msg=f"bai_session_plan: {exc}")
+    if agents is None:
+        hosts = [kernel.hostname for kernel in expand_kernels(spec)]
+        return {**common, "action": "validated", "hosts": hosts}
+    try:
+        plan = plan_session(spec, agents, existing, inventory=inventory)
+    except Pending as exc:
+        module.fail_json(msg=f"session {spec.name}: {exc}", pending=True, permanent=exc.permanent)
+    except SessionConflict as exc:
+        module.fail_json(msg=str(exc), conflict=True)
+    except SpecError as exc:
+        module.fail_json(msg=f"session {spec.name}: {exc}; nothing was created")
+    return {**common, **plan}
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "name": {"type": "raw"},
+            "size": {"type": "raw"},
+            "mode": {"type": "raw"},
+            "image": {"type": "raw"},
+            "resource_group": {"type": "raw"},
+            "env": {"type": "raw"},
+            "resources": {"type": "raw"},
+            "mounts": {"type": "raw"},
+            "roles": {"type": "raw"},
+            "spec": {"type": "dict"},
+            "agents": {"type": "list", "elements": "dict"},
+            "existing": {"type": "list", "elements": "dict", "default": []},
+            "agent_info": {"type": "list", "elements": "dict"},
+        },
+        supports_check_mode=True,
+    )
+    module.exit_json(**run(module))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,82 @@
+#!/usr/bin/python
+"""Ansible module bai_session_summary: one row per session from every agent's containers."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: bai_session_summary
+short_description: Summarise cluster sessions from the containers found on every agent
+description:
+  - Pure computation on the controller (used by C(playbooks/session_list.yml)).
+  - Groups session containers by session name and id and returns one row per session
+    with its size, mode (as placed), agents and state (C(running) when every container
+    runs, C(stopped) when none does, else C(partial)), plus a fixed-width table.
+version_added: "0.1.0"
+author: bai-cluster maintainers
+options:
+  agent_info:
+    description: The registered C(results) of a looped M(bai_agent_info) task (without C(name)).
+    type: list
+    elements: dict
+    default: []
+  containers:
+    description:
+      - More containers (C(agent), C(name), C(state), C(labels)), added to those of
+        O(agent_info).
+    type: list
+    elements: dict
+    default: []
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+    description: Never changes anything.
+"""
+
+EXAMPLES = r"""
+- name: Summarise the sessions
+  bai_session_summary:
+    agent_info: "{{ info.results }}"
+  register: sessions
+"""
+
+RETURN = r"""
+sessions:
+  description:
+    - One entry per session, sorted by name - C(name), C(session_id), C(size), C(found),
+      C(running), C(mode), C(resource_group), C(agents), C(hosts), C(state).
+  returned: success
+  type: list
+  elements: dict
+table:
+  description: The same as lines of a fixed-width table with a header.
+  returned: success
+  type: list
+  elements: str
+"""
+
+from ansible.module_utils.bai_cluster import format_table, summarize_sessions  # noqa: E402
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "agent_info": {"type": "list", "elements": "dict", "default": []},
+            "containers": {"type": "list", "elements": "dict", "default": []},
+        },
+        supports_check_mode=True,
+    )
+    containers = list(module.params["containers"])
+    for result in module.params["agent_info"]:
+        containers.extend(result.get("containers") or [])
+    rows = summarize_sessions(containers)
+    module.exit_json(changed=False, sessions=rows, table=format_table(rows))
+
+
+if __name__ == "__main__":
+    main()

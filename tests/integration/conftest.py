@@ -1,0 +1,119 @@
+"""Shared fixtures for the integration tests: run ansible-playbook, talk to Docker.
+
+Kept small on purpose (several test files share it): ``run_playbook`` runs a playbook
+of this repository with the venv's ansible-playbook and returns its JSON result, and
+``docker_client`` is a docker SDK client for this machine's engine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+VENV_BIN = REPO / ".venv" / "bin"
+
+
+@dataclass(repr=False)
+class PlaybookRun:
+    """Outcome of one ansible-playbook run (stdout callback: ansible.posix.json)."""
+
+    args: list[str]
+    rc: int
+    stdout: str
+    stderr: str
+    result: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        """set_stats data recorded with per_host: false."""
+        return self.result.get("global_custom_stats") or {}
+
+    def changed(self, host: str = "localhost") -> int:
+        return self.result.get("stats", {}).get(host, {}).get("changed", -1)
+
+    @property
+    def failures(self) -> list[str]:
+        """The msg of every failed task result (loop items included)."""
+        found = []
+        for play in self.result.get("plays", []):
+            for task in play.get("tasks", []):
+                for res in task.get("hosts", {}).values():
+                    items = [res, *res.get("results", [])]
+                    found += [str(r.get("msg")) for r in items if r.get("failed")]
+        return found
+
+    def __repr__(self) -> str:
+        tail = "\n".join(self.failures) or self.stdout[-3000:]
+        return (
+            f"ansible-playbook {' '.join(self.args)} -> rc {self.rc}\n{tail}\n{self.stderr[-2000:]}"
+        )
+
+
+def _parse(stdout: str) -> dict[str, Any]:
+    # profile_tasks (enabled in ansible.cfg) prints timing lines around the JSON.
+    match = re.search(r"^\{", stdout, re.M)
+    if not match:
+        return {}
+    try:
+        result, _ = json.JSONDecoder().raw_decode(stdout[match.start() :])
+    except ValueError:
+        return {}
+    return result
+
+
+def ansible_playbook(
+    playbook: str,
+    *args: str,
+    extra_vars: dict[str, Any] | None = None,
+    inventory: str | None = None,
+    timeout: int = 900,
+) -> PlaybookRun:
+    """Run ``playbooks/<playbook>`` (or an absolute path) from the repository root;
+    never raises on failure."""
+    path = playbook if os.path.isabs(playbook) else f"playbooks/{playbook}"
+    argv = [str(VENV_BIN / "ansible-playbook"), path]
+    if inventory:
+        argv += ["-i", inventory]
+    if extra_vars:
+        argv += ["-e", json.dumps(extra_vars)]
+    argv += list(args)
+    env = {
+        **os.environ,
+        "PATH": f"{VENV_BIN}:{os.environ.get('PATH', '')}",
+        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+        "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json",
+        "ANSIBLE_SHOW_CUSTOM_STATS": "true",
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_FORCE_COLOR": "0",
+    }
+    proc = subprocess.run(
+        argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+    return PlaybookRun(argv[1:], proc.returncode, proc.stdout, proc.stderr, _parse(proc.stdout))
+
+
+@pytest.fixture(scope="session")
+def run_playbook():
+    """``run_playbook("session_create.yml", extra_vars={...}, inventory="inventories/local")``."""
+    return ansible_playbook
+
+
+@pytest.fixture(scope="session")
+def docker_client():
+    """A docker SDK client for this machine's engine; skips when there is none."""
+    docker = pytest.importorskip("docker")
+    try:
+        client = docker.from_env()
+        client.ping()
+    except Exception as exc:
+        pytest.skip(f"no Docker engine: {exc}")
+    yield client
+    client.close()

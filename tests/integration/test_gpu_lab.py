@@ -1,0 +1,544 @@
+"""gpu_runtime on real Docker: the lab agents (no GPU) and a simulated NVIDIA agent.
+
+1. The lab (needs `make lab-up`): `site.yml --tags gpu_runtime` on agents without an
+   accelerator detects nothing, says so, changes nothing (check mode included), and
+   daemon.json keeps no runtime.
+
+2. SIMULATED NVIDIA agent (needs a Docker engine and the bai/lab-node image, not the
+   lab). No machine running these tests has a GPU, so a throwaway Docker-in-Docker
+   container stands in for a GPU agent: /dev/nvidia0, /dev/nvidia1 and /dev/nvidiactl
+   are made with mknod (no driver behind them), `nvidia-smi` is a script replaying the
+   recorded H100 output of tests/unit/fixtures/gpu, and the container toolkit is four
+   stub .deb packages with the real package names (nvidia-ctk answers --version,
+   `cdi generate` and `cdi list`; the runtime and hook do nothing GPU-related), installed
+   through gpu_runtime_nvidia_local_packages_dir (the air-gapped path; NVIDIA's
+   repository cannot be reached here). What is real: the role's decisions and file
+   writes, the package installation, the runtime reaching daemon.json through the real
+   site.yml wiring, the inner engine accepting it, idempotence, the missing-driver
+   failure, and check-gpu-node.sh's host-level steps (its container steps need a GPU).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import tarfile
+import textwrap
+import time
+import uuid
+from pathlib import Path
+
+import docker
+import pytest
+import yaml
+
+pytestmark = [pytest.mark.integration]
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "unit" / "fixtures" / "gpu"
+AGENTS = ["agent1", "agent2"]
+SIM_IMAGE = "bai/lab-node:latest"
+SIM_LABEL = "ai.backend.cluster.gpu-sim"
+
+
+def ansible(tool: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess[str]:
+    full_env = {
+        **os.environ,
+        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+        "ANSIBLE_NOCOLOR": "1",
+        **(env or {}),
+    }
+    cmd = [str(Path(sys.executable).parent / tool), *args]
+    return subprocess.run(cmd, cwd=ROOT, env=full_env, text=True, capture_output=True, timeout=600)
+
+
+def recap(output: str) -> dict[str, dict[str, int]]:
+    rows = {}
+    for m in re.finditer(r"^(\S+)\s+:\s+((?:\w+=\d+\s*)+)$", output, re.M):
+        rows[m.group(1)] = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(2))}
+    return rows
+
+
+def flat(output: str) -> str:
+    """Ansible wraps long messages; compare with whitespace collapsed."""
+    return " ".join(output.replace("''", "'").split())
+
+
+def tail(run: subprocess.CompletedProcess[str]) -> str:
+    return run.stdout[-5000:] + run.stderr[-2000:]
+
+
+@pytest.fixture(scope="module")
+def client() -> docker.DockerClient:
+    return docker.from_env()
+
+
+# --- 1. the lab: no GPU, no change -----------------------------------------------------
+@pytest.fixture(scope="module")
+def lab(client):
+    for node in AGENTS:
+        try:
+            if client.containers.get(f"bai-lab-{node}").status != "running":
+                pytest.skip("the lab is not up (make lab-up)")
+        except docker.errors.NotFound:
+            pytest.skip("the lab is not up (make lab-up)")
+    check = ansible("ansible-playbook", "site.yml", "--tags", "gpu_runtime", "--check", "--diff")
+    real = ansible("ansible-playbook", "site.yml", "--tags", "gpu_runtime")
+    return check, real
+
+
+@pytest.mark.lab
+def test_lab_agents_have_no_gpu_and_nothing_changes(lab):
+    check, real = lab
+    for run in (check, real):
+        assert run.returncode == 0, tail(run)
+        rows = recap(run.stdout)
+        for node in AGENTS:
+            assert rows[node]["failed"] == 0 and rows[node]["changed"] == 0, rows
+        text = flat(run.stdout)
+        for node in AGENTS:
+            assert (
+                f"{node} has no GPU (no NVIDIA or AMD device found): gpu_runtime changes nothing"
+                in text
+            )
+    # The vendors' task files were not even included on nodes without GPUs.
+    assert "TASK [gpu_runtime : NVIDIA container toolkit" in real.stdout
+    assert "Install the toolkit" not in real.stdout and "device groups" not in real.stdout
+
+
+@pytest.mark.lab
+def test_lab_agents_report_zero_gpus(lab):
+    run = ansible(
+        "ansible",
+        "agents",
+        "-m",
+        "bai_gpu_facts",
+        env={"ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "ANSIBLE_STDOUT_CALLBACK": "json"},
+    )
+    assert run.returncode == 0, tail(run)
+    # The json callback's document; the timing callback prints after it.
+    document, _ = json.JSONDecoder().raw_decode(run.stdout[run.stdout.index("{") :])
+    hosts = document["plays"][0]["tasks"][0]["hosts"]
+    for node in AGENTS:
+        facts = hosts[node]["ansible_facts"]["bai_gpu"]
+        assert (facts["vendor"], facts["count"], facts["status"]) == ("none", 0, "ok"), facts
+        assert hosts[node]["changed"] is False
+
+
+@pytest.mark.lab
+@pytest.mark.parametrize("node", AGENTS)
+def test_lab_daemon_json_has_no_nvidia_runtime(lab, client, node):
+    res = client.containers.get(f"bai-lab-{node}").exec_run(["cat", "/etc/docker/daemon.json"])
+    assert res.exit_code == 0, res.output
+    config = json.loads(res.output)
+    assert "runtimes" not in config and "default-runtime" not in config, config
+    res = client.containers.get(f"bai-lab-{node}").exec_run(
+        ["docker", "info", "--format", "{{json .Runtimes}}|{{.DefaultRuntime}}"]
+    )
+    runtimes, default = res.output.decode().strip().split("|")
+    assert "nvidia" not in json.loads(runtimes) and default == "runc"
+
+
+# --- 2. a simulated NVIDIA agent ---------------------------------------------------------
+# SIMULATED nvidia-smi: the recorded H100 listing (2 GPUs), columns picked by name.
+FAKE_NVIDIA_SMI = r"""#!/bin/sh
+# SIMULATED nvidia-smi for bai-cluster tests: no GPU or driver here. Replays a recorded
+# listing (index, uuid, name, memory.total, driver_version).
+data=/usr/share/bai-gpusim/nvidia-smi.csv
+for arg in "$@"; do
+  case "$arg" in
+    -L) awk -F', ' '{printf "GPU %s: %s (UUID: %s)\n", $1, $3, $2}' "$data"; exit 0 ;;
+    --query-gpu=*) fields=${arg#--query-gpu=} ;;
+  esac
+done
+[ -n "${fields:-}" ] || { echo "simulated nvidia-smi: $*"; exit 0; }
+awk -F', ' -v fields="$fields" 'BEGIN { n = split(fields, f, ",");
+  col["index"] = 1; col["uuid"] = 2; col["name"] = 3
+  col["memory.total"] = 4; col["driver_version"] = 5 }
+  { line = ""
+    for (i = 1; i <= n; i++) line = line (i > 1 ? ", " : "") $col[f[i]]
+    print line }' "$data"
+"""
+
+# SIMULATED nvidia-ctk: --version, cdi generate (from nvidia-smi), cdi list.
+FAKE_NVIDIA_CTK = r"""#!/bin/sh
+# SIMULATED nvidia-ctk for bai-cluster tests (no GPU): --version, cdi generate, cdi list.
+set -eu
+case "${1:-}" in
+  --version)
+    echo "NVIDIA Container Toolkit CLI version 1.17.8 (simulated)"
+    echo "commit: 0000000"
+    exit 0 ;;
+  cdi) shift ;;
+  *) echo "simulated nvidia-ctk: unsupported: $*" >&2; exit 2 ;;
+esac
+case "${1:-}" in
+  generate)
+    out=""
+    for a in "$@"; do case "$a" in --output=*) out=${a#--output=} ;; esac; done
+    spec() {
+      echo "---"
+      echo "cdiVersion: 0.5.0"
+      echo "kind: nvidia.com/gpu"
+      echo "devices:"
+      nvidia-smi --query-gpu=index,uuid --format=csv,noheader,nounits |
+      while IFS=', ' read -r i u; do
+        for n in "$i" "$u"; do
+          printf -- '- name: "%s"\n  containerEdits:\n' "$n"
+          printf -- '    deviceNodes:\n    - path: /dev/nvidia%s\n' "$i"
+        done
+      done
+      printf 'containerEdits:\n  deviceNodes:\n  - path: /dev/nvidiactl\n'
+    }
+    echo 'level=info msg="Generated CDI spec (simulated)"' >&2
+    if [ -n "$out" ]; then spec > "$out"; else spec; fi ;;
+  list)
+    for f in /etc/cdi/nvidia.yaml /var/run/cdi/nvidia.yaml; do
+      [ -f "$f" ] && sed -n 's/^- name: "\(.*\)"$/nvidia.com\/gpu=\1/p' "$f"
+    done
+    exit 0 ;;
+  *) echo "simulated nvidia-ctk: unsupported: cdi $*" >&2; exit 2 ;;
+esac
+"""
+
+# The toolkit's real package names and dependencies, with stub contents.
+STUB_PACKAGES = {
+    "libnvidia-container1": ([], {}),
+    "libnvidia-container-tools": (["libnvidia-container1"], {}),
+    "nvidia-container-toolkit-base": (
+        [],
+        {
+            "usr/bin/nvidia-ctk": FAKE_NVIDIA_CTK,
+            "usr/bin/nvidia-container-runtime": '#!/bin/sh\nexec runc "$@"\n',
+        },
+    ),
+    "nvidia-container-toolkit": (
+        ["nvidia-container-toolkit-base", "libnvidia-container-tools"],
+        {"usr/bin/nvidia-container-runtime-hook": "#!/bin/sh\nexit 0\n"},
+    ),
+}
+
+
+def tar_of(files: dict[str, tuple[str, int]]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for path, (text, mode) in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(path)
+            info.size, info.mode, info.mtime = len(data), mode, int(time.time())
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def sim_exec(container, cmd: str) -> tuple[int, str]:
+    res = container.exec_run(["sh", "-c", cmd])
+    return res.exit_code, res.output.decode()
+
+
+@pytest.fixture(scope="module")
+def sim(client, tmp_path_factory):
+    """A throwaway DinD container posing as a GPU agent, its inventory, and the runs."""
+    try:
+        client.images.get(SIM_IMAGE)
+    except docker.errors.ImageNotFound:
+        pytest.skip(f"{SIM_IMAGE} is not built (make images)")
+    name = f"bai-gpusim-{uuid.uuid4().hex[:8]}"
+    container = client.containers.run(
+        SIM_IMAGE,
+        name=name,
+        hostname="gpusim",
+        detach=True,
+        init=True,
+        labels={SIM_LABEL: "1"},
+        environment={"LAB_DOCKERD": "1"},
+        # As the lab's agents: an inner engine without --privileged (see ENVIRONMENT.md).
+        cap_add=["ALL"],
+        cap_drop=["SYS_RESOURCE"],
+        security_opt=["seccomp=unconfined", "apparmor=unconfined"],
+        device_cgroup_rules=["a *:* rwm"],
+        volumes={f"{name}-docker": {"bind": "/var/lib/docker", "mode": "rw"}},
+    )
+    try:
+        yield prepare_sim(container, tmp_path_factory.mktemp("gpusim"))
+    finally:
+        container.remove(force=True, v=True)
+        with contextlib.suppress(docker.errors.NotFound):
+            client.volumes.get(f"{name}-docker").remove(force=True)
+
+
+def prepare_sim(container, tmp: Path) -> dict:
+    # Device nodes as a driver would make them (major 195); no driver behind them.
+    rc, out = sim_exec(
+        container,
+        "mknod -m 666 /dev/nvidia0 c 195 0 && mknod -m 666 /dev/nvidia1 c 195 1 && "
+        "mknod -m 666 /dev/nvidiactl c 195 255",
+    )
+    assert rc == 0, out
+    inventory = tmp / "hosts.yml"
+    host = {
+        "ansible_connection": "community.docker.docker",
+        "ansible_host": container.name,
+        "ansible_python_interpreter": "/usr/bin/python3",
+        "bai_resource_group": "gpu",
+        "gpu_runtime_nvidia_local_packages_dir": "/srv/nvidia-debs",
+    }
+    inventory.write_text(
+        yaml.safe_dump(
+            {
+                "all": {
+                    "vars": {"bai_zone_cidrs": {}, "bai_admin_cidrs": []},
+                    "children": {
+                        "manager": {"hosts": {"gpusim": host}},
+                        "agents": {"hosts": {"gpusim": None}},
+                    },
+                }
+            }
+        )
+    )
+    runs: dict = {"container": container, "inventory": str(inventory)}
+
+    def site(*args: str) -> subprocess.CompletedProcess[str]:
+        # Preflight is not what is tested here (and costs a fact gathering per run).
+        return ansible(
+            "ansible-playbook", "-i", str(inventory), "site.yml", "--skip-tags", "preflight", *args
+        )
+
+    # a) Device nodes, no nvidia-smi: the driver's user space is missing.
+    runs["no_driver"] = site("--tags", "gpu_runtime")
+
+    # b) Now the "driver" (replayed nvidia-smi) and the stub toolkit packages.
+    csv = "".join((FIXTURES / "nvidia-smi_h100x8.csv").read_text().splitlines(True)[:2])
+    files = {
+        "usr/bin/nvidia-smi": (FAKE_NVIDIA_SMI, 0o755),
+        "usr/share/bai-gpusim/nvidia-smi.csv": (csv, 0o644),
+    }
+    for package, (depends, payload) in STUB_PACKAGES.items():
+        control = textwrap.dedent(
+            f"""\
+            Package: {package}
+            Version: 1.17.8-1
+            Architecture: all
+            Maintainer: bai-cluster tests <tests@invalid>
+            Description: SIMULATED stand-in for NVIDIA's {package} (bai-cluster tests)
+            """
+        )
+        if depends:
+            control += f"Depends: {', '.join(depends)}\n"
+        files[f"tmp/debsrc/{package}/DEBIAN/control"] = (control, 0o644)
+        for path, text in payload.items():
+            files[f"tmp/debsrc/{package}/{path}"] = (text, 0o755)
+    assert container.put_archive("/", tar_of(files))
+    rc, out = sim_exec(
+        container,
+        "mkdir -p /srv/nvidia-debs && for d in /tmp/debsrc/*; do "
+        "dpkg-deb --root-owner-group --build $d /srv/nvidia-debs/ >/dev/null || exit 1; done",
+    )
+    assert rc == 0, out
+
+    # c) Check mode on the fresh node, d) converge, e) converge again.
+    runs["check"] = site("--tags", "gpu_runtime,docker_engine", "--check", "--diff")
+    rc, runs["after_check_dpkg"] = sim_exec(
+        container, "dpkg-query -W -f='${Status}' nvidia-container-toolkit 2>&1; ls /etc/cdi 2>&1"
+    )
+    runs["first"] = site("--tags", "gpu_runtime,docker_engine")
+    runs["second"] = site("--tags", "gpu_runtime,docker_engine")
+
+    # f) The node check script, as an operator would run it on the node.
+    script = (ROOT / "roles/gpu_runtime/files/check-gpu-node.sh").read_text()
+    assert container.put_archive("/", tar_of({"usr/local/bin/check-gpu-node": (script, 0o755)}))
+    runs["check_script"] = sim_exec(container, "check-gpu-node 2>&1; echo rc=$?")[1]
+    return runs
+
+
+def test_sim_device_nodes_without_nvidia_smi_fail_with_what_to_install(sim):
+    run = sim["no_driver"]
+    assert run.returncode != 0
+    assert recap(run.stdout)["gpusim"]["failed"] == 1
+    text = flat(run.stdout)
+    assert "NVIDIA device nodes exist (/dev/nvidia0, /dev/nvidia1)" in text
+    assert "nvidia-smi is not installed" in text and "install the NVIDIA driver" in text
+    assert "gpu_runtime_fail_on_driver_problem: false" in text
+
+
+def test_sim_check_mode_on_a_fresh_gpu_node_changes_nothing(sim):
+    run = sim["check"]
+    assert run.returncode == 0, tail(run)
+    assert recap(run.stdout)["gpusim"]["changed"] > 0  # it would change things...
+    assert "install ok installed" not in sim["after_check_dpkg"]  # ...but did not
+    assert "No such file" in sim["after_check_dpkg"]  # no /etc/cdi either
+    # The diff shows the runtime going into daemon.json.
+    assert '"nvidia"' in run.stdout and "/usr/bin/nvidia-container-runtime" in run.stdout
+
+
+def test_sim_converge_installs_the_toolkit_and_reports_the_gpus(sim):
+    run = sim["first"]
+    assert run.returncode == 0, tail(run)
+    assert recap(run.stdout)["gpusim"]["failed"] == 0
+    text = flat(run.stdout)
+    assert "gpusim: 2 x NVIDIA H100 80GB HBM3 (81559 MiB each), driver 550.90.07" in text
+    assert "runtimes for daemon.json: nvidia" in text
+    rc, out = sim_exec(
+        sim["container"],
+        "dpkg-query -W -f='${Package} ${Status}\\n' nvidia-container-toolkit "
+        "nvidia-container-toolkit-base libnvidia-container-tools libnvidia-container1",
+    )
+    assert rc == 0 and out.count("install ok installed") == 4, out
+
+
+def test_sim_cdi_spec_names_each_gpu_by_index_and_uuid(sim):
+    rc, out = sim_exec(sim["container"], "cat /etc/cdi/nvidia.yaml")
+    assert rc == 0, out
+    spec = yaml.safe_load(out)
+    names = [d["name"] for d in spec["devices"]]
+    assert names == [
+        "0",
+        "GPU-6f0c5d4e-1b8a-7c33-0f4e-2a9d7b1c8e01",
+        "1",
+        "GPU-0b7a2e91-5c4d-3f86-a1e2-9c3b5d7f1a22",
+    ]
+    assert spec["kind"] == "nvidia.com/gpu"
+
+
+def test_sim_runtime_reaches_daemon_json_and_the_engine_but_is_not_default(sim):
+    rc, out = sim_exec(sim["container"], "cat /etc/docker/daemon.json")
+    config = json.loads(out)
+    assert config["runtimes"] == {"nvidia": {"path": "/usr/bin/nvidia-container-runtime"}}
+    assert "default-runtime" not in config
+    rc, out = sim_exec(
+        sim["container"], "docker info --format '{{json .Runtimes}}|{{.DefaultRuntime}}'"
+    )
+    assert rc == 0, out
+    runtimes, default = out.strip().split("|")
+    assert json.loads(runtimes)["nvidia"]["path"] == "/usr/bin/nvidia-container-runtime"
+    assert default == "runc"
+
+
+def test_sim_second_converge_changes_nothing(sim):
+    run = sim["second"]
+    assert run.returncode == 0, tail(run)
+    assert recap(run.stdout)["gpusim"]["changed"] == 0, tail(run)
+
+
+def test_sim_check_script_passes_the_host_steps_and_stops_at_the_first_failure(sim):
+    out = sim["check_script"]
+    assert "ok   1. driver: 2 GPU(s), NVIDIA H100 80GB HBM3, driver 550.90.07" in out, out
+    assert "ok   2. toolkit: NVIDIA Container Toolkit CLI version 1.17.8" in out, out
+    assert "ok   3. runtime: nvidia registered, default runtime runc" in out, out
+    assert "ok   4. CDI: /etc/cdi/nvidia.yaml lists nvidia.com/gpu=0" in out, out
+    # No image in the simulated node's engine (and no GPU behind the nodes): it stops here.
+    assert "FAIL 5. image: bai/session:latest is not on this node" in out, out
+    assert out.strip().endswith("rc=1"), out
+
+
+# --- 3. a simulated AMD agent ------------------------------------------------------------
+# SIMULATED: /dev/kfd and two render nodes made with mknod (root:root 0644, no driver),
+# rocm-smi under /opt/rocm/bin replaying the recorded MI300X output. No sysfs for the
+# nodes in a container, so devices match rocm-smi's cards by position. What is real: the
+# role's AMD path (groups, udev rule, making the nodes group-usable, recording the
+# groups' numbers) and its idempotence.
+FAKE_ROCM_SMI = """#!/bin/sh
+# SIMULATED rocm-smi for bai-cluster tests (no GPU): replays a recorded MI300X listing.
+cat /usr/share/bai-gpusim/rocm-smi.json
+"""
+
+
+@pytest.fixture(scope="module")
+def amd_sim(client, tmp_path_factory):
+    try:
+        client.images.get(SIM_IMAGE)
+    except docker.errors.ImageNotFound:
+        pytest.skip(f"{SIM_IMAGE} is not built (make images)")
+    container = client.containers.run(
+        SIM_IMAGE,
+        name=f"bai-amdsim-{uuid.uuid4().hex[:8]}",
+        hostname="amdsim",
+        detach=True,
+        init=True,
+        labels={SIM_LABEL: "1"},
+    )
+    try:
+        rc, out = sim_exec(
+            container,
+            # udev installed but not running, as on a host booted without it.
+            "mkdir -p /dev/dri /etc/udev/rules.d && mknod -m 644 /dev/kfd c 510 0 && "
+            "mknod -m 644 /dev/dri/renderD128 c 226 128 && "
+            "mknod -m 644 /dev/dri/renderD129 c 226 129 && "
+            "(getent group render && groupdel render || true) >/dev/null",
+        )
+        assert rc == 0, out
+        files = {
+            "opt/rocm/bin/rocm-smi": (FAKE_ROCM_SMI, 0o755),
+            "usr/share/bai-gpusim/rocm-smi.json": (
+                (FIXTURES / "rocm-smi_mi300x8.json").read_text(),
+                0o644,
+            ),
+        }
+        assert container.put_archive("/", tar_of(files))
+        inventory = tmp_path_factory.mktemp("amdsim") / "hosts.yml"
+        host = {
+            "ansible_connection": "community.docker.docker",
+            "ansible_host": container.name,
+            "ansible_python_interpreter": "/usr/bin/python3",
+            "bai_resource_group": "gpu",
+        }
+        inventory.write_text(
+            yaml.safe_dump(
+                {"all": {"children": {"agents": {"hosts": {"amdsim": host}}, "manager": {}}}}
+            )
+        )
+        args = (
+            "-i",
+            str(inventory),
+            "site.yml",
+            "--tags",
+            "gpu_runtime",
+            "--skip-tags",
+            "preflight",
+        )
+        check = ansible("ansible-playbook", *args, "--check", "--diff")
+        rc, after_check = sim_exec(container, "stat -c '%n %G %a' /dev/kfd; getent group render")
+        first = ansible("ansible-playbook", *args)
+        second = ansible("ansible-playbook", *args)
+        rc, nodes = sim_exec(
+            container,
+            "stat -c '%n %G %a' /dev/kfd /dev/dri/renderD128 /dev/dri/renderD129; "
+            "getent group render video; cat /etc/udev/rules.d/70-bai-amdgpu.rules",
+        )
+        yield first, second, nodes, check, after_check
+    finally:
+        container.remove(force=True, v=True)
+
+
+def test_amd_sim_makes_the_device_nodes_usable_by_the_render_group(amd_sim):
+    first, _, nodes, _, _ = amd_sim
+    assert first.returncode == 0, tail(first)
+    assert recap(first.stdout)["amdsim"]["changed"] > 0
+    for node in ("/dev/kfd", "/dev/dri/renderD128", "/dev/dri/renderD129"):
+        assert f"{node} render 660" in nodes, nodes
+    assert re.search(r"^render:x:\d+:", nodes, re.M), nodes
+    assert 'KERNEL=="kfd", GROUP="render", MODE="0660"' in nodes
+
+
+def test_amd_sim_reports_the_gpus_and_registers_no_runtime(amd_sim):
+    first, *_ = amd_sim
+    text = flat(first.stdout)
+    assert "amdsim: 2 x AMD Instinct MI300X OAM (196288 MiB each), driver 6.7.0" in text
+    assert "runtimes for daemon.json: none" in text
+
+
+def test_amd_sim_second_run_changes_nothing(amd_sim):
+    _, second, *_ = amd_sim
+    assert second.returncode == 0, tail(second)
+    assert recap(second.stdout)["amdsim"]["changed"] == 0, tail(second)
+
+
+def test_amd_sim_check_mode_changes_nothing(amd_sim):
+    *_, check, after_check = amd_sim
+    assert check.returncode == 0, tail(check)
+    assert recap(check.stdout)["amdsim"]["changed"] > 0  # it would...
+    assert after_check.strip() == "/dev/kfd root 644", after_check  # ...but did not

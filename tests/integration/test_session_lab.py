@@ -1,0 +1,194 @@
+"""Cluster sessions on one agent of the embedded lab (default inventory).
+
+The agents are Docker-in-Docker containers (bai-lab-agent1/2) reached with the
+docker_api connection; the modules run there on Debian's python3 with python3-docker
+5.0.3. Session containers are inspected with ``docker exec bai-lab-agentN docker ...``.
+Needs the lab up (make lab-up).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytestmark = [pytest.mark.integration, pytest.mark.lab]
+
+AGENTS = ("agent1", "agent2")
+NAME = "it-lab3"
+SHARED = "/srv/bai-data"
+
+
+@pytest.fixture(scope="module")
+def lab(docker_client):
+    """The agent node containers; skips when the lab is not up."""
+    nodes = {}
+    for agent in AGENTS:
+        try:
+            node = docker_client.containers.get(f"bai-lab-{agent}")
+        except Exception:
+            pytest.skip("the lab is not up (make lab-up)")
+        if node.status != "running":
+            pytest.skip("the lab is not up (make lab-up)")
+        nodes[agent] = node
+    return nodes
+
+
+def on_agent(node, *argv):
+    code, out = node.exec_run(list(argv))
+    return code, out.decode(errors="replace").strip()
+
+
+def in_session(node, container, command, user="work"):
+    return on_agent(node, "docker", "exec", "-u", user, container, "bash", "-c", command)
+
+
+def sweep(lab, name):
+    label = f"label=ai.backend.cluster.session={name}"
+    for node in lab.values():
+        _, ids = on_agent(node, "docker", "ps", "-aq", "--filter", label)
+        if ids:
+            on_agent(node, "docker", "rm", "-f", *ids.split())
+        _, nets = on_agent(node, "docker", "network", "ls", "-q", "--filter", label)
+        if nets:
+            on_agent(node, "docker", "network", "rm", *nets.split())
+
+
+def count(lab, name):
+    label = f"label=ai.backend.cluster.session={name}"
+    total = 0
+    for node in lab.values():
+        for kind in (("ps", "-aq"), ("network", "ls", "-q")):
+            _, out = on_agent(node, "docker", *kind, "--filter", label)
+            total += len(out.split())
+    return total
+
+
+@pytest.fixture(scope="module")
+def data(lab):
+    """A folder in the agents' shared data volume (the same on every agent)."""
+    path = f"{SHARED}/{NAME}"
+    code, out = on_agent(lab["agent1"], "bash", "-c", f"mkdir -p {path} && chmod 777 {path}")
+    assert code == 0, out
+    yield path
+    on_agent(lab["agent1"], "rm", "-rf", path)
+
+
+@pytest.fixture(scope="module")
+def session3(lab, data, run_playbook):
+    sweep(lab, NAME)
+    extra = {
+        "session_name": NAME,
+        "session_size": 3,
+        "session_resources": {"cpu": 0.5, "mem": "256m"},
+        "session_mounts": [{"src": data, "dst": "/home/work/data"}],
+    }
+    run = run_playbook("session_create.yml", extra_vars=extra)
+    try:
+        assert run.rc == 0, run
+        yield run, extra
+    finally:
+        run_playbook("session_destroy.yml", extra_vars={"session_name": NAME})
+        sweep(lab, NAME)
+
+
+def test_lab_session_lands_on_one_agent(session3, lab):
+    run, _ = session3
+    summary = run.stats["bai_session"]
+    agents = {c["agent"] for c in summary["containers"]}
+    assert len(agents) == 1 and agents <= set(AGENTS)
+    assert summary["mode"] == "single-node"
+    assert summary["network"] == f"bai-{NAME}-net"
+    agent = agents.pop()
+    node = lab[agent]
+    code, out = on_agent(node, "docker", "inspect", f"bai-{NAME}-main1")
+    assert code == 0, out
+    (main1,) = json.loads(out)
+    env = dict(item.split("=", 1) for item in main1["Config"]["Env"])
+    assert env["BACKENDAI_CLUSTER_HOSTS"] == "main1,sub1,sub2"
+    assert env["BACKENDAI_CLUSTER_REPLICAS"] == "main:1,sub:2"
+    assert env["BACKENDAI_SESSION_ID"] == summary["session_id"] == env["BACKENDAI_KERNEL_ID"]
+    assert env["MASTER_ADDR"] == "main1"
+    assert json.loads(env["TF_CONFIG"])["task"] == {"type": "worker", "index": 0}
+    assert main1["HostConfig"]["NanoCpus"] == 500_000_000
+    assert list(main1["NetworkSettings"]["Networks"]) == [f"bai-{NAME}-net"]
+    port = int(main1["NetworkSettings"]["Ports"]["2200/tcp"][0]["HostPort"])
+    assert 30000 <= port <= 31000
+    # The other agent has nothing of this session.
+    other = lab[next(a for a in AGENTS if a != agent)]
+    _, ids = on_agent(
+        other, "docker", "ps", "-aq", "--filter", f"label=ai.backend.cluster.session={NAME}"
+    )
+    assert ids == ""
+
+
+def test_lab_ssh_mesh(session3, lab):
+    run, _ = session3
+    agent = run.stats["bai_session"]["containers"][0]["agent"]
+    hosts = ["main1", "sub1", "sub2"]
+    script = "for h in " + " ".join(hosts) + '; do echo "$h=$(ssh $h hostname)"; done'
+    for source in hosts:
+        code, out = in_session(lab[agent], f"bai-{NAME}-{source}", script)
+        assert code == 0, out
+        assert out.splitlines() == [f"{h}={h}" for h in hosts]
+    code, out = in_session(
+        lab[agent], f"bai-{NAME}-main1", "ssh sub2 'echo $BACKENDAI_CLUSTER_HOST'"
+    )
+    assert (code, out) == (0, "sub2")
+
+
+def test_lab_data_folder_is_the_same_on_every_agent(session3, lab, data):
+    run, _ = session3
+    agent = run.stats["bai_session"]["containers"][0]["agent"]
+    code, out = in_session(
+        lab[agent], f"bai-{NAME}-sub1", "echo from-sub1 > /home/work/data/note.txt"
+    )
+    assert code == 0, out
+    for node in lab.values():  # both agents see the file in the shared folder
+        assert on_agent(node, "cat", f"{data}/note.txt") == (0, "from-sub1")
+
+
+def test_lab_rerun_is_a_no_op_and_list_shows_it(session3, run_playbook):
+    run, extra = session3
+    again = run_playbook("session_create.yml", extra_vars=extra)
+    assert again.rc == 0, again
+    assert again.changed() == 0
+    assert again.stats["bai_session"]["session_id"] == run.stats["bai_session"]["session_id"]
+    listed = run_playbook("session_list.yml")
+    assert listed.rc == 0, listed
+    (row,) = [r for r in listed.stats["bai_sessions"] if r["name"] == NAME]
+    assert row["state"] == "running"
+    assert row["agents"] == [run.stats["bai_session"]["containers"][0]["agent"]]
+
+
+def test_lab_single_node_too_big_for_any_agent_is_pending(lab, run_playbook):
+    extra = {"session_name": "it-lab-big", "session_size": 5}  # agents offer 4 CPUs each
+    run = run_playbook("session_create.yml", extra_vars=extra)
+    assert run.rc != 0
+    text = " ".join(run.failures)
+    assert "PENDING" in text and "multi-node" in text, run
+    assert count(lab, "it-lab-big") == 0
+
+
+def test_lab_destroy_is_idempotent(lab, run_playbook):
+    name = "it-lab-gone"
+    sweep(lab, name)
+    made = run_playbook(
+        "session_create.yml",
+        extra_vars={"session_name": name, "session_size": 2, "session_resources": {"cpu": 0.5}},
+    )
+    assert made.rc == 0, made
+    assert count(lab, name) == 3  # two containers and the bridge
+    gone = run_playbook("session_destroy.yml", extra_vars={"session_name": name})
+    assert gone.rc == 0, gone
+    assert count(lab, name) == 0
+    again = run_playbook("session_destroy.yml", extra_vars={"session_name": name})
+    assert again.rc == 0 and again.changed() == 0, again
+
+
+def test_lab_missing_image_fails_clearly(lab, run_playbook):
+    extra = {"session_name": "it-lab-img", "session_size": 2, "session_image": "bai/nope:1"}
+    run = run_playbook("session_create.yml", extra_vars=extra)
+    assert run.rc != 0
+    assert any("image bai/nope:1 not on agent" in f for f in run.failures), run
+    assert count(lab, "it-lab-img") == 0

@@ -1,0 +1,348 @@
+"""site.yml's Swarm and image distribution on the embedded lab (issue 4, CONTRACT 2, 3.4).
+
+Needs a Docker engine and the lab up (`make lab-up`). Converges site.yml twice, then
+looks at the result from inside the nodes: the swarm's members, an overlay that carries
+traffic between agent1 and agent2, an image that reaches both agents through the private
+registry, and the firewall openings the roles export. Everything a test creates carries
+the label ai.backend.test=swarm-lab and is removed by the test.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import re
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import docker
+import pytest
+
+pytestmark = [pytest.mark.integration, pytest.mark.lab]
+
+ROOT = Path(__file__).resolve().parents[2]
+CLUSTER_HOSTS = ["webserver", "manager", "appproxy", "agent1", "agent2"]
+COMPUTE = ipaddress.ip_network("10.210.3.0/24")
+SWARM_POOL = "10.196.0.0/14"
+TEST_LABEL = "ai.backend.test=swarm-lab"
+REGISTRY_PORT = 5000
+
+
+def playbook(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
+    cmd = [str(Path(sys.executable).parent / "ansible-playbook"), *args]
+    return subprocess.run(cmd, cwd=ROOT, env=env, text=True, capture_output=True, timeout=600)
+
+
+def recap(output: str) -> dict[str, dict[str, int]]:
+    """PLAY RECAP lines -> {host: {ok: n, changed: n, failed: n, ...}}."""
+    rows = {}
+    for m in re.finditer(r"^(\S+)\s+:\s+((?:\w+=\d+\s*)+)$", output, re.M):
+        rows[m.group(1)] = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(2))}
+    return rows
+
+
+def node_exec(client: docker.DockerClient, node: str, *argv: str) -> tuple[int, str]:
+    res = client.containers.get(f"bai-lab-{node}").exec_run(list(argv))
+    return res.exit_code, res.output.decode()
+
+
+def node_json(client: docker.DockerClient, node: str, *argv: str):
+    rc, out = node_exec(client, node, *argv)
+    assert rc == 0, (node, argv, out)
+    return json.loads(out)
+
+
+@pytest.fixture(scope="module")
+def client() -> docker.DockerClient:
+    return docker.from_env()
+
+
+@pytest.fixture(scope="module")
+def converged() -> tuple[subprocess.CompletedProcess[str], subprocess.CompletedProcess[str]]:
+    """site.yml twice: (first, second)."""
+    return playbook("site.yml"), playbook("site.yml")
+
+
+# --- converge -------------------------------------------------------------------------
+def test_site_converges_and_the_second_run_changes_nothing(converged):
+    first, second = converged
+    assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-2000:]
+    assert second.returncode == 0, second.stdout[-4000:] + second.stderr[-2000:]
+    rows = recap(second.stdout)
+    assert sorted(rows) == sorted(CLUSTER_HOSTS)
+    assert {h: r["changed"] for h, r in rows.items() if r["changed"]} == {}, second.stdout[-4000:]
+    assert all(r["failed"] == 0 for r in rows.values())
+
+
+# --- the swarm ------------------------------------------------------------------------
+def test_swarm_has_the_manager_and_both_agents_ready(converged, client):
+    nodes = node_json(
+        client, "manager", "sh", "-c", "docker node ls -q | xargs docker node inspect"
+    )
+    by_host = {n["Description"]["Hostname"]: n for n in nodes}
+    assert sorted(by_host) == ["agent1", "agent2", "manager"]
+    assert all(n["Status"]["State"] == "ready" for n in nodes), [n["Status"] for n in nodes]
+    assert by_host["manager"]["Spec"]["Role"] == "manager"
+    assert by_host["manager"]["ManagerStatus"]["Leader"] is True
+    assert [by_host[a]["Spec"]["Role"] for a in ("agent1", "agent2")] == ["worker", "worker"]
+    # Advertised (and data-path) addresses lie on the compute network, not management.
+    for node in nodes:
+        assert ipaddress.ip_address(node["Status"]["Addr"]) in COMPUTE, node["Status"]
+    # Agents carry their resource group as a node label.
+    for agent in ("agent1", "agent2"):
+        assert by_host[agent]["Spec"]["Labels"]["ai.backend.resource-group"] == "default"
+
+
+def test_swarm_uses_its_own_pool_and_the_manager_listens_on_the_compute_address(converged, client):
+    swarm = node_json(client, "manager", "docker", "info", "--format", "{{json .Swarm}}")
+    assert swarm["Cluster"]["DefaultAddrPool"] == [SWARM_POOL]
+    assert swarm["Cluster"]["SubnetSize"] == 24
+    assert ipaddress.ip_address(swarm["NodeAddr"]) in COMPUTE
+    ingress = node_json(client, "manager", "docker", "network", "inspect", "ingress")
+    subnet = ipaddress.ip_network(ingress[0]["IPAM"]["Config"][0]["Subnet"])
+    assert subnet.subnet_of(ipaddress.ip_network(SWARM_POOL)), subnet
+    # No live-restore anywhere (Swarm refuses it).
+    for node in ("manager", "agent1", "agent2"):
+        info = node_json(client, node, "docker", "info", "--format", "{{json .}}")
+        assert info["LiveRestoreEnabled"] is False
+
+
+def test_attachable_overlay_carries_traffic_between_agents_by_name(converged, client):
+    tag = uuid.uuid4().hex[:8]
+    net, server, caller = f"bai-test-ov-{tag}", f"bai-test-srv-{tag}", f"bai-test-cli-{tag}"
+    label = ["--label", TEST_LABEL]
+    serve = (
+        "import socket; s = socket.socket(); s.bind(('', 8000)); s.listen()\n"
+        "while True:\n c, _ = s.accept(); c.sendall(socket.gethostname().encode()); c.close()"
+    )
+    call = (
+        f"for i in $(seq 50); do exec 3<>/dev/tcp/{server}/8000 && break; sleep 0.2; done; "
+        "cat <&3; echo; cat /sys/class/net/eth0/mtu"
+    )
+    try:
+        rc, out = node_exec(
+            client,
+            "manager",
+            "docker",
+            "network",
+            "create",
+            "--driver",
+            "overlay",
+            "--attachable",
+            *label,
+            net,
+        )
+        assert rc == 0, out
+        rc, out = node_exec(
+            client,
+            "agent1",
+            "docker",
+            "run",
+            "-d",
+            "--name",
+            server,
+            "--hostname",
+            server,
+            "--network",
+            net,
+            *label,
+            "--entrypoint",
+            "python3",
+            "bai/session:latest",
+            "-c",
+            serve,
+        )
+        assert rc == 0, out
+        rc, out = node_exec(
+            client,
+            "agent2",
+            "docker",
+            "run",
+            "--rm",
+            "--name",
+            caller,
+            "--network",
+            net,
+            *label,
+            "--entrypoint",
+            "bash",
+            "bai/session:latest",
+            "-c",
+            call,
+        )
+        assert rc == 0, out
+        answer, mtu = out.split()[-2:]
+        assert answer == server  # reached by name, across agents, through VXLAN
+        assert int(mtu) == 1450  # underlay 1500 minus VXLAN's 50
+    finally:
+        for node in ("agent1", "agent2"):
+            node_exec(
+                client,
+                node,
+                "sh",
+                "-c",
+                f"docker ps -aq --filter label={TEST_LABEL} | xargs -r docker rm -f",
+            )
+        node_exec(
+            client,
+            "manager",
+            "sh",
+            "-c",
+            f"docker network ls -q --filter label={TEST_LABEL} | xargs -r docker network rm",
+        )
+    rc, out = node_exec(
+        client, "manager", "docker", "network", "ls", "-q", "--filter", f"label={TEST_LABEL}"
+    )
+    assert out.strip() == ""
+
+
+# --- exported data --------------------------------------------------------------------
+def test_firewall_openings_are_exported_even_when_only_another_tag_runs(converged, tmp_path):
+    """A later host_firewall play reads them; they are set with tag always."""
+    probe = tmp_path / "probe.yml"
+    probe.write_text(
+        f"- ansible.builtin.import_playbook: {ROOT}/site.yml\n"
+        "- hosts: manager:agents\n"
+        "  gather_facts: false\n"
+        "  tasks:\n"
+        "    - ansible.builtin.copy:\n"
+        '        content: \'{{ {"swarm": docker_swarm_firewall_openings,'
+        ' "registry": image_distribution_firewall_openings} | to_json }}\'\n'
+        f"        dest: '{tmp_path}/{{{{ inventory_hostname }}}}.json'\n"
+        "        mode: '0600'\n"
+        "      delegate_to: localhost\n"
+        "      tags: [always]\n"
+    )
+    res = playbook(str(probe), "--tags", "host_firewall")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+    assert sorted(p.stem for p in tmp_path.glob("*.json")) == ["agent1", "agent2", "manager"]
+    openings = json.loads((tmp_path / "agent1.json").read_text())
+    both = ["manager", "agents"]
+    assert sorted((o["port"], o["proto"]) for o in openings["swarm"]) == [
+        (2377, "tcp"),
+        (4789, "udp"),
+        (7946, "tcp"),
+        (7946, "udp"),
+    ]
+    for o in openings["swarm"]:
+        assert o["from_groups"] == both
+        assert o["on_groups"] == (["manager"] if o["port"] == 2377 else both)
+    assert openings["registry"] == [
+        {
+            "port": REGISTRY_PORT,
+            "proto": "tcp",
+            "purpose": "private image registry (session images)",
+            "on_groups": ["manager"],
+            "from_groups": both,
+        }
+    ]
+
+
+# --- images through the private registry ----------------------------------------------
+def image_id(client: docker.DockerClient, node: str | None, name: str) -> str:
+    if node is None:
+        return client.images.get(name).id
+    rc, out = node_exec(client, node, "docker", "image", "inspect", "--format", "{{.Id}}", name)
+    return out.strip() if rc == 0 else ""
+
+
+def test_session_image_on_both_agents_matches_the_controller(converged, client):
+    wanted = image_id(client, None, "bai/session:latest")
+    assert [image_id(client, a, "bai/session:latest") for a in ("agent1", "agent2")] == [wanted] * 2
+
+
+@pytest.fixture
+def probe_image(client):
+    """A tiny image only the controller has (a label on top of the session image)."""
+    tag = f"bai-test/swarm-probe:{uuid.uuid4().hex[:10]}"
+    build = subprocess.run(
+        [
+            "docker",
+            "build",
+            "-q",
+            "-t",
+            tag,
+            "--label",
+            TEST_LABEL,
+            "--label",
+            f"ai.backend.test.nonce={tag}",
+            "-",
+        ],
+        input="FROM bai/session:latest\n",
+        text=True,
+        capture_output=True,
+        env={**os.environ, "DOCKER_BUILDKIT": "0"},
+        timeout=120,
+    )
+    assert build.returncode == 0, build.stderr
+    yield tag
+    for node in ("manager", "agent1", "agent2"):
+        node_exec(
+            client,
+            node,
+            "sh",
+            "-c",
+            f"docker images -q --filter label={TEST_LABEL} | sort -u | xargs -r docker rmi -f",
+        )
+    client.images.remove(tag, force=True)
+
+
+def test_image_reaches_both_agents_through_the_registry_once(converged, client, probe_image):
+    wanted = image_id(client, None, probe_image)
+    images = json.dumps({"image_distribution_images": ["bai/session:latest", probe_image]})
+    first = playbook("site.yml", "--tags", "image_distribution", "-e", images)
+    assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-2000:]
+    registry = ""
+    for agent in ("agent1", "agent2"):
+        assert image_id(client, agent, probe_image) == wanted
+        inspect = node_json(client, agent, "docker", "image", "inspect", probe_image)[0]
+        # Pulled from the manager's registry by digest, not docker-loaded.
+        (digest,) = inspect["RepoDigests"]
+        registry = digest.split("/")[0]
+        assert ipaddress.ip_address(registry.split(":")[0]) in COMPUTE
+        assert registry.endswith(f":{REGISTRY_PORT}")
+    repo, tag = probe_image.rsplit(":", 1)
+    rc, out = node_exec(
+        client,
+        "manager",
+        "curl",
+        "-fsS",
+        "-H",
+        "Accept: application/vnd.docker.distribution.manifest.v2+json",
+        f"http://{registry}/v2/{repo}/manifests/{tag}",
+    )
+    assert rc == 0, out
+    # The registry holds the controller's image: its config digest is the image ID.
+    assert json.loads(out)["config"]["digest"] == wanted
+    again = playbook("site.yml", "--tags", "image_distribution", "-e", images)
+    assert again.returncode == 0, again.stdout[-3000:]
+    assert all(r["changed"] == 0 for r in recap(again.stdout).values()), again.stdout[-3000:]
+    # Leave the registry as it was: drop the probe's manifest (its layers are the session
+    # image's).
+    node_exec(
+        client,
+        "manager",
+        "sh",
+        "-c",
+        f"d=$(curl -fsSI -H 'Accept: application/vnd.docker.distribution.manifest.v2+json' "
+        f"http://{registry}/v2/{repo}/manifests/{tag} | tr -d '\\r' "
+        "| awk 'tolower($1)==\"docker-content-digest:\" {print $2}'); "
+        f"curl -fsS -X DELETE http://{registry}/v2/{repo}/manifests/$d",
+    )
+
+
+def test_engines_trust_only_the_compute_zone_for_plain_http(converged, client):
+    for node in ("manager", "agent1", "agent2"):
+        cidrs = node_json(
+            client,
+            node,
+            "docker",
+            "info",
+            "--format",
+            "{{json .RegistryConfig.InsecureRegistryCIDRs}}",
+        )
+        assert sorted(cidrs) == sorted([str(COMPUTE), "127.0.0.0/8"])
