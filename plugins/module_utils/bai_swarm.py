@@ -4,7 +4,7 @@ Why a separate file: the decisions that matter (which address a node advertises,
 a node already belongs to *this* cluster's swarm, which nodes are stale) are plain
 functions of ``docker info`` / ``docker node ls`` data, so the unit tests check them
 without Docker or Ansible. The roles reach them through small filter plugins
-(roles/docker_swarm/filter_plugins, roles/image_distribution/filter_plugins) that load
+(plugins/filter/bai_swarm.py) that loads
 this file. Standard library only, valid Python 3.9+.
 
     pick_address(addresses, cidr, default)   the node's IPv4 address on the compute network

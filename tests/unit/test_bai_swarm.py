@@ -252,16 +252,16 @@ def test_registry_is_insecure(config, registry, insecure):
     assert sw.registry_is_insecure(config, registry) is insecure
 
 
-# --- the roles' filter plugins load this module -----------------------------------------
+# --- the filter plugin loads this module -----------------------------------------------
 @pytest.mark.parametrize(
     ("path", "names"),
     [
         (
-            "roles/docker_swarm/filter_plugins/bai_swarm_filters.py",
+            "plugins/filter/bai_swarm.py",
             {"bai_swarm_address", "bai_swarm_member_membership", "bai_swarm_taken_ports"},
         ),
         (
-            "roles/image_distribution/filter_plugins/bai_image_filters.py",
+            "plugins/filter/bai_swarm.py",
             {"bai_image_registry_address", "bai_image_registry_is_insecure"},
         ),
     ],
