@@ -144,6 +144,15 @@ def address_pool_errors(pools: Any) -> list[str]:
     return problems
 
 
+def cidr_host(cidr: Any, number: Any) -> str:
+    """The address with host number `number` in `cidr` (10.0.0.0/24, 5 -> 10.0.0.5)."""
+    network = parse_cidr(cidr)
+    index = int(number)
+    if not 0 < index < network.num_addresses - 1:
+        raise ValueError(f"host number {index} lies outside {network}")
+    return str(network[index])
+
+
 class FilterModule:
     """Ansible entry point."""
 
@@ -154,4 +163,5 @@ class FilterModule:
             "bai_cidr_overlaps_with": cidr_overlaps_with,
             "bai_public_ipv4": public_ipv4,
             "bai_address_pool_errors": address_pool_errors,
+            "bai_cidr_host": cidr_host,
         }

@@ -113,6 +113,7 @@ def test_filter_module_exports_every_filter():
         "bai_cidr_overlaps_with",
         "bai_public_ipv4",
         "bai_address_pool_errors",
+        "bai_cidr_host",
     }
 
 
@@ -152,3 +153,14 @@ def test_address_pools_must_be_a_list():
     assert bai_net.address_pool_errors({"base": "10.0.0.0/8", "size": 24}) == [
         "expected a list of pools, got dict"
     ]
+
+
+def test_cidr_host_gives_the_numbered_address():
+    assert bai_net.cidr_host("10.210.3.0/24", 11) == "10.210.3.11"
+    assert bai_net.cidr_host("10.0.0.0/30", 2) == "10.0.0.2"
+
+
+@pytest.mark.parametrize("number", [0, 255, 300, -1])
+def test_cidr_host_refuses_network_broadcast_and_outside(number):
+    with pytest.raises(ValueError, match="outside"):
+        bai_net.cidr_host("10.210.3.0/24", number)

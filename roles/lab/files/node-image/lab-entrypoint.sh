@@ -3,6 +3,7 @@
 # LAB_LISTEN ("8080/tcp 10205-10300/tcp 4789/udp"), then wait for signals.
 set -u
 [ -e /etc/ssh/ssh_host_ed25519_key ] || ssh-keygen -q -A
+mkdir -p /run/sshd  # /run is a tmpfs: empty at every start
 /usr/sbin/sshd
 if [ "${LAB_DOCKERD:-0}" = 1 ]; then
   # Without --privileged Docker mounts this node's cgroups read-only; the inner engine
