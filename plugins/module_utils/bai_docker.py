@@ -216,6 +216,11 @@ def find_network(api: Any, name: str) -> dict[str, Any] | None:
     return None
 
 
+def in_swarm(api: Any) -> bool:
+    """Whether the engine is an active member of a swarm (overlays may exist elsewhere)."""
+    return ((api.info().get("Swarm") or {}).get("LocalNodeState")) == "active"
+
+
 def engine_subnets(api: Any) -> list[str]:
     """Every subnet the engine's networks use (IPv4 and IPv6)."""
     subnets = []

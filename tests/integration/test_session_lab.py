@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from labtools import AGENTS, count, in_session, lab_agents, on_agent, sweep
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
-AGENTS = ("agent1", "agent2")
 NAME = "it-lab3"
 SHARED = "/srv/bai-data"
 
@@ -22,46 +22,7 @@ SHARED = "/srv/bai-data"
 @pytest.fixture(scope="module")
 def lab(docker_client):
     """The agent node containers; skips when the lab is not up."""
-    nodes = {}
-    for agent in AGENTS:
-        try:
-            node = docker_client.containers.get(f"bai-lab-{agent}")
-        except Exception:
-            pytest.skip("the lab is not up (make lab-up)")
-        if node.status != "running":
-            pytest.skip("the lab is not up (make lab-up)")
-        nodes[agent] = node
-    return nodes
-
-
-def on_agent(node, *argv):
-    code, out = node.exec_run(list(argv))
-    return code, out.decode(errors="replace").strip()
-
-
-def in_session(node, container, command, user="work"):
-    return on_agent(node, "docker", "exec", "-u", user, container, "bash", "-c", command)
-
-
-def sweep(lab, name):
-    label = f"label=ai.backend.cluster.session={name}"
-    for node in lab.values():
-        _, ids = on_agent(node, "docker", "ps", "-aq", "--filter", label)
-        if ids:
-            on_agent(node, "docker", "rm", "-f", *ids.split())
-        _, nets = on_agent(node, "docker", "network", "ls", "-q", "--filter", label)
-        if nets:
-            on_agent(node, "docker", "network", "rm", *nets.split())
-
-
-def count(lab, name):
-    label = f"label=ai.backend.cluster.session={name}"
-    total = 0
-    for node in lab.values():
-        for kind in (("ps", "-aq"), ("network", "ls", "-q")):
-            _, out = on_agent(node, "docker", *kind, "--filter", label)
-            total += len(out.split())
-    return total
+    return lab_agents(docker_client)
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,71 @@
+"""Helpers for tests that look inside the lab's agents (Docker-in-Docker nodes).
+
+Session containers live in the agents' inner engines, so everything goes through
+``docker exec bai-lab-agentN docker ...`` (the SDK's exec_run on the node container).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+AGENTS = ("agent1", "agent2")
+LABEL_SESSION = "ai.backend.cluster.session"
+
+
+def lab_agents(docker_client) -> dict:
+    """The running agent node containers, by inventory name; skips when the lab is down."""
+    nodes = {}
+    for agent in AGENTS:
+        try:
+            node = docker_client.containers.get(f"bai-lab-{agent}")
+        except Exception:
+            pytest.skip("the lab is not up (make lab-up)")
+        if node.status != "running":
+            pytest.skip("the lab is not up (make lab-up)")
+        nodes[agent] = node
+    return nodes
+
+
+def on_agent(node, *argv):
+    """Run argv on the node; (exit code, stripped output)."""
+    code, out = node.exec_run(list(argv))
+    return code, out.decode(errors="replace").strip()
+
+
+def in_session(node, container, command, user="work"):
+    """Run a bash command as `user` in a session container on that node's engine."""
+    return on_agent(node, "docker", "exec", "-u", user, container, "bash", "-c", command)
+
+
+def inspect(node, container) -> dict:
+    code, out = on_agent(node, "docker", "inspect", container)
+    assert code == 0, out
+    return json.loads(out)[0]
+
+
+def sweep(lab, name, manager=None):
+    """Remove whatever a session left on the agents (and its overlay on the manager)."""
+    label = f"label={LABEL_SESSION}={name}"
+    for node in lab.values():
+        _, ids = on_agent(node, "docker", "ps", "-aq", "--filter", label)
+        if ids:
+            on_agent(node, "docker", "rm", "-f", *ids.split())
+    for node in [*lab.values(), *([manager] if manager else [])]:
+        _, nets = on_agent(node, "docker", "network", "ls", "-q", "--filter", label)
+        if nets:
+            on_agent(node, "docker", "network", "rm", *nets.split())
+
+
+def count(lab, name, manager=None):
+    """Containers and networks of a session left on the agents (and the manager)."""
+    label = f"label={LABEL_SESSION}={name}"
+    total = 0
+    for node in lab.values():
+        _, out = on_agent(node, "docker", "ps", "-aq", "--filter", label)
+        total += len(out.split())
+    for node in [*lab.values(), *([manager] if manager else [])]:
+        _, out = on_agent(node, "docker", "network", "ls", "-q", "--filter", label)
+        total += len(out.split())
+    return total
