@@ -25,6 +25,23 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+try:  # Ansible ships module_utils as ansible.module_utils.<name> ...
+    from ansible.module_utils.bai_gpu import (
+        LABEL_GPU_DEVICES,
+        GpuAllocationError,
+        allocate_devices,
+        format_device_label,
+        parse_device_label,
+    )
+except ImportError:  # ... the unit tests import the files directly (tests/unit/conftest.py)
+    from bai_gpu import (  # type: ignore[no-redef]
+        LABEL_GPU_DEVICES,
+        GpuAllocationError,
+        allocate_devices,
+        format_device_label,
+        parse_device_label,
+    )
+
 # --- Labels (CONTRACT 3.2) ------------------------------------------------------------
 LABEL_SESSION = "ai.backend.cluster.session"
 LABEL_SESSION_ID = "ai.backend.cluster.session-id"
@@ -58,6 +75,8 @@ CPU_EPSILON = 1e-6
 # The one BACKENDAI_* variable a user may set: it chooses the rendezvous port.
 DIST_MASTER_PORT_VAR = "BACKENDAI_DIST_MASTER_PORT"
 DIST_VARS = ("MASTER_ADDR", "MASTER_PORT", "TF_CONFIG")
+# Set by the toolkit from the GPUs a container is given (upstream names); not user input.
+GPU_ENV_VARS = ("GPU_COUNT", "N_GPUS")
 
 _NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$")
 _ROLE_RE = re.compile(r"^[a-z][a-z0-9]{0,15}$")
@@ -193,7 +212,13 @@ class Kernel:
 
 @dataclass(frozen=True)
 class Agent:
-    """A compute agent: total capacity plus what running session containers were given."""
+    """A compute agent: total capacity plus what running session containers were given.
+
+    GPUs: ``gpu_devices`` are the device indices the agent offers (None: anonymous
+    ``0..gpu-1``) and ``gpu_in_use`` those that session containers hold (their
+    LABEL_GPU_DEVICES). Free GPUs are the offered devices nobody holds, and never more
+    than ``gpu - used_gpu`` (containers labelled with a GPU count but no devices count too).
+    """
 
     name: str
     group: str
@@ -203,6 +228,21 @@ class Agent:
     used_cpu: float = 0.0
     used_mem: int = 0
     used_gpu: int = 0
+    gpu_devices: tuple[int, ...] | None = None
+    gpu_in_use: tuple[int, ...] = ()
+
+    @property
+    def devices(self) -> tuple[int, ...]:
+        """The GPU device indices this agent offers, sorted."""
+        if self.gpu_devices is None:
+            return tuple(range(int(self.gpu)))
+        return tuple(sorted(set(int(i) for i in self.gpu_devices)))
+
+    @property
+    def free_devices(self) -> tuple[int, ...]:
+        """Offered GPU devices that no session container holds."""
+        held = set(int(i) for i in self.gpu_in_use)
+        return tuple(i for i in self.devices if i not in held)
 
     @property
     def total(self) -> Resources:
@@ -212,7 +252,8 @@ class Agent:
     def free(self) -> Resources:
         """Capacity minus use; may be negative if an agent is overcommitted."""
         used = Resources(float(self.used_cpu), int(self.used_mem), int(self.used_gpu))
-        return self.total - used
+        left = self.total - used
+        return Resources(left.cpu, left.mem, min(left.gpu, len(self.free_devices)))
 
 
 @dataclass(frozen=True)
@@ -568,6 +609,11 @@ def _check_env_key(key: Any) -> None:
             f"env.{key}: BACKENDAI_* variables are set by the toolkit to describe the "
             f"session and cannot be given (only {DIST_MASTER_PORT_VAR} is allowed)"
         )
+    if key in GPU_ENV_VARS:
+        raise SpecError(
+            f"env.{key}: set by the toolkit to the number of GPUs each container is "
+            f"given; ask for GPUs with resources.gpu instead"
+        )
 
 
 def _check_env_value(key: str, value: Any) -> str:
@@ -697,10 +743,18 @@ def session_labels(spec: SessionSpec, *, session_id: str) -> dict[str, str]:
 
 
 def container_labels(
-    spec: SessionSpec, kernel: Kernel, *, session_id: str, kernel_id: str, mode: str
+    spec: SessionSpec,
+    kernel: Kernel,
+    *,
+    session_id: str,
+    kernel_id: str,
+    mode: str,
+    gpu_devices: Sequence[int] = (),
 ) -> dict[str, str]:
     """Labels for one container; LABEL_CPU/MEM/GPU are what ``used_from_labels`` reads
-    back, so placement needs no state file. ``mode`` is the mode as placed."""
+    back, so placement needs no state file. ``mode`` is the mode as placed;
+    ``gpu_devices`` the agent's GPU device indices the container is given
+    (LABEL_GPU_DEVICES, "" for none: placement reads which devices are taken)."""
     labels = session_labels(spec, session_id=session_id)
     labels.update(
         {
@@ -713,6 +767,7 @@ def container_labels(
             LABEL_CPU: format_cpu(kernel.resources.cpu),
             LABEL_MEM: str(kernel.resources.mem),
             LABEL_GPU: str(kernel.resources.gpu),
+            LABEL_GPU_DEVICES: format_device_label(gpu_devices),
         }
     )
     return labels
@@ -932,9 +987,57 @@ def _check_never_fits(kernels: Sequence[Kernel], group: list[Agent], resource_gr
             raise Pending(
                 f"container {kernel.hostname} needs {kernel.resources.describe()}, more "
                 f"than any agent in resource group {resource_group!r} has in total "
-                f"({sizes}); it can never fit",
+                f"({sizes}); it can never fit{_gpu_note(kernel.resources.gpu, group)}",
                 permanent=True,
             )
+
+
+def _gpu_note(need_gpu: int, group: list[Agent]) -> str:
+    """For a PENDING message when GPUs are asked for: each agent's GPU devices, which are
+    free, and where the numbers come from. Empty when no GPU is asked for."""
+    if need_gpu <= 0:
+        return ""
+    parts = []
+    for agent in group:
+        devices = agent.devices
+        if not devices:
+            parts.append(f"{agent.name} has no GPU")
+            continue
+        free = agent.free_devices[: max(agent.free.gpu, 0)]
+        parts.append(
+            f"{agent.name} has GPU devices {format_device_label(devices)}, free: "
+            f"{format_device_label(free) or 'none'}"
+        )
+    return (
+        f"; GPUs asked for: {need_gpu}; {'; '.join(parts)} (GPUs are the devices "
+        f"detected on each agent, else its bai_agent_resources.gpu)"
+    )
+
+
+def assign_gpu_devices(
+    kernels: Sequence[Kernel], assignment: Mapping[str, str], agents: Sequence[Agent]
+) -> dict[str, list[int]]:
+    """hostname -> the GPU device indices of its agent that it is given (``[]`` for none).
+
+    Per agent, ``allocate_devices`` picks among the agent's free devices, in kernel
+    order and biggest requests first; no device goes to two containers and none that a
+    session container already holds is given out. ``place`` only chooses agents whose
+    free GPU count covers their share, so this does not fail for a placement it made;
+    if it does (inconsistent input) it raises ``Pending``.
+    """
+    by_name = {agent.name: agent for agent in agents}
+    result: dict[str, list[int]] = {kernel.hostname: [] for kernel in kernels}
+    for name in dict.fromkeys(assignment[k.hostname] for k in kernels):
+        share = [(k.hostname, k.resources.gpu) for k in kernels if assignment[k.hostname] == name]
+        if not any(count for _, count in share):
+            continue
+        agent = by_name[name]
+        free = agent.free_devices[: max(agent.free.gpu, 0)]
+        try:
+            result.update(allocate_devices(free, (), share, agent=f"agent {name}"))
+        except GpuAllocationError as exc:
+            raise Pending(exc.reason) from None
+    return result
 
 
 def _total(kernels: Iterable[Kernel]) -> Resources:
@@ -968,13 +1071,64 @@ def _place_on_one(kernels: Sequence[Kernel], group: list[Agent]) -> Placement | 
 
 def _spread(kernels: Sequence[Kernel], group: list[Agent]) -> dict[str, str] | None:
     """Worst-fit in kernel order (spreads load, optimal for equal kernels); if that
-    fails, best-fit with the biggest kernels first, which packs mixed roles better."""
+    fails, best-fit with the biggest kernels first, which packs mixed roles better;
+    if that fails too, a bounded exhaustive search (exact fits, common with GPUs:
+    2+2 and 3+3 on agents with 4, 5 and 6 free GPUs defeat both heuristics)."""
     result = _worst_fit(kernels, group)
     if result is None:
         result = _best_fit_decreasing(kernels, group)
     if result is None:
+        result = _exhaustive_fit(kernels, group)
+    if result is None:
         return None
     return {kernel.hostname: result[kernel.hostname] for kernel in kernels}
+
+
+# Steps the exhaustive search may take before it gives up (PENDING); ~0.1 s of work.
+EXHAUSTIVE_BUDGET = 20000
+
+
+def _exhaustive_fit(
+    kernels: Sequence[Kernel], group: list[Agent], budget: int = EXHAUSTIVE_BUDGET
+) -> dict[str, str] | None:
+    """Depth-first search over agents, biggest kernels first, skipping agents whose
+    room equals one already tried and states already known to fail; None when no
+    assignment exists or the budget runs out."""
+    order = sorted(
+        kernels,
+        key=lambda k: (-k.resources.gpu, -k.resources.cpu, -k.resources.mem, k.rank),
+    )
+    names = [agent.name for agent in group]
+    left = [agent.free for agent in group]
+    result: dict[str, str] = {}
+    failed: set[tuple[int, tuple[Resources, ...]]] = set()
+    steps = 0
+
+    def search(i: int) -> bool:
+        nonlocal steps
+        if i == len(order):
+            return True
+        steps += 1
+        state = (i, tuple(left))
+        if steps > budget or state in failed:
+            return False
+        need = order[i].resources
+        tried: set[Resources] = set()
+        for j, name in enumerate(names):
+            room = left[j]
+            if room in tried or not need.fits_in(room):
+                continue
+            tried.add(room)
+            left[j] = room - need
+            result[order[i].hostname] = name
+            if search(i + 1):
+                return True
+            left[j] = room
+            del result[order[i].hostname]
+        failed.add(state)
+        return False
+
+    return result if search(0) else None
 
 
 def _worst_fit(kernels: Sequence[Kernel], group: list[Agent]) -> dict[str, str] | None:
@@ -1044,7 +1198,7 @@ def _single_node_pending(
     return Pending(
         f"no agent in resource group {resource_group!r} can hold all {len(kernels)} "
         f"containers on one node (they need {need.describe()} together; "
-        f"{_free_report(group, need)}){hint}",
+        f"{_free_report(group, need)}){hint}{_gpu_note(need.gpu, group)}",
         permanent=never,
     )
 
@@ -1061,7 +1215,7 @@ def _multi_node_pending(
     return Pending(
         f"the {len(kernels)} containers{each} do not fit across the agents of resource "
         f"group {resource_group!r} (they need {need.describe()} together; {free})"
-        f"{hint}",
+        f"{hint}{_gpu_note(need.gpu, group)}",
         permanent=never,
     )
 
@@ -1129,10 +1283,12 @@ def plan_session(
     kernels = expand_kernels(spec)
     if existing:
         kernel_ids, assignment, mode = _read_existing(spec, kernels, existing)
+        gpu_devices = _existing_gpu_devices(existing)
         action = "exists"
     else:
         placement = place(kernels, agents, mode=spec.mode, resource_group=spec.resource_group)
         assignment, mode = placement.assignment, placement.mode
+        gpu_devices = assign_gpu_devices(kernels, assignment, agents)
         kernel_ids = {k.hostname: kernel_id() for k in kernels}
         _check_inventory(spec, kernels, assignment, inventory or {})
         action = "create"
@@ -1156,8 +1312,15 @@ def plan_session(
                     "mem": kernel.resources.mem,
                     "gpu": kernel.resources.gpu,
                 },
+                # The agent's GPU device indices this container is given ([] for none).
+                "gpu_devices": list(gpu_devices.get(kernel.hostname, [])),
                 "labels": container_labels(
-                    spec, kernel, session_id=session_id, kernel_id=kid, mode=mode
+                    spec,
+                    kernel,
+                    session_id=session_id,
+                    kernel_id=kid,
+                    mode=mode,
+                    gpu_devices=gpu_devices.get(kernel.hostname, []),
                 ),
             }
         )
@@ -1204,6 +1367,16 @@ def _published_ssh_port(existing: Sequence[Mapping[str, Any]], session_id: str) 
             if port.get("container_port") == SSH_PORT and port.get("host_port"):
                 return int(port["host_port"])
     return None
+
+
+def _existing_gpu_devices(existing: Sequence[Mapping[str, Any]]) -> dict[str, list[int]]:
+    """hostname -> GPU device indices, read back from the containers' labels."""
+    return {
+        str((c.get("labels") or {}).get(LABEL_HOST)): parse_device_label(
+            (c.get("labels") or {}).get(LABEL_GPU_DEVICES)
+        )
+        for c in existing
+    }
 
 
 def _destroy_hint(name: str) -> str:

@@ -540,6 +540,84 @@ def merge_amd_devices(
     return devices
 
 
+# --- What an agent offers to sessions ----------------------------------------------------
+SOURCE_DETECTED = "detected"
+SOURCE_DECLARED = "declared"
+SOURCE_NONE = "none"
+# Container states whose GPU devices count as taken: a created (not yet started)
+# container is one being made right now; a paused one still holds its GPU memory.
+HOLDING_STATES = ("running", "paused", "restarting", "created")
+
+
+def offered_gpus(facts: Optional[Mapping[str, Any]], declared: Optional[int]) -> dict[str, Any]:
+    """The GPU devices an agent offers to session containers.
+
+    ``facts``: what ``detect`` found on the agent (``bai_gpu``); ``declared``: the
+    inventory's ``bai_agent_resources.gpu`` (None when not given). The rule:
+
+    - **Detected devices win** whenever detection finds usable ones: those indices are
+      offered, whatever count the inventory declares (a differing count gets a warning,
+      because a device that is not there cannot be given, and one that is there is
+      offered: hold a GPU back from sessions by moving the agent to another resource
+      group, not by a smaller count).
+    - **Else the declared count** becomes anonymous indices ``0..K-1`` (``source``
+      ``declared``). Placement counts them (this is how capacities are simulated where
+      no GPU can exist), but a container given one cannot be created: the agent has no
+      device to hand over, and ``bai_session_containers`` says so before creating
+      anything.
+    - Neither: no GPUs.
+
+    Returns ``vendor``, ``devices`` (sorted indices), ``source`` and ``warning`` (None
+    or a sentence for people).
+    """
+    facts = facts or {}
+    usable = facts.get("status", STATUS_OK) == STATUS_OK
+    detected = sorted({int(d["index"]) for d in facts.get("devices") or []}) if usable else []
+    if declared is not None and (isinstance(declared, bool) or int(declared) < 0):
+        raise GpuError(f"declared GPU count must be a whole number >= 0, got {declared!r}")
+    if detected:
+        vendor = str(facts.get("vendor"))
+        warning = None
+        if declared is not None and int(declared) != len(detected):
+            warning = (
+                f"bai_agent_resources.gpu declares {declared} GPU(s) but {len(detected)} "
+                f"{vendor} GPU(s) were detected (devices {format_device_label(detected)}); "
+                "the detected devices are offered"
+            )
+        return {
+            "vendor": vendor,
+            "devices": detected,
+            "source": SOURCE_DETECTED,
+            "warning": warning,
+        }
+    count = int(declared or 0)
+    warning = None
+    if count:
+        why = facts.get("problem") or "no NVIDIA or AMD device was detected"
+        warning = (
+            f"bai_agent_resources.gpu declares {count} GPU(s) but {why}; placement counts "
+            f"them as devices {format_device_label(range(count))} (simulated), and a "
+            "container given one cannot be created on this agent"
+        )
+    return {
+        "vendor": VENDOR_NONE,
+        "devices": list(range(count)),
+        "source": SOURCE_DECLARED if count else SOURCE_NONE,
+        "warning": warning,
+    }
+
+
+def holding_labels(containers: Iterable[Mapping[str, Any]]) -> list[Mapping[str, str]]:
+    """The labels of the containers whose GPU devices are taken (``HOLDING_STATES``), from
+    docker API list entries (``State``, ``Labels``) or dicts with ``state``, ``labels``."""
+    found = []
+    for item in containers:
+        state = str(item.get("State") or item.get("state") or "").lower()
+        if state in HOLDING_STATES:
+            found.append(item.get("Labels") or item.get("labels") or {})
+    return found
+
+
 # --- Allocation --------------------------------------------------------------------------
 def parse_device_label(value: Any) -> list[int]:
     """Device indices from a LABEL_GPU_DEVICES value ("0,1"; "" or None: none). Tokens

@@ -10,9 +10,17 @@ short_description: Read an agent's capacity, what sessions use of it, and sessio
 description:
   - Runs on a compute agent (usually with C(delegate_to)) and reads its Docker engine.
   - Capacity is O(resources) where given (the inventory's C(bai_agent_resources)), else
-    what the engine reports (C(docker info) NCPU and MemTotal; no GPUs).
+    what the engine reports (C(docker info) NCPU and MemTotal).
+  - GPUs are detected on the agent (the same detection as M(bai_gpu_facts)). B(Detected
+    devices win) whenever there are any; their indices are offered, whatever
+    O(resources.gpu) says (a different count gets a warning). Where none is detected,
+    O(resources.gpu) C(K) is offered as anonymous devices C(0..K-1); placement counts
+    them (simulated capacity, e.g. for tests), but M(bai_session_containers) refuses to
+    create a container given one, since there is no device to hand over.
   - Use is the sum of the resource labels of the B(running) session containers, so no
-    state file is needed (Docker is the source of truth).
+    state file is needed (Docker is the source of truth). GPU devices in use are those
+    in the C(ai.backend.cluster.gpu-devices) label of every session container that is
+    running, paused, restarting or just created (a device is never given twice).
   - Returns the containers of session O(name), or of every session when O(name) is
     omitted (what C(playbooks/session_list.yml) shows).
   - Optionally reports which O(images) are present (with their C(ENV)) and which
@@ -51,6 +59,15 @@ options:
     type: list
     elements: str
     default: []
+  gpu_detect:
+    description:
+      - Detect the agent's GPUs. V(false) offers only O(resources.gpu) (anonymous devices).
+    type: bool
+    default: true
+  gpu_detect_timeout:
+    description: Seconds each GPU detection command (C(nvidia-smi), C(rocm-smi)) may run.
+    type: int
+    default: 30
   docker_host:
     description:
       - The engine to talk to, e.g. V(unix:///var/run/docker.sock).
@@ -92,8 +109,28 @@ agent:
   description: Capacity and use, in the form bai_session_plan takes.
   returned: success
   type: dict
-  sample: {name: agent1, group: default, cpu: 4.0, mem: 8589934592, gpu: 0,
-           used_cpu: 2.0, used_mem: 2147483648, used_gpu: 0}
+  sample: {name: agent1, group: default, cpu: 4.0, mem: 8589934592, gpu: 2,
+           used_cpu: 2.0, used_mem: 2147483648, used_gpu: 1, gpu_devices: [0, 1],
+           gpu_in_use: [1], gpu_vendor: nvidia, gpu_source: detected}
+  contains:
+    gpu:
+      description: Number of GPU devices offered (the length of RV(agent.gpu_devices)).
+      type: int
+    gpu_devices:
+      description:
+        - GPU device indices offered to sessions (nvidia-smi's indices; AMD render-node order).
+      type: list
+      elements: int
+    gpu_in_use:
+      description: Offered device indices that session containers hold.
+      type: list
+      elements: int
+    gpu_vendor:
+      description: C(nvidia), C(amd), or C(none) (nothing detected).
+      type: str
+    gpu_source:
+      description: C(detected), C(declared) (O(resources.gpu), nothing detected) or C(none).
+      type: str
 containers:
   description: Session containers (of O(name), or all), any state, sorted by name.
   returned: success
@@ -129,7 +166,39 @@ from ansible.module_utils.bai_docker import (  # noqa: E402
     image_env,
     session_containers,
 )
+from ansible.module_utils.bai_gpu import (  # noqa: E402
+    LABEL_GPU_DEVICES,
+    GpuError,
+    HostProbe,
+    detect,
+    devices_in_use,
+    holding_labels,
+    offered_gpus,
+)
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+
+
+def gpu_capacity(module: AnsibleModule, api, declared: int | None) -> dict:
+    """The agent's GPU devices (detected, else declared) and which of them are held."""
+    facts = (
+        detect(HostProbe(module.params["gpu_detect_timeout"]))
+        if module.params["gpu_detect"]
+        else {}
+    )
+    try:
+        offer = offered_gpus(facts, declared)
+    except GpuError as exc:
+        raise SpecError(f"bai_agent_resources.gpu: {exc}") from None
+    if offer["warning"]:
+        module.warn(f"agent {module.params['agent_name']}: {offer['warning']}")
+    holders = api.containers(all=True, filters={"label": [LABEL_GPU_DEVICES]})
+    held = devices_in_use(holding_labels(holders))
+    return {
+        "gpu_devices": offer["devices"],
+        "gpu_in_use": sorted(held & set(offer["devices"])),
+        "gpu_vendor": offer["vendor"],
+        "gpu_source": offer["source"],
+    }
 
 
 def run(module: AnsibleModule) -> dict:
@@ -143,6 +212,7 @@ def run(module: AnsibleModule) -> dict:
     running = api.containers(filters={"label": [LABEL_SESSION], "status": "running"})
     used = used_from_labels(item.get("Labels") or {} for item in running)
     agent = params["agent_name"]
+    gpus = gpu_capacity(module, api, capacity.gpu if _declares_gpu(params["resources"]) else None)
     images = {}
     for ref in dict.fromkeys(params["images"]):
         env = image_env(api, ref)
@@ -154,15 +224,20 @@ def run(module: AnsibleModule) -> dict:
             "group": params["resource_group"],
             "cpu": capacity.cpu,
             "mem": capacity.mem,
-            "gpu": capacity.gpu,
+            "gpu": len(gpus["gpu_devices"]),
             "used_cpu": used.cpu,
             "used_mem": used.mem,
             "used_gpu": used.gpu,
+            **gpus,
         },
         "containers": session_containers(api, params["name"], agent),
         "images": images,
         "paths": {path: os.path.exists(path) for path in dict.fromkeys(params["paths"])},
     }
+
+
+def _declares_gpu(resources: dict | None) -> bool:
+    return bool(resources) and resources.get("gpu") is not None
 
 
 def main() -> None:
@@ -174,6 +249,8 @@ def main() -> None:
             "resources": {"type": "dict"},
             "images": {"type": "list", "elements": "str", "default": []},
             "paths": {"type": "list", "elements": "str", "default": []},
+            "gpu_detect": {"type": "bool", "default": True},
+            "gpu_detect_timeout": {"type": "int", "default": 30},
             **DOCKER_ARGUMENT_SPEC,
         },
         supports_check_mode=True,

@@ -17,6 +17,17 @@ description:
     O(network) with its hostname as alias (the default bridge for size 1); copies the
     session keys into C(/opt/bai/session) (an in-memory tar, root-only files) before the
     first start; starts it; then waits until sshd listens in every container.
+  - GPUs - each container gets exactly the GPU devices of this agent that the plan gave
+    it (C(kernels[].gpu_devices), the C(ai.backend.cluster.gpu-devices) label), found by
+    the same detection as M(bai_gpu_facts) - NVIDIA, a device request for those indices
+    (O(gpu_method=device_request), what C(docker run --gpus device=0,1) sends) or their
+    CDI names (O(gpu_method=cdi), C(nvidia.com/gpu=0)); AMD, C(/dev/kfd), the devices'
+    render nodes and the C(video)/C(render) groups by number. Every container gets
+    C(GPU_COUNT) and C(N_GPUS), the number of its GPUs (C(0) when none), over any value
+    from the image; a container without GPUs on an NVIDIA agent also gets
+    C(NVIDIA_VISIBLE_DEVICES=void). If a device is not among the detected ones (e.g.
+    the agent's GPUs were only declared in C(bai_agent_resources.gpu)), the module fails
+    before creating anything.
   - Only the master (rank 0, C(main1)) publishes a port - 2200/tcp on a host port from
     O(port_range). Other containers publish nothing.
   - Containers of the same session and kernel id that already exist are left alone
@@ -81,6 +92,17 @@ options:
       - The session keys from M(bai_session_keypair) (C(private_key), C(public_key),
         C(host_private_key), C(host_public_key)). Needed only when a container must be created.
     type: dict
+  authorized_keys:
+    description:
+      - People's SSH public keys (one OpenSSH public key line each), allowed to log in as
+        C(work) in every container beside the session key, e.g. through the app proxy
+        (C(ssh -p PORT work@APPPROXY)) into C(main1).
+      - Written to C(~work/.ssh/authorized_keys2) (root-owned, 0644; sshd reads it by
+        default) before the first start, so only containers created by this call get them.
+      - An entry that is not one public key line makes the module fail before anything changes.
+    type: list
+    elements: str
+    default: []
   port_range:
     description:
       - Host ports the master's sshd (2200/tcp) may be published on; Docker picks a free one.
@@ -90,6 +112,15 @@ options:
     description: Host address the master's port is published on.
     type: str
     default: 0.0.0.0
+  gpu_method:
+    description:
+      - How NVIDIA GPUs are handed to a container - V(device_request) (any engine >= 19.03
+        with the NVIDIA container toolkit) or V(cdi) (CDI device names; Docker >= 25 with
+        CDI enabled and the spec that M(gpu_runtime) generates). AMD GPUs are always
+        passed as device nodes.
+    type: str
+    choices: [device_request, cdi]
+    default: device_request
   ssh_timeout:
     description: Seconds to wait for sshd to listen in every container.
     type: int
@@ -177,6 +208,10 @@ import os  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
 
+from ansible.module_utils.bai_appproxy import (  # noqa: E402
+    authorized_keys_tar,
+    public_key_errors,
+)
 from ansible.module_utils.bai_cluster import (  # noqa: E402
     LABEL_KERNEL_ID,
     LABEL_SESSION_ID,
@@ -195,10 +230,23 @@ from ansible.module_utils.bai_docker import (  # noqa: E402
     error_text,
     find_network,
     image_env,
+    in_swarm,
     parallel,
     remove_containers,
     session_containers,
     session_tar,
+)
+from ansible.module_utils.bai_gpu import (  # noqa: E402
+    HOLDING_STATES,
+    LABEL_GPU_DEVICES,
+    VENDOR_NONE,
+    GpuError,
+    HostProbe,
+    detect,
+    docker_gpu_options,
+    format_device_label,
+    gpu_env,
+    parse_device_label,
 )
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 
@@ -247,6 +295,8 @@ class Session:
         ]
         self.created: list[str] = []
         self.lock = threading.Lock()
+        # hostname -> (docker host_config options, environment) for its GPUs; gpu_setup.
+        self.gpus: dict[str, tuple[dict, dict[str, str]]] = {}
 
     # --- what exists ------------------------------------------------------------------
     def sort_existing(self) -> tuple[list, list, list]:
@@ -306,7 +356,14 @@ class Session:
                     f"data folder there first"
                 )
         network = self.p["network"]
-        if network and not self.module.check_mode and find_network(api, network) is None:
+        if (
+            network
+            and not self.module.check_mode
+            and find_network(api, network) is None
+            and not in_swarm(api)
+        ):
+            # A swarm worker sees an attachable overlay only once a container joins it
+            # (Docker asks the managers at create time), so only a plain engine can tell.
             problems.append(
                 f"network {network} does not exist on agent {agent}; create it first "
                 f"(bai_session_network)"
@@ -326,6 +383,91 @@ class Session:
             )
         return envs
 
+    # --- GPUs -------------------------------------------------------------------------
+    def gpu_devices(self, kernel: Kernel) -> list[int]:
+        """The device indices the plan gave ``kernel`` (its label as a fallback)."""
+        raw = self.raw[kernel.hostname]
+        if raw.get("gpu_devices") is not None:
+            return sorted({int(i) for i in raw["gpu_devices"]})
+        return parse_device_label((raw.get("labels") or {}).get(LABEL_GPU_DEVICES))
+
+    def gpu_setup(self, create: list[Kernel]) -> None:
+        """Check, before anything is made, that this agent has the devices the plan gave
+        the containers, and work out each one's Docker options and GPU variables."""
+        facts = detect(HostProbe())
+        vendor = str(facts.get("vendor") or VENDOR_NONE) if facts.get("count") else VENDOR_NONE
+        agent = self.p["agent"]
+        problems = []
+        for kernel in create:
+            devices = self.gpu_devices(kernel)
+            if len(devices) != kernel.resources.gpu:
+                problems.append(
+                    f"{kernel.hostname} asks for {kernel.resources.gpu} GPU(s) but the plan "
+                    f"gave it devices [{format_device_label(devices)}]; pass plan.kernels "
+                    f"unchanged"
+                )
+                continue
+            options = {}
+            if devices and vendor == VENDOR_NONE:
+                why = facts.get("problem") or "no NVIDIA or AMD GPU was detected"
+                problems.append(
+                    f"{kernel.hostname} was given GPU device(s) "
+                    f"{format_device_label(devices)} but {why} on agent {agent} (GPUs "
+                    f"declared in bai_agent_resources.gpu alone only count for placement); "
+                    f"converge the agent with site.yml (role gpu_runtime) or fix its driver"
+                )
+                continue
+            if devices:
+                try:
+                    options = docker_gpu_options(facts, devices, method=self.p["gpu_method"])
+                except GpuError as exc:
+                    problems.append(f"{kernel.hostname}: {exc}")
+                    continue
+            self.gpus[kernel.hostname] = (options, gpu_env(vendor, len(devices)))
+        if problems:
+            raise Failure(
+                f"cannot create session {self.p['session']} on agent {agent}: "
+                + "; ".join(problems)
+                + "; nothing was created"
+            )
+
+    def gpu_check_restart(self, start: list) -> None:
+        """A stopped container keeps its GPU label but not its devices: refuse to start it
+        again if another container holds one of them now (never one device for two)."""
+        wanted = {
+            c["name"]: set(parse_device_label(c["labels"].get(LABEL_GPU_DEVICES))) for _, c in start
+        }
+        if not any(wanted.values()):
+            return
+        holders = self.docker.api.containers(all=True, filters={"label": [LABEL_GPU_DEVICES]})
+        problems = []
+        for item in holders:
+            name = (item.get("Names") or ["/?"])[0].lstrip("/")
+            if name in wanted or str(item.get("State")).lower() not in HOLDING_STATES:
+                continue
+            held = set(parse_device_label((item.get("Labels") or {}).get(LABEL_GPU_DEVICES)))
+            for mine, devices in wanted.items():
+                if devices & held:
+                    problems.append(
+                        f"{mine} cannot be started again: its GPU device(s) "
+                        f"{format_device_label(devices & held)} are held by {name} now"
+                    )
+        if problems:
+            raise Failure(
+                f"session {self.p['session']} on agent {self.p['agent']}: "
+                + "; ".join(problems)
+                + f"; nothing was changed; {_recreate_hint(self.p['session'])}"
+            )
+
+    def gpu_host_options(self, kernel: Kernel, docker) -> dict:
+        """create_host_config keyword arguments that give ``kernel`` exactly its GPUs."""
+        options = dict(self.gpus.get(kernel.hostname, ({}, {}))[0])
+        if options.get("device_requests"):
+            options["device_requests"] = [
+                docker.types.DeviceRequest(**request) for request in options["device_requests"]
+            ]
+        return options
+
     # --- making containers ------------------------------------------------------------
     def environment(self, kernel: Kernel, image_vars: dict[str, str]) -> dict[str, str]:
         toolkit = cluster_env(
@@ -338,7 +480,7 @@ class Session:
             user_env={str(k): str(v) for k, v in self.p["env"].items()},
             image_env=image_vars,
         )
-        return {**image_vars, **toolkit}
+        return {**image_vars, **toolkit, **self.gpus.get(kernel.hostname, ({}, {}))[1]}
 
     def make(self, kernel: Kernel, env: dict[str, str], archive: bytes) -> str:
         import docker
@@ -350,11 +492,7 @@ class Session:
         binds = [
             f"{m['src']}:{m['dst']}:{'ro' if m.get('readonly') else 'rw'}" for m in self.p["mounts"]
         ]
-        extra = {}
-        if kernel.resources.gpu:
-            extra["device_requests"] = [
-                docker.types.DeviceRequest(count=kernel.resources.gpu, capabilities=[["gpu"]])
-            ]
+        extra = self.gpu_host_options(kernel, docker)
         host_config = api.create_host_config(
             network_mode=network or None,
             init=True,
@@ -389,6 +527,11 @@ class Session:
             self.created.append(cid)
         if not api.put_archive(cid, "/opt/bai", archive):
             raise Failure(f"could not copy the session keys into {raw['container_name']}")
+        # People's public keys (option authorized_keys), beside the session key.
+        if self.p["authorized_keys"] and not api.put_archive(
+            cid, "/home/work/.ssh", authorized_keys_tar(self.p["authorized_keys"])
+        ):
+            raise Failure(f"could not copy authorized_keys into {raw['container_name']}")
         api.start(cid)
         return cid
 
@@ -431,6 +574,8 @@ class Session:
         if not create and not start:
             return {"changed": False, **result, **self.report()}
         envs = self.precheck(create) if create else {}
+        self.gpu_setup(create)
+        self.gpu_check_restart(start)
         try:
             plans = [(k, self.environment(k, envs[k.image])) for k in create]
         except SpecError as exc:
@@ -498,6 +643,13 @@ class Session:
         return [f"{cid[:12]}: {err}" for cid, err in failed]
 
 
+def _recreate_hint(session: str) -> str:
+    return (
+        f"destroy the session (playbooks/session_destroy.yml -e session_name={session}) "
+        f"and create it again"
+    )
+
+
 def _tail(logs: bytes, lines: int = 5) -> str:
     text = logs.decode("utf-8", "replace").strip().splitlines()[-lines:]
     return " | ".join(text) if text else "(empty)"
@@ -532,8 +684,14 @@ def main() -> None:
             "env": {"type": "dict", "default": {}},
             "mounts": {"type": "list", "elements": "dict", "default": []},
             "keypair": {"type": "dict", "no_log": True},
+            "authorized_keys": {"type": "list", "elements": "str", "default": [], "no_log": False},
             "port_range": {"type": "str", "default": "30000-31000"},
             "publish_address": {"type": "str", "default": "0.0.0.0"},
+            "gpu_method": {
+                "type": "str",
+                "choices": ["device_request", "cdi"],
+                "default": "device_request",
+            },
             "ssh_timeout": {"type": "int", "default": 60},
             "workers": {"type": "int", "default": 8},
             **DOCKER_ARGUMENT_SPEC,
@@ -541,6 +699,11 @@ def main() -> None:
         required_if=[("state", "present", ("session_id", "agent", "kernels", "mode"))],
         supports_check_mode=True,
     )
+    key_problems = public_key_errors(module.params["authorized_keys"])
+    if key_problems:
+        module.fail_json(
+            msg="authorized_keys: " + "; ".join(key_problems) + "; nothing was changed"
+        )
     docker_ = connect(module)
     session = None
     try:

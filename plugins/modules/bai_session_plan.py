@@ -17,6 +17,10 @@ description:
     placement are read back from their labels; with another spec it fails and says so.
   - A session that does not fit now fails with a message containing C(PENDING) and the
     reason; RV(pending) and RV(permanent) tell a retry loop whether waiting can help.
+  - GPUs (C(resources.gpu) per container) are counted per agent from its free GPU
+    devices; each container is then given its own device indices on its agent
+    (RV(kernels[].gpu_devices), also in the container label
+    C(ai.backend.cluster.gpu-devices)), never a device another container holds or gets.
   - Errors in the spec fail with a message naming the field, the value given and what
     is allowed.
 version_added: "0.1.0"
@@ -63,7 +67,8 @@ options:
     description:
       - Candidate agents, each C(name), C(group), C(cpu), C(mem), C(gpu) and optional
         C(used_cpu), C(used_mem), C(used_gpu), C(images) (ref -> present), C(paths) (path ->
-        exists).
+        exists), C(gpu_devices) (offered GPU device indices; default C(0..gpu-1)) and
+        C(gpu_in_use) (indices session containers hold), as M(bai_agent_info) returns them.
     type: list
     elements: dict
   existing:
@@ -159,7 +164,8 @@ agents:
 kernels:
   description:
     - One entry per container in kernel order; C(hostname), C(role), C(idx), C(rank),
-      C(agent), C(kernel_id), C(container_name), C(image), C(resources), C(labels).
+      C(agent), C(kernel_id), C(container_name), C(image), C(resources), C(gpu_devices)
+      (its agent's GPU device indices it is given, C([]) for none), C(labels).
   returned: when agents were given
   type: list
   elements: dict
@@ -235,28 +241,45 @@ def _agents(params: dict) -> tuple[list[Agent] | None, list[dict], dict]:
             raise SpecError(f"agents[{i}]: 'name' is required")
         try:
             numbers = {key: raw.get(key) or 0 for key in AGENT_NUMBERS}
+            devices = _indices(raw.get("gpu_devices"))
             agents.append(
                 Agent(
                     name=str(raw["name"]),
                     group=str(raw.get("group") or "default"),
                     cpu=float(numbers["cpu"]),
                     mem=int(numbers["mem"]),
-                    gpu=int(numbers["gpu"]),
+                    gpu=len(devices) if devices is not None else int(numbers["gpu"]),
                     used_cpu=float(numbers["used_cpu"]),
                     used_mem=int(numbers["used_mem"]),
                     used_gpu=int(numbers["used_gpu"]),
+                    gpu_devices=devices,
+                    gpu_in_use=_indices(raw.get("gpu_in_use")) or (),
                 )
             )
         except (TypeError, ValueError):
             raise SpecError(
-                f"agents[{i}] ({raw.get('name')}): cpu, mem, gpu and used_* must be numbers; "
-                f"got {raw!r}"
+                f"agents[{i}] ({raw.get('name')}): cpu, mem, gpu and used_* must be numbers, "
+                f"gpu_devices and gpu_in_use lists of device indices >= 0; got {raw!r}"
             ) from None
         inventory[str(raw["name"])] = {
             "images": raw.get("images") or {},
             "paths": raw.get("paths") or {},
         }
     return agents, existing, inventory
+
+
+def _indices(value) -> tuple[int, ...] | None:
+    """GPU device indices from a list (None stays None: anonymous devices)."""
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise TypeError("not a list")
+    found = []
+    for item in value:
+        if isinstance(item, bool) or int(item) < 0 or int(item) != float(item):
+            raise ValueError(f"not a device index: {item!r}")
+        found.append(int(item))
+    return tuple(sorted(set(found)))
 
 
 def run(module: AnsibleModule) -> dict:

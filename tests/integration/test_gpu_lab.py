@@ -16,6 +16,14 @@
    writes, the package installation, the runtime reaching daemon.json through the real
    site.yml wiring, the inner engine accepting it, idempotence, the missing-driver
    failure, and check-gpu-node.sh's host-level steps (its container steps need a GPU).
+
+GPU sessions (issue 6): on the lab, a GPU request is PENDING (for ever: no agent has a
+GPU) and creates nothing; GPUs only *declared* in bai_agent_resources.gpu are counted by
+placement but creating containers with them is refused, leaving nothing behind; a
+session without GPUs has GPU_COUNT=0 and N_GPUS=0 in docker exec and SSH logins. On the
+SIMULATED NVIDIA agent: each container's device request names exactly its own device,
+one more GPU request is PENDING while both are held, and a container without GPUs gets
+no device and NVIDIA_VISIBLE_DEVICES=void.
 """
 
 from __future__ import annotations
@@ -142,6 +150,134 @@ def test_lab_daemon_json_has_no_nvidia_runtime(lab, client, node):
     )
     runtimes, default = res.output.decode().strip().split("|")
     assert "nvidia" not in json.loads(runtimes) and default == "runc"
+
+
+# --- 1b. GPU sessions on the lab (its agents have no GPU and declare gpu 0) ----------------
+LABEL_SESSION = "ai.backend.cluster.session"
+LABEL_GPU_DEVICES = "ai.backend.cluster.gpu-devices"
+
+
+@pytest.fixture(scope="module")
+def lab_agents(client):
+    """The lab's agent containers (no site.yml run); skips when the lab is not up."""
+    nodes = {}
+    for node in AGENTS:
+        try:
+            nodes[node] = client.containers.get(f"bai-lab-{node}")
+        except docker.errors.NotFound:
+            pytest.skip("the lab is not up (make lab-up)")
+        if nodes[node].status != "running":
+            pytest.skip("the lab is not up (make lab-up)")
+    return nodes
+
+
+def on_agent(node, *argv: str) -> tuple[int, str]:
+    res = node.exec_run(list(argv))
+    return res.exit_code, res.output.decode(errors="replace").strip()
+
+
+def leftovers(lab_agents, name: str) -> dict[str, str]:
+    """Containers and networks of session ``name`` on each agent (by label)."""
+    found = {}
+    for node_name, node in lab_agents.items():
+        flt = f"label={LABEL_SESSION}={name}"
+        _, ctrs = on_agent(node, "docker", "ps", "-aq", "--filter", flt)
+        _, nets = on_agent(node, "docker", "network", "ls", "-q", "--filter", flt)
+        found[node_name] = (ctrs + " " + nets).strip()
+    return found
+
+
+def create_on_lab(run_playbook, name: str, *args: str, **variables):
+    extra = {"session_name": name, **{f"session_{k}": v for k, v in variables.items()}}
+    return run_playbook("session_create.yml", *args, extra_vars=extra)
+
+
+def destroy_on_lab(run_playbook, name: str):
+    return run_playbook("session_destroy.yml", extra_vars={"session_name": name})
+
+
+@pytest.mark.lab
+def test_lab_gpu_request_is_pending_for_ever_and_creates_nothing(lab_agents, run_playbook):
+    name = "gpu-it-pend"
+    started = time.monotonic()
+    # session_wait_s would retry a PENDING session; no agent has a GPU, so it must not wait.
+    run = create_on_lab(run_playbook, name, size=2, resources={"gpu": 1}, wait_s=120)
+    elapsed = time.monotonic() - started
+    try:
+        assert run.rc != 0, run
+        text = flat(" ".join(run.failures))
+        assert "PENDING" in text, run
+        assert "container main1 needs cpu 1, mem 1g, gpu 1" in text, text
+        assert "it can never fit; GPUs asked for: 1; agent1 has no GPU; agent2 has no GPU" in text
+        assert elapsed < 120, f"a PENDING that can never fit waited {elapsed:.0f} s"
+        assert leftovers(lab_agents, name) == {"agent1": "", "agent2": ""}
+    finally:
+        destroy_on_lab(run_playbook, name)
+
+
+@pytest.mark.lab
+def test_lab_declared_gpus_count_for_placement_but_are_never_faked(lab_agents, run_playbook):
+    """SIMULATED capacity: the agents *declare* 2 GPUs (bai_agent_resources.gpu) but have
+    none. Placement counts them and gives main1 and sub1 a device each; creating the
+    containers is then refused on the agent before anything is made, and the rescue
+    removes the session network the run had already made."""
+    name = "gpu-it-decl"
+    declared = {"cpu": 4, "mem": "8g", "gpu": 2}
+    run = create_on_lab(
+        run_playbook,
+        name,
+        "-e",
+        json.dumps({"bai_agent_resources": declared}),
+        size=2,
+        resources={"cpu": 0.5, "mem": "256m", "gpu": 1},
+    )
+    try:
+        assert run.rc != 0, run
+        text = flat(" ".join(run.failures))
+        assert "main1 was given GPU device(s) 0 but no NVIDIA or AMD GPU was detected" in text
+        assert "sub1 was given GPU device(s) 1" in text, text
+        assert "bai_agent_resources.gpu alone only count for placement" in text, text
+        assert "nothing was created" in text and "everything made for it was removed" in text
+        assert leftovers(lab_agents, name) == {"agent1": "", "agent2": ""}
+    finally:
+        destroy_on_lab(run_playbook, name)
+
+
+@pytest.fixture(scope="module")
+def zero_gpu_session(lab_agents, run_playbook):
+    name = "gpu-it-zero"
+    destroy_on_lab(run_playbook, name)
+    run = create_on_lab(run_playbook, name, size=2, resources={"cpu": 0.5, "mem": "256m"})
+    try:
+        assert run.rc == 0, run
+        agent = run.stats["bai_session"]["containers"][0]["agent"]
+        yield name, lab_agents[agent]
+    finally:
+        destroy_on_lab(run_playbook, name)
+        assert leftovers(lab_agents, name) == {"agent1": "", "agent2": ""}
+
+
+@pytest.mark.lab
+@pytest.mark.parametrize("host", ["main1", "sub1"])
+def test_lab_session_without_gpus_has_gpu_count_zero_inside(zero_gpu_session, host):
+    name, node = zero_gpu_session
+    ctr = f"bai-{name}-{host}"
+    code, out = on_agent(node, "docker", "exec", ctr, "env")
+    assert code == 0, out
+    env = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    assert (env["GPU_COUNT"], env["N_GPUS"]) == ("0", "0"), env
+    assert "NVIDIA_VISIBLE_DEVICES" not in env  # only set (to void) on NVIDIA agents
+    code, out = on_agent(node, "docker", "inspect", ctr)
+    assert code == 0, out
+    (info,) = json.loads(out)
+    assert not info["HostConfig"]["DeviceRequests"] and not info["HostConfig"]["Devices"]
+    assert info["Config"]["Labels"][LABEL_GPU_DEVICES] == ""
+    # SSH logins (how MPI and torchrun start workers) see the same values.
+    other = "sub1" if host == "main1" else "main1"
+    code, out = on_agent(
+        node, "docker", "exec", "-u", "work", ctr, "ssh", other, "echo $GPU_COUNT/$N_GPUS"
+    )
+    assert (code, out) == (0, "0/0")
 
 
 # --- 2. a simulated NVIDIA agent ---------------------------------------------------------
@@ -433,6 +569,126 @@ def test_sim_check_script_passes_the_host_steps_and_stops_at_the_first_failure(s
     # No image in the simulated node's engine (and no GPU behind the nodes): it stops here.
     assert "FAIL 5. image: bai/session:latest is not on this node" in out, out
     assert out.strip().endswith("rc=1"), out
+
+
+# --- 2b. GPU sessions on the simulated NVIDIA agent ----------------------------------------
+@pytest.fixture(scope="module")
+def sim_sessions(sim, run_playbook):
+    """SIMULATED GPUs: sessions on the simulated NVIDIA agent above (2 device nodes made
+    with mknod, nvidia-smi replaying a recording, a stub nvidia-container-runtime-hook
+    that does nothing). No machine running these tests has a GPU. What is real: the
+    agent's detection, placement and device assignment, the device requests the inner
+    Docker engine records and runs through its NVIDIA device driver (registered because
+    the hook is installed), the labels and the environment. What a real GPU would add
+    (the device visible inside the container) is check-gpu-node.sh's steps 5-7."""
+    assert sim["first"].returncode == 0, tail(sim["first"])
+    container = sim["container"]
+    load = subprocess.run(
+        f"docker save bai/session:latest | docker exec -i {container.name} docker load -q",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert load.returncode == 0, load.stderr
+
+    def create(name: str, **variables):
+        extra = {"session_name": name, "session_resource_group": "gpu"}
+        extra.update({f"session_{k}": v for k, v in variables.items()})
+        return run_playbook("session_create.yml", extra_vars=extra, inventory=sim["inventory"])
+
+    def inspect(name: str) -> dict:
+        rc, out = sim_exec(container, f"docker inspect {name}")
+        assert rc == 0, out
+        return json.loads(out)[0]
+
+    runs = {
+        "two": create("gpu-sim-two", size=2, resources={"cpu": 0.5, "mem": "256m", "gpu": 1}),
+        "more": create("gpu-sim-more", size=1, resources={"cpu": 0.5, "mem": "256m", "gpu": 1}),
+        "none": create("gpu-sim-none", size=1, resources={"cpu": 0.5, "mem": "256m"}),
+    }
+    # What gpu-sim-two's containers looked like before main1 is stopped below.
+    runs["two_inspect"] = {
+        host: inspect(f"bai-gpu-sim-two-{host}")
+        for host in ("main1", "sub1")
+        if runs["two"].rc == 0
+    }
+    # A stopped container frees its device; another session takes it; starting the
+    # stopped one again (a rerun of its create) must then be refused.
+    rc, out = sim_exec(container, "docker stop -t 1 bai-gpu-sim-two-main1")
+    assert rc == 0, out
+    runs["take"] = create("gpu-sim-take", size=1, resources={"cpu": 0.25, "mem": "128m", "gpu": 1})
+    runs["rerun"] = create("gpu-sim-two", size=2, resources={"cpu": 0.5, "mem": "256m", "gpu": 1})
+    runs["after_rerun"] = sim_exec(
+        container, "docker ps -a --format '{{.Names}} {{.State}}' --filter name=gpu-sim-two"
+    )[1]
+
+    try:
+        yield runs, inspect
+    finally:
+        for name in ("gpu-sim-two", "gpu-sim-more", "gpu-sim-none", "gpu-sim-take"):
+            run_playbook(
+                "session_destroy.yml",
+                extra_vars={"session_name": name},
+                inventory=sim["inventory"],
+            )
+
+
+def test_sim_each_gpu_container_gets_exactly_its_own_device(sim_sessions):
+    runs, _ = sim_sessions
+    assert runs["two"].rc == 0, runs["two"]
+    seen = {}
+    for host in ("main1", "sub1"):
+        info = runs["two_inspect"][host]
+        (request,) = info["HostConfig"]["DeviceRequests"]
+        assert request["Driver"] == "nvidia" and request["Capabilities"] == [["gpu"]]
+        assert request["Count"] == 0  # exactly these devices, not "any N"
+        seen[host] = request["DeviceIDs"]
+        env = dict(item.split("=", 1) for item in info["Config"]["Env"])
+        assert (env["GPU_COUNT"], env["N_GPUS"]) == ("1", "1"), env
+        assert "NVIDIA_VISIBLE_DEVICES" not in env  # the engine's NVIDIA driver sets it
+        assert info["Config"]["Labels"][LABEL_GPU_DEVICES] == request["DeviceIDs"][0]
+        assert info["State"]["Running"], info["State"]
+    assert seen == {"main1": ["0"], "sub1": ["1"]}
+
+
+def test_sim_a_request_for_a_held_gpu_is_pending_until_one_is_free(sim_sessions):
+    runs, _ = sim_sessions
+    run = runs["more"]
+    assert run.rc != 0, run
+    text = flat(" ".join(run.failures))
+    assert "PENDING" in text and "gpusim: cpu" in text and "(short of gpu)" in text, text
+    assert "gpusim has GPU devices 0,1, free: none" in text, text
+    assert "can never fit" not in text  # it can, once gpu-sim-two is gone
+
+
+def test_sim_a_container_without_gpus_on_a_gpu_agent_gets_none(sim_sessions):
+    runs, inspect = sim_sessions
+    assert runs["none"].rc == 0, runs["none"]
+    info = inspect("bai-gpu-sim-none-main1")
+    assert not info["HostConfig"]["DeviceRequests"] and not info["HostConfig"]["Devices"]
+    env = dict(item.split("=", 1) for item in info["Config"]["Env"])
+    assert (env["GPU_COUNT"], env["N_GPUS"]) == ("0", "0")
+    # A CUDA image's NVIDIA_VISIBLE_DEVICES=all must not reach the GPUs of an NVIDIA agent.
+    assert env["NVIDIA_VISIBLE_DEVICES"] == "void"
+    assert info["Config"]["Labels"][LABEL_GPU_DEVICES] == ""
+
+
+def test_sim_a_stopped_container_whose_gpu_was_taken_is_not_started_again(sim_sessions):
+    runs, inspect = sim_sessions
+    assert runs["take"].rc == 0, runs["take"]
+    (request,) = inspect("bai-gpu-sim-take-main1")["HostConfig"]["DeviceRequests"]
+    assert request["DeviceIDs"] == ["0"]  # main1 of gpu-sim-two stopped: device 0 was free
+    run = runs["rerun"]
+    assert run.rc != 0, run
+    text = flat(" ".join(run.failures))
+    assert (
+        "main1 cannot be started again: its GPU device(s) 0 are held by "
+        "bai-gpu-sim-take-main1 now" in text
+    ), text
+    assert "the existing session was left as it was" in text, text
+    states = dict(line.split() for line in runs["after_rerun"].splitlines())
+    assert states == {"bai-gpu-sim-two-main1": "exited", "bai-gpu-sim-two-sub1": "running"}
 
 
 # --- 3. a simulated AMD agent ------------------------------------------------------------

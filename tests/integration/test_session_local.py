@@ -99,6 +99,9 @@ def expected_env(name, hosts, roles, host, kernel_ids, *, mode="single-node", ex
         "BACKENDAI_KERNEL_ID": kernel_ids[host],
         "BACKENDAI_SESSION_ID": kernel_ids[hosts[0]],
         "BACKENDAI_SESSION_NAME": name,
+        # Issue 6: the number of GPUs the container was given (none here).
+        "GPU_COUNT": "0",
+        "N_GPUS": "0",
     }
     if len(hosts) > 1:
         port = 29500

@@ -367,7 +367,9 @@ def test_container_labels_round_trip_to_used_resources():
     got = spec(size=2, resources={"cpu": 1.5, "mem": "512m", "gpu": 1})
     kernels = expand_kernels(got)
     labels = [
-        bc.container_labels(got, k, session_id="S", kernel_id=f"K{k.rank}", mode="x")
+        bc.container_labels(
+            got, k, session_id="S", kernel_id=f"K{k.rank}", mode="x", gpu_devices=[k.rank + 2]
+        )
         for k in kernels
     ]
     assert labels[1] == {
@@ -384,8 +386,15 @@ def test_container_labels_round_trip_to_used_resources():
         bc.LABEL_CPU: "1.5",
         bc.LABEL_MEM: str(512 * MI),
         bc.LABEL_GPU: "1",
+        bc.LABEL_GPU_DEVICES: "3",
     }
     assert bc.used_from_labels(labels) == Resources(3.0, GI, 2)
+    assert (
+        bc.container_labels(got, kernels[0], session_id="S", kernel_id="K", mode="x")[
+            bc.LABEL_GPU_DEVICES
+        ]
+        == ""
+    )  # no GPU: the label is there, empty
 
 
 def test_label_names_follow_the_contract():
