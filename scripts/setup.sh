@@ -46,7 +46,7 @@ setup_venv() {
   local stamp="$VENV/.bai-requirements.sha256" want
   want=$(cat "$ROOT/requirements.txt" "$ROOT/constraints.txt" | sha256sum | cut -d' ' -f1)
   if [ -x "$VENV/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
-    log "venv up to date ($VENV)"; return 0
+    log "venv up to date ($VENV)"; setup_cli; return 0
   fi
   local py
   py=$(find_python) || die "no Python >= 3.12 found. Install python3.12 (or set BAI_PYTHON=/path/to/python3.12) and re-run."
@@ -59,6 +59,18 @@ setup_venv() {
     -r "$ROOT/requirements.txt" -c "$ROOT/constraints.txt"
   echo "$want" > "$stamp"
   log "venv ready: $("$VENV/bin/ansible" --version | head -1)"
+  setup_cli
+}
+
+# The bai-cluster CLI (bai_cli/, editable, no dependencies pulled): installed again only
+# when pyproject.toml changes or the command is missing.
+setup_cli() {
+  local stamp="$VENV/.bai-cli.sha256" want
+  want=$(sha256sum "$ROOT/pyproject.toml" | cut -d' ' -f1)
+  if [ -x "$VENV/bin/bai-cluster" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then return 0; fi
+  log "installing the bai-cluster CLI"
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e "$ROOT"
+  echo "$want" > "$stamp"
 }
 
 engine_answers() { timeout 10 docker info >/dev/null 2>&1; }

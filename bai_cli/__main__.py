@@ -1,0 +1,425 @@
+"""The ``bai-cluster`` command line (``python -m bai_cli`` does the same).
+
+Progress goes to stderr as it happens, results to stdout (a summary, or JSON with
+``--json``). Exit codes: 0 success, 2 bad input, 3 PENDING, 1 anything else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any
+
+from . import __version__, api
+from .errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, BaiClusterError
+from .progress import PlayProgress, Printer, SessionProgress
+
+EPILOG = """exit codes: 0 success, 2 bad input, 3 PENDING (the session cannot be placed now),
+1 any other failure. Progress goes to stderr, results to stdout (--json: one JSON document).
+"""
+
+
+class UsageError(ValueError):
+    """Bad command-line input (exit code 2, nothing is run)."""
+
+
+# --- parsing ------------------------------------------------------------------------
+def key_value(text: str, what: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise UsageError(f"{what}: expected KEY=VALUE, got {text!r}")
+    return key, value
+
+
+def parse_mount(text: str) -> dict[str, Any]:
+    """``SRC:DST[:ro|rw]`` -> ``{"src": SRC, "dst": DST[, "readonly": true]}``."""
+    parts = text.split(":")
+    if len(parts) not in (2, 3) or not parts[0] or not parts[1]:
+        raise UsageError(f"--mount: expected SRC:DST[:ro|rw], got {text!r}")
+    mount: dict[str, Any] = {"src": parts[0], "dst": parts[1]}
+    if len(parts) == 3:
+        if parts[2] not in ("ro", "rw"):
+            raise UsageError(f"--mount: the mode must be ro or rw, got {parts[2]!r} in {text!r}")
+        mount["readonly"] = parts[2] == "ro"
+    return mount
+
+
+def _number(text: str) -> Any:
+    """Whole numbers and decimals as numbers; anything else as given (the playbook
+    judges it and says what is allowed)."""
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def parse_role(text: str) -> dict[str, Any]:
+    """``ROLE=REPLICAS[,image=IMG][,cpu=N][,mem=SIZE][,gpu=N]`` -> a session_roles entry."""
+    head, *rest = text.split(",")
+    role, replicas = key_value(head, "--role")
+    entry: dict[str, Any] = {"role": role, "replicas": _number(replicas)}
+    resources: dict[str, Any] = {}
+    for part in rest:
+        key, value = key_value(part, "--role")
+        if key == "image":
+            entry["image"] = value
+        elif key in ("cpu", "mem", "gpu"):
+            resources[key] = value if key == "mem" else _number(value)
+        else:
+            raise UsageError(f"--role: unknown key {key!r} in {text!r} (image, cpu, mem, gpu)")
+    if resources:
+        entry["resources"] = resources
+    return entry
+
+
+def read_key(text: str) -> str:
+    """An OpenSSH public key line, given as is or as the path of a .pub file."""
+    path = os.path.expanduser(text)
+    if os.path.isfile(path):
+        if not path.endswith(".pub"):
+            raise UsageError(f"--authorized-key: {text} is not a .pub file (never a private key)")
+        with open(path, encoding="utf-8") as handle:
+            return handle.read().strip()
+    return text
+
+
+def create_spec(args: argparse.Namespace) -> dict[str, Any]:
+    """The keyword arguments of :func:`api.create_session` from the parsed options."""
+    resources = {
+        key: value
+        for key, value in (("cpu", args.cpu), ("mem", args.mem), ("gpu", args.gpu))
+        if value is not None
+    }
+    env = dict(key_value(item, "--env") for item in args.env or [])
+    return {
+        "mode": args.mode,
+        "image": args.image,
+        "resource_group": args.resource_group,
+        "resources": resources or None,
+        "mounts": [parse_mount(m) for m in args.mount or []] or None,
+        "env": env or None,
+        "roles": [parse_role(r) for r in args.role or []] or None,
+        "authorized_keys": [read_key(k) for k in args.authorized_key or []] or None,
+        "wait_s": args.wait,
+        "ssh_timeout_s": args.ssh_timeout,
+        "network_mtu": args.mtu,
+    }
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    # SUPPRESS: the options work before and after the sub-command without the
+    # sub-parser's defaults overwriting what was given before it.
+    common.add_argument(
+        "-i",
+        "--inventory",
+        default=argparse.SUPPRESS,
+        help="inventory (default: the lab, from ansible.cfg); relative paths are also "
+        "looked up in the repository, e.g. -i inventories/local",
+    )
+    common.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS, help="print JSON on stdout"
+    )
+    common.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=argparse.SUPPRESS,
+        help="more progress detail (-vv and more: ansible verbosity too)",
+    )
+    common.add_argument(
+        "-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help="no progress lines"
+    )
+    common.add_argument("--keep-runner-dir", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+
+    parser = argparse.ArgumentParser(
+        prog="bai-cluster",
+        description="Backend.AI-style cluster sessions on Docker (runs the project's "
+        "playbooks through ansible-runner).",
+        epilog=EPILOG,
+        parents=[common],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    top = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    lab = top.add_parser("lab", parents=[common], help="bring the embedded lab up or down")
+    lab.add_argument("state", choices=["up", "down"])
+
+    site = top.add_parser("site", parents=[common], help="converge site.yml")
+    site.add_argument("--tags", help="only these roles' plays, e.g. docker_engine,docker_swarm")
+
+    session = top.add_parser("session", parents=[common], help="cluster sessions")
+    sub = session.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    create = sub.add_parser(
+        "create",
+        parents=[common],
+        help="create a session",
+        description="Create a session (session_create.yml). Options mirror its variables.",
+    )
+    create.add_argument("name", help="session name (1-32 of a-z, 0-9, '-')")
+    create.add_argument("-n", "--size", type=int, help="number of containers (session_size)")
+    create.add_argument("--mode", choices=["single-node", "multi-node"], help="session_mode")
+    create.add_argument("--image", help="image of every container (session_image)")
+    create.add_argument("-g", "--resource-group", help="session_resource_group")
+    create.add_argument("--cpu", type=_number, help="CPUs per container (session_resources)")
+    create.add_argument("--mem", help="memory per container, e.g. 512m, 2g")
+    create.add_argument("--gpu", type=_number, help="GPUs per container")
+    create.add_argument(
+        "--mount", action="append", metavar="SRC:DST[:ro]", help="a data folder (repeatable)"
+    )
+    create.add_argument(
+        "--env", "-e", action="append", metavar="KEY=VALUE", help="environment (repeatable)"
+    )
+    create.add_argument(
+        "--role",
+        action="append",
+        metavar="ROLE=N[,image=I][,cpu=C][,mem=M][,gpu=G]",
+        help="heterogeneous roles in order, the first is the master (session_roles)",
+    )
+    create.add_argument(
+        "--authorized-key",
+        action="append",
+        metavar="KEY|FILE.pub",
+        help="a person's public key for SSH through the app proxy (session_authorized_keys)",
+    )
+    create.add_argument(
+        "--wait", type=float, metavar="SECONDS", help="wait this long for capacity when PENDING"
+    )
+    create.add_argument("--ssh-timeout", type=int, metavar="SECONDS", help="per-container sshd")
+    create.add_argument("--mtu", type=int, help="session network MTU")
+
+    destroy = sub.add_parser("destroy", parents=[common], help="destroy a session")
+    destroy.add_argument("name")
+    sub.add_parser("list", parents=[common], help="list the sessions")
+    show = sub.add_parser("show", parents=[common], help="containers, agents, addresses, ports")
+    show.add_argument("name")
+    env = sub.add_parser("env", parents=[common], help="the containers' cluster environment")
+    env.add_argument("name")
+    env.add_argument("host", nargs="?", help="one container (e.g. sub1); default: all")
+    ssh = sub.add_parser(
+        "ssh",
+        parents=[common],
+        help="a shell as user work in a container",
+        description="Open a shell as user work in HOST (default main1), or run COMMAND "
+        "there (after --). On real hosts the command through the app proxy is printed.",
+    )
+    ssh.add_argument("name")
+    ssh.add_argument("host", nargs="?")
+    ssh.add_argument("--print", action="store_true", help="print the command, do not run it")
+    return parser
+
+
+# --- output -------------------------------------------------------------------------
+def emit_json(data: Any) -> None:
+    json.dump(data, sys.stdout, indent=2, sort_keys=True, default=str)
+    sys.stdout.write("\n")
+
+
+def table(rows: Sequence[Sequence[Any]]) -> list[str]:
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip()
+        for row in rows
+    ]
+
+
+def session_text(session: api.Session) -> list[str]:
+    verb = {
+        "create": "created",
+        "exists": "already exists with this spec (nothing changed)",
+    }.get(str(session.action), "is up")
+    network = (
+        f"network {session.network} ({session.network_driver})"
+        if session.network
+        else "no session network (size 1)"
+    )
+    lines = [
+        f"session {session.name} {verb}",
+        f"  session id {session.session_id}, {session.mode}, {session.size} container(s), "
+        f"{network}",
+    ]
+    rows = [("HOST", "ROLE", "IDX", "AGENT", "CONTAINER", "KERNEL ID")]
+    rows += [(c.host, c.role, c.idx, c.agent, c.container, c.kernel_id) for c in session.containers]
+    lines += ["  " + line for line in table(rows)]
+    if session.ssh_port:
+        lines.append(f"  main1 sshd published on {session.ssh_agent} port {session.ssh_port}")
+    if session.appproxy_route and session.appproxy_route.get("ssh"):
+        lines.append(f"  through the app proxy: {session.appproxy_route['ssh']}")
+    lines.append(f"  shell: bai-cluster session ssh {session.name} [HOST]")
+    return lines
+
+
+def details_text(details: api.SessionDetails) -> list[str]:
+    lines = [
+        f"session {details.name} ({details.state}): id {details.session_id}, {details.mode}, "
+        f"{details.size} container(s), network {details.network or 'none'}"
+    ]
+    rows = [("HOST", "ROLE", "STATE", "AGENT", "CONTAINER", "ADDRESSES", "PORTS")]
+    for c in details.containers:
+        addresses = ",".join(f"{ip} ({net})" for net, ip in c.addresses.items()) or "-"
+        ports = ",".join(f"{p}->{','.join(b)}" for p, b in c.ports.items()) or "-"
+        rows.append((c.host, c.role, c.state, c.agent, c.container, addresses, ports))
+    lines += ["  " + line for line in table(rows)]
+    if details.ssh_port:
+        lines.append(f"  main1 sshd published on {details.ssh_agent} port {details.ssh_port}")
+    if details.appproxy_route:
+        lines.append(f"  through the app proxy: {details.appproxy_route['ssh']}")
+    return lines
+
+
+# --- commands -------------------------------------------------------------------------
+def run_command(args: argparse.Namespace, printer: Printer) -> int:
+    verbose = int(getattr(args, "verbose", 0) or 0)
+    as_json = bool(getattr(args, "json", False))
+    common: dict[str, Any] = {
+        "inventory": getattr(args, "inventory", None),
+        "verbosity": max(0, verbose - 1),
+        "keep_dir": getattr(args, "keep_runner_dir", None),
+    }
+    progress = PlayProgress(verbose)
+
+    def plays(event: dict[str, Any]) -> None:
+        printer(progress.feed(event))
+
+    if args.command in ("lab", "site"):
+        if args.command == "lab":
+            summary = api.lab(
+                "present" if args.state == "up" else "absent", on_event=plays, **common
+            )
+        else:
+            summary = api.site(tags=args.tags, on_event=plays, **common)
+        if as_json:
+            emit_json(asdict(summary))
+        else:
+            for host in sorted(summary.ok):
+                print(
+                    f"{host}: ok={summary.ok.get(host, 0)} changed={summary.changed.get(host, 0)}"
+                )
+        return EXIT_OK
+
+    action = args.action
+    if action == "create":
+        spec = create_spec(args)
+        steps = SessionProgress(verbose)
+        session = api.create_session(
+            args.name,
+            args.size,
+            on_event=lambda event: printer(steps.feed(event)),
+            **common,
+            **spec,
+        )
+        if as_json:
+            emit_json(session.to_dict())
+        else:
+            print("\n".join(session_text(session)))
+        return EXIT_OK
+    quiet_events = None if verbose else (lambda event: None)
+    if action == "destroy":
+        done = api.destroy_session(args.name, on_event=quiet_events or plays, **common)
+        if as_json:
+            emit_json(asdict(done))
+        elif done.containers or done.networks:
+            print(
+                f"session {done.name}: removed {len(done.containers)} container(s) "
+                f"({', '.join(done.containers)}) and {len(done.networks)} network(s)"
+            )
+        else:
+            print(f"session {done.name}: nothing to remove (no such session)")
+        return EXIT_OK
+    if action == "list":
+        rows = api.list_sessions(on_event=quiet_events or plays, **common)
+        if as_json:
+            emit_json([asdict(row) for row in rows])
+        elif rows:
+            head = [("NAME", "SESSION-ID", "SIZE", "MODE", "AGENTS", "STATE")]
+            body = [
+                (r.name, r.session_id, f"{r.running}/{r.size}", r.mode, ",".join(r.agents), r.state)
+                for r in rows
+            ]
+            print("\n".join(table(head + body)))
+        else:
+            print("no sessions")
+        return EXIT_OK
+    if action == "show":
+        details = api.show_session(args.name, on_event=quiet_events or plays, **common)
+        if as_json:
+            emit_json(details.to_dict())
+        else:
+            print("\n".join(details_text(details)))
+        return EXIT_OK
+    if action == "env":
+        envs = api.session_env(args.name, args.host, on_event=quiet_events or plays, **common)
+        if as_json:
+            emit_json(envs[args.host] if args.host else envs)
+        else:
+            for host, values in envs.items():
+                if not args.host:
+                    print(f"# {host}")
+                for key, value in values.items():
+                    print(f"{key}={shlex.quote(value)}")
+        return EXIT_OK
+    if action == "ssh":
+        remote = list(getattr(args, "remote", None) or [])
+        details = api.show_session(args.name, on_event=quiet_events or plays, **common)
+        cmd = api.shell_command(details, args.host, remote or None, tty=sys.stdin.isatty())
+        if as_json:
+            emit_json({"argv": cmd.argv, "runnable": cmd.runnable, "note": cmd.note})
+            return EXIT_OK
+        if args.print or not cmd.runnable:
+            if cmd.note:
+                print(f"# {cmd.note}", file=sys.stderr)
+            print(str(cmd))
+            return EXIT_OK
+        sys.stdout.flush()
+        os.execvp(cmd.argv[0], cmd.argv)
+    raise UsageError(f"unknown command {args.command} {action}")  # pragma: no cover
+
+
+def split_remote(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``session ssh NAME [HOST] -- COMMAND...``: the arguments before the first ``--``
+    and the command after it."""
+    argv = list(argv)
+    if "--" in argv:
+        cut = argv.index("--")
+        return argv[:cut], argv[cut + 1 :]
+    return argv, []
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    own, remote = split_remote(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(own)
+    if remote and not (args.command == "session" and args.action == "ssh"):
+        parser.error("a command after -- is only for: session ssh NAME [HOST] -- COMMAND")
+    args.remote = remote
+    printer = Printer(sys.stderr, quiet=bool(getattr(args, "quiet", False)))
+    try:
+        return run_command(args, printer)
+    except UsageError as exc:
+        parser.print_usage(sys.stderr)
+        print(f"bai-cluster: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except BaiClusterError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        if getattr(args, "json", False):
+            emit_json({"error": exc.to_dict()})
+        return exc.exit_code
+    except FileNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

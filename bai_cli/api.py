@@ -1,0 +1,526 @@
+"""The Python API of bai-cluster: the CLI is a thin layer over these functions.
+
+Each function runs one of the project's playbooks through ansible-runner
+(:func:`bai_cli.runner.run_playbook`) and returns a dataclass, or raises
+:class:`~bai_cli.errors.BaiClusterError` (``kind``, ``step``, ``task``, ``message``,
+``exit_code``)::
+
+    from bai_cli import api
+    session = api.create_session("train", 3, resources={"cpu": 1, "mem": "1g"},
+                                 inventory="inventories/local")
+    print(session.session_id, [c.host for c in session.containers])
+    api.destroy_session("train", inventory="inventories/local")
+
+``on_event`` (optional) receives every ansible-runner event as it happens; the CLI turns
+them into progress lines with :mod:`bai_cli.progress`.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .errors import BaiClusterError, classify
+from .runner import PlaybookResult, run_playbook
+
+Event = Callable[[dict[str, Any]], None]
+
+CREATE = "playbooks/session_create.yml"
+DESTROY = "playbooks/session_destroy.yml"
+LIST = "playbooks/session_list.yml"
+SHOW = "bai_cli/playbooks/session_show.yml"
+LAB = "playbooks/lab.yml"
+SITE = "site.yml"
+
+LABEL_HOST = "ai.backend.cluster.host"
+LABEL_ROLE = "ai.backend.cluster.role"
+LABEL_IDX = "ai.backend.cluster.idx"
+LABEL_KERNEL_ID = "ai.backend.cluster.kernel-id"
+LABEL_SESSION_ID = "ai.backend.cluster.session-id"
+LABEL_MODE = "ai.backend.cluster.mode"
+SSH_PORT = "2200/tcp"
+# The environment `session env` shows (CONTRACT 3.7).
+ENV_PREFIXES = ("BACKENDAI_", "MASTER_")
+ENV_NAMES = ("TF_CONFIG",)
+
+
+@dataclass
+class Container:
+    """One container of a session."""
+
+    host: str
+    role: str
+    idx: int
+    agent: str
+    kernel_id: str
+    container: str
+    state: str | None = None
+    image: str | None = None
+    addresses: dict[str, str] = field(default_factory=dict)
+    ports: dict[str, list[str]] = field(default_factory=dict)
+
+
+@dataclass
+class Session:
+    """A session as create reports it (the ``bai_session`` summary) or show reads it."""
+
+    name: str
+    session_id: str
+    mode: str
+    network: str | None
+    network_driver: str | None
+    containers: list[Container]
+    action: str | None = None
+    ssh_port: int | None = None
+    ssh_agent: str | None = None
+    # The app proxy route to main1's sshd (issue 5: host, address, port, ssh), if any.
+    appproxy_route: dict[str, Any] | None = None
+
+    @property
+    def size(self) -> int:
+        return len(self.containers)
+
+    def container(self, host: str | None = None) -> Container:
+        """The container called ``host`` (default: the master, main1)."""
+        if not host:
+            master = [c for c in self.containers if c.kernel_id == self.session_id]
+            if master or self.containers:
+                return (master or self.containers)[0]
+        for item in self.containers:
+            if item.host == host:
+                return item
+        hosts = ", ".join(c.host for c in self.containers) or "none"
+        raise BaiClusterError(
+            "bad_input", f"session {self.name} has no host {host!r} (hosts: {hosts})"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "size": self.size}
+
+    @classmethod
+    def from_summary(cls, data: Mapping[str, Any]) -> Session:
+        """From session_create.yml's ``bai_session`` set_stats record."""
+        return cls(
+            name=str(data.get("name")),
+            session_id=str(data.get("session_id")),
+            mode=str(data.get("mode")),
+            network=data.get("network"),
+            network_driver=data.get("network_driver"),
+            containers=[
+                Container(
+                    host=str(c.get("host")),
+                    role=str(c.get("role")),
+                    idx=int(c.get("idx") or 0),
+                    agent=str(c.get("agent")),
+                    kernel_id=str(c.get("kernel_id")),
+                    container=str(c.get("container")),
+                )
+                for c in data.get("containers") or []
+            ],
+            action=data.get("action"),
+            ssh_port=data.get("ssh_port"),
+            ssh_agent=data.get("ssh_agent"),
+            appproxy_route=data.get("appproxy") or None,
+        )
+
+
+@dataclass
+class SessionRow:
+    """One line of ``session list`` (bai_session_summary's row)."""
+
+    name: str
+    session_id: str
+    size: int
+    found: int
+    running: int
+    mode: str
+    resource_group: str
+    agents: list[str]
+    hosts: list[str]
+    state: str
+
+
+@dataclass
+class Destroyed:
+    """What ``destroy`` removed."""
+
+    name: str
+    containers: list[str]
+    networks: list[str]
+
+
+@dataclass
+class Access:
+    """How Ansible reaches a host of the inventory (for the ssh command)."""
+
+    connection: str
+    host: str
+    user: str = ""
+    port: str = ""
+
+
+@dataclass
+class SessionDetails(Session):
+    """``show``: the session with its containers' state, addresses, published ports,
+    and how its agents (and the app proxy) are reached."""
+
+    access: dict[str, Access] = field(default_factory=dict)
+    appproxy: str = ""
+    env: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    @property
+    def state(self) -> str:
+        states = {c.state for c in self.containers}
+        return "running" if states == {"running"} else "partial" if states else "absent"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "state": self.state}
+
+
+@dataclass
+class PlaybookSummary:
+    """``lab`` and ``site``: per-host counts from the play recap."""
+
+    playbook: str
+    changed: dict[str, int]
+    ok: dict[str, int]
+    failures: dict[str, int]
+
+
+@dataclass
+class ShellCommand:
+    """``session ssh``: the command that opens a shell (or runs ``command``) as user work
+    in a container; ``runnable`` is False where it can only be printed."""
+
+    argv: list[str]
+    runnable: bool
+    note: str = ""
+
+    def __str__(self) -> str:
+        return shlex.join(self.argv)
+
+
+def _run(playbook: str, extravars: Mapping[str, Any], **kwargs: Any) -> PlaybookResult:
+    result = run_playbook(playbook, extravars, **kwargs)
+    error = classify(result)
+    if error is not None:
+        raise error
+    return result
+
+
+def _set(extravars: dict[str, Any], key: str, value: Any) -> None:
+    if value is not None:
+        extravars[key] = value
+
+
+def create_extravars(
+    name: str,
+    size: int | None = None,
+    *,
+    mode: str | None = None,
+    image: str | None = None,
+    resource_group: str | None = None,
+    resources: Mapping[str, Any] | None = None,
+    mounts: Iterable[Mapping[str, Any]] | None = None,
+    env: Mapping[str, str] | None = None,
+    roles: Iterable[Mapping[str, Any]] | None = None,
+    authorized_keys: Iterable[str] | None = None,
+    wait_s: float | None = None,
+    ssh_timeout_s: int | None = None,
+    network_mtu: int | None = None,
+) -> dict[str, Any]:
+    """The variables of session_create.yml (CONTRACT 3.1) for these arguments; what is
+    None is left to the playbook's defaults."""
+    extravars: dict[str, Any] = {"session_name": name}
+    _set(extravars, "session_size", size)
+    _set(extravars, "session_mode", mode)
+    _set(extravars, "session_image", image)
+    _set(extravars, "session_resource_group", resource_group)
+    _set(extravars, "session_resources", dict(resources) if resources else None)
+    _set(extravars, "session_mounts", [dict(m) for m in mounts] if mounts else None)
+    _set(extravars, "session_env", dict(env) if env else None)
+    _set(extravars, "session_roles", [dict(r) for r in roles] if roles else None)
+    _set(extravars, "session_authorized_keys", list(authorized_keys) if authorized_keys else None)
+    _set(extravars, "session_wait_s", wait_s)
+    _set(extravars, "session_ssh_timeout_s", ssh_timeout_s)
+    _set(extravars, "session_network_mtu", network_mtu)
+    return extravars
+
+
+def create_session(
+    name: str,
+    size: int | None = None,
+    *,
+    inventory: str | None = None,
+    on_event: Event | None = None,
+    verbosity: int = 0,
+    keep_dir: str | None = None,
+    **spec: Any,
+) -> Session:
+    """Create (or confirm) a session; ``spec``: mode, image, resource_group, resources,
+    mounts, env, roles, authorized_keys, wait_s, ssh_timeout_s, network_mtu (see
+    :func:`create_extravars`). Idempotent: the same request again returns the session
+    with ``action == "exists"``."""
+    extravars = create_extravars(name, size, **spec)
+    result = _run(
+        CREATE,
+        extravars,
+        inventory=inventory,
+        on_event=on_event,
+        verbosity=verbosity,
+        keep_dir=keep_dir,
+    )
+    summary = result.stats.get("bai_session")
+    if not summary:
+        raise BaiClusterError("failed", "session_create.yml recorded no session summary")
+    return Session.from_summary(summary)
+
+
+def destroy_session(
+    name: str, *, inventory: str | None = None, on_event: Event | None = None, **kwargs: Any
+) -> Destroyed:
+    """Remove every container and network of the session (idempotent)."""
+    result = _run(DESTROY, {"session_name": name}, inventory=inventory, on_event=on_event, **kwargs)
+    data = result.stats.get("bai_session_destroyed") or {}
+    return Destroyed(
+        name=name,
+        containers=list(data.get("containers") or []),
+        networks=list(data.get("networks") or []),
+    )
+
+
+def list_sessions(
+    *, inventory: str | None = None, on_event: Event | None = None, **kwargs: Any
+) -> list[SessionRow]:
+    """Every session on the inventory's agents (from Docker labels)."""
+    result = _run(LIST, {}, inventory=inventory, on_event=on_event, **kwargs)
+    return [SessionRow(**row) for row in result.stats.get("bai_sessions") or []]
+
+
+def _addresses(networks: Mapping[str, Any] | None) -> dict[str, str]:
+    return {
+        name: str(net.get("IPAddress"))
+        for name, net in (networks or {}).items()
+        if isinstance(net, Mapping) and net.get("IPAddress")
+    }
+
+
+def _ports(ports: Mapping[str, Any] | None) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for port, bindings in (ports or {}).items():
+        for binding in bindings or []:
+            found.setdefault(port, []).append(
+                f"{binding.get('HostIp') or '0.0.0.0'}:{binding.get('HostPort')}"
+            )
+    return found
+
+
+def parse_env(text: str | None) -> dict[str, str]:
+    """The CONTRACT 3.7 variables from ``env`` output (BACKENDAI_*, MASTER_*, TF_CONFIG)."""
+    found = {}
+    for line in (text or "").splitlines():
+        key, sep, value = line.partition("=")
+        if sep and (key.startswith(ENV_PREFIXES) or key in ENV_NAMES):
+            found[key] = value
+    return dict(sorted(found.items()))
+
+
+def parse_route(text: str | None, name: str) -> dict[str, Any] | None:
+    """The app proxy route of session ``name`` from its route file (roles/appproxy writes
+    a JSON header line with the session and the user-facing port)."""
+    for line in (text or "").splitlines():
+        start = line.find("{")
+        if start < 0:
+            continue
+        try:
+            header = json.loads(line[start:])
+        except ValueError:
+            continue
+        if isinstance(header, dict) and header.get("session") == name and header.get("port"):
+            return header
+    return None
+
+
+def details_from_stats(data: Mapping[str, Any]) -> SessionDetails:
+    """Assemble :class:`SessionDetails` from session_show.yml's ``bai_session_show``."""
+    name = str(data.get("name"))
+    raw = list(data.get("containers") or [])
+    networks = list(data.get("networks") or [])
+    ports = list(data.get("ports") or [])
+    env_out = data.get("env") or {}
+    containers, env = [], {}
+    for i, item in enumerate(raw):
+        labels = item.get("labels") or {}
+        container = Container(
+            host=str(labels.get(LABEL_HOST, item.get("name"))),
+            role=str(labels.get(LABEL_ROLE, "")),
+            idx=int(labels.get(LABEL_IDX) or 0),
+            agent=str(item.get("agent")),
+            kernel_id=str(labels.get(LABEL_KERNEL_ID, "")),
+            container=str(item.get("name")),
+            state=item.get("state"),
+            image=item.get("image"),
+            addresses=_addresses(networks[i] if i < len(networks) else None),
+            ports=_ports(ports[i] if i < len(ports) else None),
+        )
+        containers.append(container)
+        if env_out.get(container.container) is not None:
+            env[container.host] = parse_env(env_out[container.container])
+    if not containers:
+        raise BaiClusterError("not_found", f"no session {name} on any agent")
+    master = next(
+        (c for c in containers if c.kernel_id and c.kernel_id == _label(raw, LABEL_SESSION_ID)),
+        containers[0],
+    )
+    ordered = sorted(containers, key=lambda c: (c is not master, c.role, c.idx))
+    nets = sorted({n for c in containers for n in c.addresses if n.startswith("bai-")})
+    ssh = master.ports.get(SSH_PORT) or []
+    proxy = str(data.get("appproxy") or "")
+    route = parse_route(data.get("route"), name)
+    if route:
+        proxy_access = (data.get("access") or {}).get(proxy) or {}
+        address = route.get("public_address") or proxy_access.get("host") or proxy
+        route = {
+            "host": proxy,
+            "address": address,
+            "port": route["port"],
+            "ssh": f"ssh -p {route['port']} work@{address}",
+        }
+    return SessionDetails(
+        name=name,
+        session_id=str(_label(raw, LABEL_SESSION_ID)),
+        mode=str(_label(raw, LABEL_MODE)),
+        network=nets[0] if nets else None,
+        network_driver=None,
+        containers=ordered,
+        ssh_port=int(ssh[0].rsplit(":", 1)[1]) if ssh else None,
+        ssh_agent=master.agent,
+        access={
+            host: Access(**{k: str(v) for k, v in info.items()})
+            for host, info in (data.get("access") or {}).items()
+        },
+        appproxy=proxy,
+        appproxy_route=route,
+        env=env,
+    )
+
+
+def _label(raw: list[Mapping[str, Any]], label: str) -> str:
+    for item in raw:
+        value = (item.get("labels") or {}).get(label)
+        if value:
+            return str(value)
+    return ""
+
+
+def show_session(
+    name: str,
+    *,
+    inventory: str | None = None,
+    env: bool = False,
+    host: str | None = None,
+    on_event: Event | None = None,
+    **kwargs: Any,
+) -> SessionDetails:
+    """The session's containers (state, agent, addresses, published ports) and, with
+    ``env``, their CONTRACT 3.7 environment (of ``host`` only when given)."""
+    extravars = {"session_name": name, "show_env": bool(env), "show_host": host or ""}
+    result = _run(SHOW, extravars, inventory=inventory, on_event=on_event, **kwargs)
+    details = details_from_stats(result.stats.get("bai_session_show") or {"name": name})
+    if host:
+        details.container(host)  # raises when there is no such host
+    return details
+
+
+def session_env(
+    name: str, host: str | None = None, *, inventory: str | None = None, **kwargs: Any
+) -> dict[str, dict[str, str]]:
+    """host -> the container's BACKENDAI_*, MASTER_* and TF_CONFIG variables (as seen
+    by ``docker exec``), for every running container or only ``host``."""
+    return show_session(name, inventory=inventory, env=True, host=host, **kwargs).env
+
+
+def shell_command(
+    details: SessionDetails,
+    host: str | None = None,
+    command: list[str] | None = None,
+    tty: bool = True,
+) -> ShellCommand:
+    """The command that opens a shell as user work in ``host`` (default main1), or runs
+    ``command`` there:
+
+    - agent on this machine (``ansible_connection: local``): ``docker exec``;
+    - docker-connected agent (the lab): ``docker exec`` into the agent's node, then into
+      the container with the node's own engine;
+    - agents reached over SSH (real hosts): users reach containers only through the app
+      proxy, so the command is ``ssh -p <route port> work@<app proxy>`` (the session's
+      route, issue 5), or without a route ``ssh -J <appproxy> -p <main1's published sshd
+      port> work@<agent>``; then ``ssh <host>`` from main1. It is printed, not run: it
+      needs a key the session accepts (``authorized_keys``).
+    """
+    target = details.container(host)
+    inner = list(command or ["bash", "-l"])
+    flags = ["-it"] if tty else ["-i"]
+    exec_argv = ["exec", *flags, "-u", "work", "-w", "/home/work", target.container, *inner]
+    access = details.access.get(target.agent) or Access(connection="ssh", host=target.agent)
+    connection = access.connection.rsplit(".", 1)[-1]
+    if connection == "local":
+        return ShellCommand(["docker", *exec_argv], runnable=True)
+    if connection == "docker":
+        return ShellCommand(["docker", "exec", *flags, access.host, "docker", *exec_argv], True)
+    master = details.container(None)
+    route = details.appproxy_route or {}
+    if route.get("port"):
+        # The app proxy's user-facing port for this session -> main1's sshd.
+        argv = ["ssh", "-t", "-p", str(route["port"]), f"work@{route.get('address')}"]
+    else:
+        # No route known: the app proxy host as the jump host to main1's published sshd.
+        master_access = details.access.get(master.agent) or Access("ssh", master.agent)
+        proxy = details.access.get(details.appproxy)
+        jump = proxy.host if proxy else details.appproxy
+        argv = ["ssh", "-t"]
+        if jump:
+            argv += ["-J", f"{proxy.user + '@' if proxy and proxy.user else ''}{jump}"]
+        argv += ["-p", str(details.ssh_port or 22), f"work@{master_access.host}"]
+    if target.host != master.host:
+        argv += ["ssh", "-t", target.host]
+    if command:
+        argv += command
+    note = (
+        f"{target.host} runs on {target.agent}, reached over SSH: users reach sessions only "
+        f"through the app proxy ({details.appproxy or 'none in the inventory'}) to main1's "
+        "sshd; the session must accept your key (session create --authorized-key)"
+    )
+    return ShellCommand(argv, runnable=False, note=note)
+
+
+def _summary(playbook: str, result: PlaybookResult) -> PlaybookSummary:
+    return PlaybookSummary(
+        playbook=playbook,
+        changed=dict(result.counts.get("changed") or {}),
+        ok=dict(result.counts.get("ok") or {}),
+        failures=dict(result.counts.get("failures") or {}),
+    )
+
+
+def lab(state: str = "present", *, on_event: Event | None = None, **kwargs: Any) -> PlaybookSummary:
+    """Bring the embedded lab up (``present``) or down (``absent``): playbooks/lab.yml."""
+    if state not in ("present", "absent"):
+        raise BaiClusterError("bad_input", f"lab state must be present or absent, got {state!r}")
+    result = _run(LAB, {"lab_state": state}, on_event=on_event, **kwargs)
+    return _summary(LAB, result)
+
+
+def site(
+    *,
+    inventory: str | None = None,
+    tags: str | None = None,
+    on_event: Event | None = None,
+    **kwargs: Any,
+) -> PlaybookSummary:
+    """Converge the whole infrastructure (site.yml), optionally only ``tags``."""
+    result = _run(SITE, {}, inventory=inventory, tags=tags, on_event=on_event, **kwargs)
+    return _summary(SITE, result)

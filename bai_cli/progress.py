@@ -1,0 +1,246 @@
+"""Turn ansible-runner events into progress lines people can follow.
+
+Pure: :class:`SessionProgress` and :class:`PlayProgress` take runner events (dicts) and
+return the lines to print; :class:`Printer` writes them (to stderr, coloured only on a
+terminal). The steps of a session create are those of ``playbooks/session_create.yml``,
+recognised by task name (:func:`step_of`): check, placing, keys, network,
+containers k/N, SSH check, and cleanup when a failure part-way undoes the session.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Mapping
+from typing import Any, TextIO
+
+# Task-name prefixes of playbooks/session_create.yml (and session_destroy.yml) -> step.
+# tests/unit/test_cli_progress.py checks that every task of those playbooks maps to one.
+STEPS: tuple[tuple[str, str], ...] = (
+    ("Check the session request", "check"),
+    ("Check the session name", "check"),
+    ("Check the people's public keys", "check"),
+    ("Note until when a PENDING session may wait", "placing"),
+    ("Place the session", "placing"),
+    ("Read capacity and this session's containers", "placing"),
+    ("Place the session on the agents", "placing"),
+    ("Wait before placing again", "placing"),
+    ("Place again", "placing"),
+    ("Wait for capacity and try again", "placing"),
+    ("Stop when the session cannot be placed", "placing"),
+    ("Make the session", "containers"),
+    ("Make the containers", "containers"),
+    ("Generate the session's SSH keys", "keys"),
+    ("Create the session network", "network"),
+    ("Create the containers", "containers"),
+    ("Wait for every agent", "containers"),
+    ("Check that main1 reaches every container", "SSH check"),
+    ("Fail when the SSH mesh is broken", "SSH check"),
+    ("Remove the containers this run made", "cleanup"),
+    ("Remove the networks this run made", "cleanup"),
+    ("Remove the app proxy route this run made", "cleanup"),
+    ("Report the failure", "cleanup"),
+    ("Summarise the session", "summary"),
+    ("Route a user-facing port of the app proxy", "app proxy"),
+    ("Add the app proxy route to the session summary", "summary"),
+    ("Remove the session's route from the app proxy", "app proxy"),
+    ("Record the session summary", "summary"),
+    ("Show the session", "summary"),
+    ("Remove the session's containers", "containers"),
+    ("Remove the session's networks", "network"),
+    ("Summarise what was removed", "summary"),
+    ("Record what was removed", "summary"),
+    ("Show what was removed", "summary"),
+)
+GIB = 1024**3
+
+
+def step_of(task: str | None) -> str | None:
+    """The progress step of a session playbook's task name, or None."""
+    if not task:
+        return None
+    for prefix, step in STEPS:
+        if task.startswith(prefix):
+            return step
+    return None
+
+
+def _mem(value: Any) -> str:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    return f"{number / GIB:g}g"
+
+
+def _num(value: Any) -> str:
+    try:
+        return f"{float(value):g}"
+    except (TypeError, ValueError):
+        return str(value)
+
+
+class SessionProgress:
+    """Progress of ``session_create.yml``: feed events, get lines ("step: text")."""
+
+    def __init__(self, verbose: int = 0) -> None:
+        self.verbose = verbose
+        self.total = 0
+        self.done = 0
+        self.agents: list[str] = []
+        self.cleanup_shown = False
+        self.waits = 0
+
+    def pending_wait(self) -> str:
+        self.waits += 1
+        return f"{self.waits} wait(s)"
+
+    def feed(self, event: Mapping[str, Any]) -> list[str]:
+        kind = str(event.get("event") or "")
+        data = event.get("event_data") or {}
+        task = str(data.get("task") or "")
+        res = data.get("res") or {}
+        # Tasks of an included role (roles/appproxy's route) belong to its step.
+        step = step_of(task) or ("app proxy" if data.get("role") == "appproxy" else None)
+        if kind == "playbook_on_task_start":
+            return self._start(task, step)
+        if kind == "runner_item_on_ok":
+            return self._item_ok(task, res)
+        if kind == "runner_on_ok":
+            return self._ok(task, res)
+        failed = kind in ("runner_on_failed", "runner_item_on_failed")
+        if failed and self.verbose and not data.get("ignore_errors"):
+            return [f"{step or 'task'}: failed in '{task}'"]
+        return []
+
+    def _start(self, task: str, step: str | None) -> list[str]:
+        lines = [f"task: {task}"] if self.verbose else []
+        if task.startswith("Read capacity") and not self.agents:
+            lines.append("placing: reading the agents' capacity")
+        elif task.startswith("Create the containers on their agent") and len(self.agents) == 1:
+            lines.append(f"containers {self.done}/{self.total}: creating on {self.agents[0]}")
+        elif task.startswith("Create the containers on every agent") and len(self.agents) > 1:
+            lines.append(
+                f"containers {self.done}/{self.total}: creating on "
+                f"{', '.join(self.agents)} in parallel"
+            )
+        elif task.startswith("Check that main1 reaches"):
+            lines.append("SSH check: main1 -> every container")
+        elif step == "cleanup" and not self.cleanup_shown:
+            self.cleanup_shown = True
+            lines.append("cleanup: a step failed, removing what this run made")
+        return lines
+
+    def _item_ok(self, task: str, res: Mapping[str, Any]) -> list[str]:
+        if task.startswith("Read capacity"):
+            agent = res.get("agent") or {}
+            if not agent:
+                return []
+            free_cpu = float(agent.get("cpu") or 0) - float(agent.get("used_cpu") or 0)
+            free_mem = float(agent.get("mem") or 0) - float(agent.get("used_mem") or 0)
+            free_gpu = int(agent.get("gpu") or 0) - int(agent.get("used_gpu") or 0)
+            return [
+                f"placing: {agent.get('name')} (group {agent.get('group')}) free cpu "
+                f"{_num(free_cpu)}, mem {_mem(free_mem)}, gpu {free_gpu}"
+            ]
+        if task.startswith("Wait for every agent"):
+            containers = res.get("containers") or []
+            self.done += len(containers)
+            agent = (res.get("item") or {}).get("item") or res.get("_ansible_item_label") or "?"
+            return [f"containers {self.done}/{self.total}: {agent} done"]
+        return []
+
+    def _ok(self, task: str, res: Mapping[str, Any]) -> list[str]:
+        if task.startswith("Check the session request"):
+            self.total = int(res.get("size") or 0)
+            hosts = ", ".join(res.get("hosts") or [])
+            return [f"check: request ok, {self.total} container(s): {hosts}"]
+        if task.startswith("Wait before placing again"):
+            return [f"placing: still PENDING after {self.pending_wait()}, trying again"]
+        if task.startswith("Place the session on the agents"):
+            if res.get("failed") or res.get("pending") or res.get("msg"):
+                # The final error says it; shown here only with -v.
+                return [f"placing: {res.get('msg')}"] if self.verbose else []
+            self.agents = [str(a) for a in res.get("agents") or []]
+            self.total = int(res.get("size") or self.total)
+            if res.get("ready"):
+                self.done = self.total
+                return ["placing: the session exists with this spec and runs (nothing to do)"]
+            verb = "placed" if res.get("action") == "create" else "bringing back"
+            return [
+                f"placing: {verb} {self.total} container(s) on {', '.join(self.agents)} "
+                f"({res.get('mode')})"
+            ]
+        if task.startswith("Generate the session's SSH keys"):
+            return ["keys: generated the session's SSH keys (in memory, never printed)"]
+        if task.startswith("Create the session network"):
+            net = res.get("network") or {}
+            subnet = f", {net['subnet']}" if net.get("subnet") else ""
+            return [f"network: {net.get('name')} ({net.get('driver')}{subnet})"]
+        if task.startswith("Create the containers on their agent"):
+            containers = res.get("containers") or []
+            self.done = len(containers)
+            created = len(res.get("created") or [])
+            restarted = len(res.get("restarted") or [])
+            agent = containers[0].get("agent") if containers else "?"
+            return [
+                f"containers {self.done}/{self.total or self.done} on {agent} "
+                f"({created} created, {restarted} restarted)"
+            ]
+        if task.startswith("Record the session summary"):
+            summary = ((res.get("ansible_stats") or {}).get("data") or {}).get("bai_session") or {}
+            route = summary.get("appproxy") or {}
+            if route.get("ssh"):
+                return [f"app proxy: users reach main1 with {route['ssh']}"]
+            return []
+        if task.startswith("Check that main1 reaches"):
+            reached = [line[3:] for line in res.get("stdout_lines") or [] if line.startswith("ok ")]
+            return [f"SSH check: ok, main1 reaches {', '.join(reached)}"]
+        return []
+
+
+class PlayProgress:
+    """Progress of any other playbook (lab, site, list, destroy): plays and tasks as
+    they start, changed results with -v."""
+
+    def __init__(self, verbose: int = 0) -> None:
+        self.verbose = verbose
+        self.tasks = 0
+
+    def feed(self, event: Mapping[str, Any]) -> list[str]:
+        kind = str(event.get("event") or "")
+        data = event.get("event_data") or {}
+        if kind == "playbook_on_play_start":
+            return [f"play: {data.get('play')}"]
+        if kind == "playbook_on_task_start":
+            self.tasks += 1
+            return [f"task: {data.get('task')}"]
+        if self.verbose and kind in ("runner_on_ok", "runner_item_on_ok"):
+            res = data.get("res") or {}
+            if res.get("changed"):
+                return [f"  changed: {data.get('host')}"]
+        return []
+
+
+class Printer:
+    """Writes progress lines with the time since start; colour only on a terminal
+    (and never with NO_COLOR set)."""
+
+    def __init__(self, stream: TextIO | None = None, quiet: bool = False) -> None:
+        self.stream = stream or sys.stderr
+        self.quiet = quiet
+        self.start = time.monotonic()
+        isatty = getattr(self.stream, "isatty", lambda: False)
+        self.colour = bool(isatty()) and not os.environ.get("NO_COLOR")
+
+    def __call__(self, lines: list[str]) -> None:
+        if self.quiet:
+            return
+        for line in lines:
+            stamp = f"[{time.monotonic() - self.start:5.1f}s]"
+            if self.colour:
+                head, sep, rest = line.partition(":")
+                line = f"\033[36m{head}\033[0m{sep}{rest}" if sep else line
+            self.stream.write(f"{stamp} {line}\n")
+        self.stream.flush()

@@ -1,0 +1,333 @@
+"""The bai-cluster CLI (issue 7), run for real: ``.venv/bin/bai-cluster`` as a subprocess
+against the lab (default inventory) and ``-i inventories/local``.
+
+Checks the progress lines and the summary of a create, list/show/env as JSON against
+what Docker says, ``session ssh`` running a command as user work, exit codes 2 (bad
+input) and 3 (PENDING) with nothing created, destroy, and that no private key material
+ever lies in the runner's temp folders: a watcher reads every file that appears under the
+CLI's TMPDIR while it runs, and the folder must be empty afterwards.
+Sessions carry the ``cli-`` prefix and are removed at the end (by label as a last resort).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.integration, pytest.mark.lab]
+
+REPO = Path(__file__).resolve().parents[2]
+CLI = REPO / ".venv" / "bin" / "bai-cluster"
+LAB = "cli-it-lab"
+LOCAL = "cli-it-local"
+LABEL = "ai.backend.cluster.session"
+AGENTS = ("agent1", "agent2")
+
+
+class Watcher:
+    """Reads every file under ``root`` every 20 ms while a command runs."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.seen: dict[str, str] = {}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            for path in self.root.rglob("*"):
+                try:
+                    if path.is_file():
+                        self.seen[f"{path}#{len(self.seen)}"] = path.read_text(errors="replace")
+                except OSError:
+                    pass  # removed between listing and reading
+            self.stop.wait(0.02)
+
+    def __enter__(self) -> Watcher:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
+def cli(tmp: Path, *argv: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    """Run bai-cluster with its own TMPDIR; never raises on failure."""
+    env = {**os.environ, "TMPDIR": str(tmp), "NO_COLOR": "1"}
+    return subprocess.run(
+        [str(CLI), *argv],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def sh(*argv: str) -> str:
+    return subprocess.run(argv, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def lab_containers(name: str) -> list[str]:
+    """Names of the containers labelled with session ``name`` on both lab agents."""
+    found = []
+    for agent in AGENTS:
+        out = sh(
+            "docker",
+            "exec",
+            f"bai-lab-{agent}",
+            "docker",
+            "ps",
+            "-aq",
+            "--filter",
+            f"label={LABEL}={name}",
+            "--format",
+            "{{.Names}}",
+        )
+        found += out.split()
+    return found
+
+
+def lab_sweep(name: str) -> None:
+    for agent in AGENTS:
+        node = f"bai-lab-{agent}"
+        subprocess.run(
+            [
+                "docker",
+                "exec",
+                node,
+                "sh",
+                "-c",
+                f"docker rm -f $(docker ps -aq --filter label={LABEL}={name}) 2>/dev/null;"
+                f"docker network rm $(docker network ls -q --filter label={LABEL}={name})"
+                " 2>/dev/null",
+            ],
+            capture_output=True,
+            check=False,
+        )
+
+
+@pytest.fixture(scope="module")
+def tmp(tmp_path_factory):
+    if not CLI.exists():
+        pytest.skip(f"{CLI} is missing: run scripts/setup.sh venv")
+    for agent in AGENTS:
+        state = subprocess.run(
+            ["docker", "inspect", "-f", "{{.State.Running}}", f"bai-lab-{agent}"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if state.stdout.strip() != "true":
+            pytest.skip("the lab is not up (make lab-up)")
+    return tmp_path_factory.mktemp("cli-tmp")
+
+
+@pytest.fixture(scope="module")
+def created(tmp):
+    """A size-2 session on the lab, made by the CLI while a watcher reads its temp files."""
+    lab_sweep(LAB)
+    try:
+        with Watcher(tmp) as watcher:
+            run = cli(
+                tmp,
+                "session",
+                "create",
+                LAB,
+                "-n",
+                "2",
+                "--cpu",
+                "0.5",
+                "--mem",
+                "256m",
+                "--env",
+                "CLI_TEST=yes",
+            )
+        yield run, watcher
+    finally:
+        cli(tmp, "session", "destroy", LAB)
+        lab_sweep(LAB)
+
+
+def test_create_shows_progress_and_a_summary(created, tmp):
+    run, _ = created
+    assert run.returncode == 0, run.stderr
+    steps = [line.split("] ", 1)[1] for line in run.stderr.splitlines() if "] " in line]
+    order = [
+        "check: request ok, 2 container(s): main1, sub1",
+        "placing: placed 2 container(s)",
+        "keys: generated",
+        f"network: bai-{LAB}-net (bridge",
+        "containers 2/2 on agent",
+        "SSH check: ok, main1 reaches main1, sub1",
+    ]
+    positions = []
+    for want in order:
+        hits = [i for i, line in enumerate(steps) if line.startswith(want)]
+        assert hits, f"no progress line {want!r} in:\n{run.stderr}"
+        positions.append(hits[0])
+    assert positions == sorted(positions), run.stderr
+    assert "\033" not in run.stderr
+    assert run.stdout.splitlines()[0] == f"session {LAB} created"
+    assert f"bai-{LAB}-main1" in run.stdout and f"bai-{LAB}-sub1" in run.stdout
+    assert sorted(lab_containers(LAB)) == [f"bai-{LAB}-main1", f"bai-{LAB}-sub1"]
+
+
+def test_no_private_key_material_on_disk(created, tmp):
+    run, watcher = created
+    assert run.returncode == 0, run.stderr
+    assert watcher.seen, "the watcher saw no runner files at all"
+    session = json.loads(cli(tmp, "--json", "session", "show", LAB).stdout)
+    main1 = session["containers"][0]
+    key = sh(
+        "docker",
+        "exec",
+        f"bai-lab-{main1['agent']}",
+        "docker",
+        "exec",
+        main1["container"],
+        "cat",
+        "/home/work/.ssh/id_cluster",
+    )
+    body = [line for line in key.splitlines() if line and "PRIVATE KEY" not in line]
+    assert body, "could not read the session key to compare"
+    for name, text in watcher.seen.items():
+        assert "PRIVATE KEY" not in text, name
+        assert not any(line in text for line in body), name
+    assert list(tmp.iterdir()) == [], "the runner's private data dir was left behind"
+
+
+def test_list_show_env_as_json(created, tmp):
+    run, _ = created
+    assert run.returncode == 0, run.stderr
+    rows = json.loads(cli(tmp, "--json", "session", "list").stdout)
+    (row,) = [r for r in rows if r["name"] == LAB]
+    assert (row["size"], row["running"], row["state"]) == (2, 2, "running")
+
+    show = cli(tmp, "session", "show", LAB, "--json")
+    assert show.returncode == 0, show.stderr
+    details = json.loads(show.stdout)
+    assert [c["host"] for c in details["containers"]] == ["main1", "sub1"]
+    assert details["state"] == "running" and details["network"] == f"bai-{LAB}-net"
+    main1, sub1 = details["containers"]
+    inspect = json.loads(
+        sh("docker", "exec", f"bai-lab-{main1['agent']}", "docker", "inspect", main1["container"])
+    )[0]
+    net = inspect["NetworkSettings"]["Networks"][f"bai-{LAB}-net"]["IPAddress"]
+    assert main1["addresses"] == {f"bai-{LAB}-net": net}
+    port = inspect["NetworkSettings"]["Ports"]["2200/tcp"][0]["HostPort"]
+    assert details["ssh_port"] == int(port) and sub1["ports"] == {}
+
+    env = cli(tmp, "--json", "session", "env", LAB, "sub1")
+    assert env.returncode == 0, env.stderr
+    values = json.loads(env.stdout)
+    assert values["BACKENDAI_CLUSTER_HOST"] == "sub1"
+    assert values["BACKENDAI_CLUSTER_HOSTS"] == "main1,sub1"
+    assert values["MASTER_ADDR"] == "main1"
+    assert json.loads(values["TF_CONFIG"])["task"] == {"type": "worker", "index": 1}
+    assert "CLI_TEST" not in values and "PATH" not in values
+
+
+def test_ssh_runs_as_work_in_the_right_container(created, tmp):
+    run, _ = created
+    assert run.returncode == 0, run.stderr
+    ssh = cli(
+        tmp,
+        "session",
+        "ssh",
+        LAB,
+        "sub1",
+        "--",
+        "sh",
+        "-c",
+        "id -un; hostname; echo $CLI_TEST; ssh main1 hostname",
+    )
+    assert ssh.returncode == 0, ssh.stderr
+    assert ssh.stdout.split() == ["work", "sub1", "yes", "main1"]
+    printed = cli(tmp, "session", "ssh", LAB, "--print").stdout.split()
+    assert printed[:3] == ["docker", "exec", "-i"] and printed[3] in (
+        "bai-lab-agent1",
+        "bai-lab-agent2",
+    )
+    assert printed[-3:] == [f"bai-{LAB}-main1", "bash", "-l"]
+
+
+def test_bad_input_exits_2_and_creates_nothing(tmp):
+    run = cli(tmp, "session", "create", "cli-it-bad", "-n", "0")
+    assert run.returncode == 2, run.stderr
+    assert "invalid session spec: size" in run.stderr
+    assert "(step: check, task: Check the session request)" in run.stderr
+    assert lab_containers("cli-it-bad") == []
+
+
+def test_impossible_request_exits_3_pending(tmp):
+    run = cli(tmp, "--json", "session", "create", "cli-it-pend", "-n", "2", "--cpu", "64")
+    assert run.returncode == 3, run.stderr
+    error = json.loads(run.stdout)["error"]
+    assert error["kind"] == "pending" and "PENDING" in error["message"]
+    assert error["step"] == "placing"
+    assert lab_containers("cli-it-pend") == []
+
+
+def test_local_inventory_create_show_destroy(tmp):
+    def labelled():
+        return sh("docker", "ps", "-aq", "--filter", f"label={LABEL}={LOCAL}").split()
+
+    try:
+        run = cli(
+            tmp,
+            "-i",
+            "inventories/local",
+            "--json",
+            "session",
+            "create",
+            LOCAL,
+            "-n",
+            "2",
+            "--mem",
+            "256m",
+        )
+        assert run.returncode == 0, run.stderr
+        session = json.loads(run.stdout)
+        assert session["action"] == "create" and session["size"] == 2
+        assert {c["agent"] for c in session["containers"]} == {"localhost"}
+        assert len(labelled()) == 2
+        again = cli(
+            tmp, "-i", "inventories/local", "session", "create", LOCAL, "-n", "2", "--mem", "256m"
+        )
+        assert again.returncode == 0, again.stderr
+        assert "already exists with this spec" in again.stdout
+        ssh = cli(tmp, "-i", "inventories/local", "session", "ssh", LOCAL, "sub1", "--", "hostname")
+        assert (ssh.returncode, ssh.stdout.strip()) == (0, "sub1"), ssh.stderr
+    finally:
+        gone = cli(tmp, "-i", "inventories/local", "--json", "session", "destroy", LOCAL)
+    assert gone.returncode == 0, gone.stderr
+    assert sorted(json.loads(gone.stdout)["containers"]) == [
+        f"bai-{LOCAL}-main1",
+        f"bai-{LOCAL}-sub1",
+    ]
+    assert labelled() == []
+    assert list(tmp.iterdir()) == []
+
+
+def test_destroy_removes_everything_and_is_idempotent(created, tmp):
+    run, _ = created
+    assert run.returncode == 0, run.stderr
+    gone = cli(tmp, "session", "destroy", LAB)
+    assert gone.returncode == 0, gone.stderr
+    assert gone.stdout.startswith(f"session {LAB}: removed 2 container(s)")
+    assert lab_containers(LAB) == []
+    again = cli(tmp, "session", "destroy", LAB)
+    assert (again.returncode, again.stdout.strip()) == (
+        0,
+        f"session {LAB}: nothing to remove (no such session)",
+    )
+    missing = cli(tmp, "session", "show", LAB)
+    assert missing.returncode == 1 and f"no session {LAB}" in missing.stderr

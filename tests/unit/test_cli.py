@@ -1,0 +1,431 @@
+"""bai-cluster CLI: argument parsing, the extravars it builds, failure -> exit code, the
+ssh command per connection type, and what it prints. No Ansible run, no Docker."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bai_cli import __main__ as cli
+from bai_cli import api
+from bai_cli.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_PENDING,
+    BaiClusterError,
+    classify,
+)
+from bai_cli.runner import Failure, PlaybookResult
+
+
+def parse(*argv: str):
+    own, remote = cli.split_remote(argv)
+    args = cli.build_parser().parse_args(own)
+    args.remote = remote
+    return args
+
+
+# --- parsing --------------------------------------------------------------------------
+def test_create_options_become_the_playbook_variables():
+    args = parse(
+        "-i",
+        "inventories/local",
+        "session",
+        "create",
+        "s1",
+        "-n",
+        "3",
+        "--mode",
+        "multi-node",
+        "--image",
+        "bai/session:latest",
+        "-g",
+        "gpu",
+        "--cpu",
+        "0.5",
+        "--mem",
+        "512m",
+        "--gpu",
+        "1",
+        "--mount",
+        "/srv/bai-data/s1:/home/work/data",
+        "--mount",
+        "/srv/ro:/mnt/ro:ro",
+        "--env",
+        "A=1",
+        "-e",
+        "B=x=y",
+        "--wait",
+        "30",
+        "--ssh-timeout",
+        "20",
+        "--mtu",
+        "1400",
+    )
+    assert args.inventory == "inventories/local"
+    extravars = api.create_extravars(args.name, args.size, **cli.create_spec(args))
+    assert extravars == {
+        "session_name": "s1",
+        "session_size": 3,
+        "session_mode": "multi-node",
+        "session_image": "bai/session:latest",
+        "session_resource_group": "gpu",
+        "session_resources": {"cpu": 0.5, "mem": "512m", "gpu": 1},
+        "session_mounts": [
+            {"src": "/srv/bai-data/s1", "dst": "/home/work/data"},
+            {"src": "/srv/ro", "dst": "/mnt/ro", "readonly": True},
+        ],
+        "session_env": {"A": "1", "B": "x=y"},
+        "session_wait_s": 30.0,
+        "session_ssh_timeout_s": 20,
+        "session_network_mtu": 1400,
+    }
+
+
+def test_unset_options_are_left_to_the_playbook_defaults():
+    args = parse("session", "create", "s1")
+    assert api.create_extravars(args.name, args.size, **cli.create_spec(args)) == {
+        "session_name": "s1"
+    }
+
+
+def test_global_options_work_after_the_subcommand_too():
+    args = parse("session", "list", "--json", "-i", "inventories/local", "-vv")
+    assert (args.json, args.inventory, args.verbose) == (True, "inventories/local", 2)
+    args = parse("--json", "session", "list")
+    assert args.json is True and not hasattr(args, "inventory")
+
+
+def test_roles_parse_into_session_roles():
+    args = parse(
+        "session",
+        "create",
+        "h1",
+        "--role",
+        "main=1",
+        "--role",
+        "worker=2,image=bai/session:latest,cpu=2,mem=1g,gpu=0",
+    )
+    assert cli.create_spec(args)["roles"] == [
+        {"role": "main", "replicas": 1},
+        {
+            "role": "worker",
+            "replicas": 2,
+            "image": "bai/session:latest",
+            "resources": {"cpu": 2, "mem": "1g", "gpu": 0},
+        },
+    ]
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "needle"),
+    [
+        ("--env", "NOEQUALS", "KEY=VALUE"),
+        ("--mount", "/only-src", "SRC:DST"),
+        ("--mount", "/a:/b:rx", "ro or rw"),
+        ("--role", "worker", "KEY=VALUE"),
+        ("--role", "worker=2,colour=red", "unknown key"),
+    ],
+)
+def test_malformed_options_exit_2_before_anything_runs(option, value, needle, capsys, monkeypatch):
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("no playbook may run for bad command-line input")
+
+    monkeypatch.setattr(api, "run_playbook", must_not_run)
+    assert cli.main(["session", "create", "s1", option, value]) == EXIT_BAD_INPUT
+    assert needle in capsys.readouterr().err
+
+
+def test_argparse_errors_exit_2(capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["session", "create", "s1", "--mode", "sideways"])
+    assert exc.value.code == EXIT_BAD_INPUT
+    assert "invalid choice" in capsys.readouterr().err
+
+
+def test_a_command_after_double_dash_is_for_ssh_only():
+    args = parse("session", "ssh", "s1", "sub1", "--", "hostname", "-f")
+    assert (args.name, args.host, args.remote) == ("s1", "sub1", ["hostname", "-f"])
+    args = parse("session", "ssh", "s1", "--", "hostname")
+    assert (args.host, args.remote) == (None, ["hostname"])
+    with pytest.raises(SystemExit):
+        cli.main(["session", "list", "--", "hostname"])
+
+
+# --- failure -> exit code ---------------------------------------------------------------
+def result(*failures: Failure, placement: dict | None = None, rc: int = 2) -> PlaybookResult:
+    ok = {"Place the session on the agents": [placement]} if placement else {}
+    status = "failed" if rc else "successful"
+    return PlaybookResult(rc, status, {}, list(failures), ok)
+
+
+def test_success_is_no_error():
+    assert classify(result(rc=0)) is None
+
+
+def test_spec_check_failure_is_bad_input():
+    error = classify(
+        result(Failure("Check the session request", "localhost", "invalid session spec: size"))
+    )
+    assert (error.kind, error.exit_code, error.step) == ("bad_input", EXIT_BAD_INPUT, "check")
+    assert str(error) == (
+        "invalid session spec: size (step: check, task: Check the session request)"
+    )
+
+
+def test_destroy_name_check_is_bad_input():
+    error = classify(result(Failure("Check the session name", "localhost", "session_name ...")))
+    assert error.exit_code == EXIT_BAD_INPUT
+
+
+def test_pending_placement_exits_3():
+    msg = "session s: PENDING: container main1 needs cpu 64"
+    error = classify(
+        result(
+            Failure("Stop when the session cannot be placed (nothing was changed)", "lh", msg),
+            placement={"msg": msg, "pending": True, "permanent": True},
+        )
+    )
+    assert (error.kind, error.exit_code, error.step) == ("pending", EXIT_PENDING, "placing")
+
+
+def test_conflict_and_placement_spec_errors_differ():
+    stop = "Stop when the session cannot be placed (nothing was changed)"
+    conflict = classify(
+        result(
+            Failure(stop, "lh", "already exists with a different spec"),
+            placement={"conflict": True, "msg": "x"},
+        )
+    )
+    assert (conflict.kind, conflict.exit_code) == ("conflict", EXIT_FAILED)
+    missing = classify(
+        result(Failure(stop, "lh", "mounts[0].src: /x does not exist"), placement={"msg": "x"})
+    )
+    assert (missing.kind, missing.exit_code) == ("bad_input", EXIT_BAD_INPUT)
+
+
+def test_failure_part_way_names_the_first_step_and_the_final_message():
+    error = classify(
+        result(
+            Failure("Create the containers on their agent", "localhost", "image not found"),
+            Failure(
+                "Report the failure",
+                "localhost",
+                "session s was not created: image not found (everything made for it was removed)",
+            ),
+        )
+    )
+    assert (error.kind, error.exit_code) == ("failed", EXIT_FAILED)
+    assert (error.step, error.task) == ("containers", "Create the containers on their agent")
+    assert "everything made for it was removed" in error.message
+
+
+def test_ignored_failures_do_not_count():
+    ignored = Failure("Remove the networks this run made", "lh", "x", ignored=True)
+    assert classify(result(ignored, rc=0)) is None
+
+
+def test_errors_outside_tasks_use_the_last_error_line():
+    run = PlaybookResult(
+        4, "failed", {}, [], {}, output_tail="noise\nERROR! the playbook: x.yml could not be found"
+    )
+    error = classify(run)
+    assert error.exit_code == EXIT_FAILED
+    assert error.message == "ERROR! the playbook: x.yml could not be found"
+
+
+def test_unreachable_host_is_a_plain_failure():
+    error = classify(
+        result(Failure("Read capacity", "agent1", "no such container", unreachable=True))
+    )
+    assert error.kind == "unreachable" and error.exit_code == EXIT_FAILED
+    assert "agent1" in error.message
+
+
+def test_cli_prints_one_error_line_and_json(monkeypatch, capsys):
+    def fail(*args, **kwargs):
+        raise BaiClusterError("pending", "session s: PENDING: no room", "placing", "Stop when")
+
+    monkeypatch.setattr(api, "create_session", fail)
+    assert cli.main(["--json", "session", "create", "s", "-n", "2"]) == EXIT_PENDING
+    out, err = capsys.readouterr()
+    assert err.strip().splitlines() == [
+        "error: session s: PENDING: no room (step: placing, task: Stop when)"
+    ]
+    assert json.loads(out)["error"] == {
+        "kind": "pending",
+        "message": "session s: PENDING: no room",
+        "step": "placing",
+        "task": "Stop when",
+        "exit_code": EXIT_PENDING,
+    }
+
+
+# --- show / env / ssh ---------------------------------------------------------------
+def show_stats(connection: str, host: str) -> dict:
+    def container(name, hostname, role, idx, kid, ports=None):
+        return {
+            "name": name,
+            "agent": "agent1",
+            "state": "running",
+            "image": "bai/session:latest",
+            "labels": {
+                "ai.backend.cluster.host": hostname,
+                "ai.backend.cluster.role": role,
+                "ai.backend.cluster.idx": str(idx),
+                "ai.backend.cluster.kernel-id": kid,
+                "ai.backend.cluster.session-id": "K1",
+                "ai.backend.cluster.mode": "single-node",
+            },
+        }
+
+    return {
+        "name": "s1",
+        "containers": [
+            container("bai-s1-sub1", "sub1", "sub", 1, "K2"),
+            container("bai-s1-main1", "main1", "main", 1, "K1"),
+        ],
+        "networks": [
+            {"bai-s1-net": {"IPAddress": "10.224.0.3"}},
+            {"bai-s1-net": {"IPAddress": "10.224.0.2"}},
+        ],
+        "ports": [None, {"2200/tcp": [{"HostIp": "0.0.0.0", "HostPort": "30004"}]}],
+        "env": {
+            "bai-s1-sub1": "PATH=/bin\nBACKENDAI_CLUSTER_HOST=sub1\nMASTER_PORT=29500\n"
+            'TF_CONFIG={"task": {"index": 1}}\nHOME=/root'
+        },
+        "access": {
+            "agent1": {"connection": connection, "host": host, "user": "", "port": ""},
+            "appproxy": {"connection": "ssh", "host": "proxy.example", "user": "ops", "port": ""},
+        },
+        "appproxy": "appproxy",
+    }
+
+
+def test_show_stats_become_details():
+    details = api.details_from_stats(show_stats("local", "localhost"))
+    assert [c.host for c in details.containers] == ["main1", "sub1"]
+    main1 = details.container()
+    assert main1.addresses == {"bai-s1-net": "10.224.0.2"}
+    assert main1.ports == {"2200/tcp": ["0.0.0.0:30004"]}
+    assert (details.session_id, details.ssh_port, details.network) == ("K1", 30004, "bai-s1-net")
+    assert details.state == "running"
+    assert details.env == {
+        "sub1": {
+            "BACKENDAI_CLUSTER_HOST": "sub1",
+            "MASTER_PORT": "29500",
+            "TF_CONFIG": '{"task": {"index": 1}}',
+        }
+    }
+
+
+def test_show_of_a_missing_session_is_not_found():
+    with pytest.raises(BaiClusterError) as exc:
+        api.details_from_stats({"name": "ghost", "containers": []})
+    assert exc.value.kind == "not_found" and "ghost" in exc.value.message
+
+
+def test_unknown_host_is_bad_input():
+    details = api.details_from_stats(show_stats("local", "localhost"))
+    with pytest.raises(BaiClusterError) as exc:
+        details.container("sub9")
+    assert exc.value.exit_code == EXIT_BAD_INPUT and "main1, sub1" in exc.value.message
+
+
+def test_ssh_on_this_machine_is_docker_exec():
+    details = api.details_from_stats(show_stats("local", "localhost"))
+    cmd = api.shell_command(details, "sub1")
+    assert cmd.runnable
+    assert cmd.argv == [
+        "docker",
+        "exec",
+        "-it",
+        "-u",
+        "work",
+        "-w",
+        "/home/work",
+        "bai-s1-sub1",
+        "bash",
+        "-l",
+    ]
+
+
+def test_ssh_in_the_lab_goes_through_the_agent_node():
+    details = api.details_from_stats(show_stats("community.docker.docker", "bai-lab-agent1"))
+    cmd = api.shell_command(details, None, ["hostname"], tty=False)
+    assert cmd.runnable
+    assert cmd.argv == [
+        "docker",
+        "exec",
+        "-i",
+        "bai-lab-agent1",
+        "docker",
+        "exec",
+        "-i",
+        "-u",
+        "work",
+        "-w",
+        "/home/work",
+        "bai-s1-main1",
+        "hostname",
+    ]
+
+
+def test_ssh_on_real_hosts_is_printed_through_the_app_proxy():
+    details = api.details_from_stats(show_stats("ssh", "10.0.3.21"))
+    cmd = api.shell_command(details, "sub1")
+    assert not cmd.runnable
+    assert str(cmd) == "ssh -t -J ops@proxy.example -p 30004 work@10.0.3.21 ssh -t sub1"
+    assert "app proxy" in cmd.note
+
+
+def test_env_output_is_shell_quoted(monkeypatch, capsys):
+    details = api.details_from_stats(show_stats("local", "localhost"))
+    monkeypatch.setattr(api, "session_env", lambda *a, **k: details.env)
+    assert cli.main(["session", "env", "s1", "sub1"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == [
+        "BACKENDAI_CLUSTER_HOST=sub1",
+        "MASTER_PORT=29500",
+        """TF_CONFIG='{"task": {"index": 1}}'""",
+    ]
+
+
+def test_create_summary_text():
+    session = api.Session.from_summary(
+        {
+            "name": "s1",
+            "session_id": "K1",
+            "mode": "single-node",
+            "network": "bai-s1-net",
+            "network_driver": "bridge",
+            "containers": [
+                {
+                    "host": "main1",
+                    "role": "main",
+                    "idx": 1,
+                    "agent": "agent1",
+                    "kernel_id": "K1",
+                    "container": "bai-s1-main1",
+                },
+                {
+                    "host": "sub1",
+                    "role": "sub",
+                    "idx": 1,
+                    "agent": "agent1",
+                    "kernel_id": "K2",
+                    "container": "bai-s1-sub1",
+                },
+            ],
+            "action": "create",
+            "ssh_port": 30004,
+            "ssh_agent": "agent1",
+        }
+    )
+    text = "\n".join(cli.session_text(session))
+    assert text.splitlines()[0] == "session s1 created"
+    assert "single-node, 2 container(s), network bai-s1-net (bridge)" in text
+    assert "main1  main  1    agent1  bai-s1-main1  K1" in text
+    assert "published on agent1 port 30004" in text
+    assert session.to_dict()["size"] == 2
