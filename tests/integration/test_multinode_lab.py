@@ -135,7 +135,7 @@ def test_data_folder_is_shared_across_agents(session, lab):
 
 
 def test_rerun_changes_nothing_and_list_shows_both_agents(session, run_playbook):
-    run, extra, summary, _ = session
+    _run, extra, summary, _ = session
     again = run_playbook("session_create.yml", extra_vars=extra)
     assert again.rc == 0, again
     assert again.changed() == 0

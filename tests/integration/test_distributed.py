@@ -1,0 +1,198 @@
+"""Real distributed jobs inside cluster sessions (issues 3 and 4).
+
+The test image ``bai/session-hpc`` (tests/images/session-hpc: Open MPI, mpi4py and a
+CPU build of PyTorch, FROM bai/session) is built through playbooks/image_build.yml's
+``image_build_extra``. The torch wheel and its dependencies are downloaded on this
+machine (pip inside a build container cannot reach PyPI through this machine's proxy)
+into .cache/session-hpc/wheels, once.
+
+- On this machine's engine (-i inventories/local): ``mpirun`` from main1 starts ranks
+  over the session's SSH mesh and runs an MPI all-reduce; ``torchrun`` with the gloo
+  backend all-reduces across two containers using the MASTER_ADDR/MASTER_PORT and
+  BACKENDAI_CLUSTER_* variables the toolkit injected.
+- On the lab, the same two jobs across a session that spans both agents (Swarm overlay);
+  the image reaches the agents through site.yml's image_distribution role.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import subprocess
+
+import pytest
+from conftest import REPO
+from labtools import count, in_session, lab_agents, sweep
+
+pytestmark = pytest.mark.integration
+
+IMAGE = "bai/session-hpc:latest"
+LOCAL = "inventories/local"
+CONTEXT = REPO / ".cache" / "session-hpc"
+TORCH = "torch==2.13.0"
+# Every host of the session starts one torchrun agent (one process each); main1 fans out
+# over SSH, so the job needs nothing but what the toolkit set up.
+TORCHRUN = (
+    'for h in ${BACKENDAI_CLUSTER_HOSTS//,/ }; do ssh -o BatchMode=yes "$h" '
+    '"torchrun --nnodes=\\$BACKENDAI_CLUSTER_SIZE --nproc-per-node=1 '
+    "--node-rank=\\$BACKENDAI_CLUSTER_LOCAL_RANK --master-addr=\\$MASTER_ADDR "
+    '--master-port=\\$MASTER_PORT /opt/bai-tests/allreduce.py" 2>/dev/null & done; wait'
+)
+TORCHRUN = f"timeout 180 bash -c {shlex.quote(TORCHRUN)}"
+# Containers of a multi-node session also sit on docker_gwbridge (outbound traffic), an
+# address the other agents cannot reach: Open MPI must use the interface that routes to
+# the session's hosts (README, "Multi-node sessions").
+MPIRUN = (
+    'dev=$(ip -o route get "$(getent hosts main1 | cut -d" " -f1)" | '
+    "sed -n 's/.* dev \\([^ ]*\\).*/\\1/p'); [ \"$dev\" = lo ] && dev=eth0; "
+    "timeout 120 mpirun --host $BACKENDAI_CLUSTER_HOSTS -np $BACKENDAI_CLUSTER_SIZE "
+    "--mca btl_tcp_if_include $dev --mca oob_tcp_if_include $dev "
+    "python3 /opt/bai-tests/mpi_allreduce.py"
+)
+
+
+def ranks(output: str) -> dict[int, dict[str, str]]:
+    """The `rank=.. key=value ... ok=..` records the job scripts print, by rank.
+
+    Found anywhere in the output: ranks on different hosts write through their own SSH
+    connections into one pipe, so a record is not always at the start of a line.
+    """
+    found = {}
+    for record in re.findall(r"rank=\d+ .*?ok=(?:True|False)", output):
+        fields = dict(re.findall(r"(\w+)=(\S+)", record))
+        found[int(fields["rank"])] = fields
+    return found
+
+
+def check_allreduce(output: str, hosts: list[str], size_key: str) -> None:
+    found = ranks(output)
+    assert sorted(found) == list(range(len(hosts))), output
+    total = len(hosts) * (len(hosts) + 1) // 2
+    for fields in found.values():
+        assert fields[size_key] == str(len(hosts)), output
+        assert fields["sum"] == str(total) and fields["ok"] == "True", output
+    assert sorted(f["host"] for f in found.values()) == sorted(hosts), output
+
+
+@pytest.fixture(scope="module")
+def hpc_image(docker_client, run_playbook):
+    """Build bai/session-hpc (content-hash tag: a rerun with the same inputs is a no-op)."""
+    wheels = CONTEXT / "wheels"
+    wheels.mkdir(parents=True, exist_ok=True)
+    for item in (REPO / "tests" / "images" / "session-hpc").iterdir():
+        shutil.copy2(item, CONTEXT / item.name)
+    if not any(wheels.glob("torch-*.whl")):
+        # For the session image's Python: Debian bookworm's 3.11.
+        proc = subprocess.run(
+            [
+                "python3",
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                TORCH,
+                "--python-version",
+                "3.11",
+                "--only-binary=:all:",
+                "-d",
+                str(wheels),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    build = {"name": "bai/session-hpc", "context": str(CONTEXT), "base": "bai/session"}
+    run = run_playbook("image_build.yml", extra_vars={"image_build_extra": [build]}, timeout=1800)
+    assert run.rc == 0, run
+    return IMAGE
+
+
+# --- this machine's engine --------------------------------------------------------------
+@pytest.fixture(scope="module")
+def local_session(hpc_image, docker_client, run_playbook):
+    name = "it-hpc"
+    extra = {"session_name": name, "session_size": 3, "session_image": hpc_image}
+    run_playbook("session_destroy.yml", extra_vars={"session_name": name}, inventory=LOCAL)
+    run = run_playbook("session_create.yml", extra_vars=extra, inventory=LOCAL)
+    try:
+        assert run.rc == 0, run
+        yield name
+    finally:
+        run_playbook("session_destroy.yml", extra_vars={"session_name": name}, inventory=LOCAL)
+
+
+def local_exec(docker_client, container: str, command: str) -> str:
+    code, out = docker_client.containers.get(container).exec_run(
+        ["bash", "-c", command], user="work"
+    )
+    text = out.decode(errors="replace")
+    assert code == 0, text
+    return text
+
+
+def test_mpirun_allreduce_over_the_ssh_mesh(local_session, docker_client):
+    out = local_exec(docker_client, f"bai-{local_session}-main1", MPIRUN)
+    check_allreduce(out, ["main1", "sub1", "sub2"], "size")
+
+
+def test_torchrun_gloo_allreduce_on_two_containers(hpc_image, docker_client, run_playbook):
+    name = "it-torch"
+    extra = {"session_name": name, "session_size": 2, "session_image": hpc_image}
+    run = run_playbook("session_create.yml", extra_vars=extra, inventory=LOCAL)
+    try:
+        assert run.rc == 0, run
+        out = local_exec(docker_client, f"bai-{name}-main1", TORCHRUN)
+        check_allreduce(out, ["main1", "sub1"], "world")
+        assert all(f["master"] == "main1:29500" for f in ranks(out).values()), out
+    finally:
+        run_playbook("session_destroy.yml", extra_vars={"session_name": name}, inventory=LOCAL)
+
+
+# --- the lab: across agents -------------------------------------------------------------
+@pytest.fixture(scope="module")
+def lab_session(hpc_image, docker_client, run_playbook):
+    """A 2-container session spread over agent1 and agent2 with the hpc image."""
+    lab = lab_agents(docker_client)
+    manager = docker_client.containers.get("bai-lab-manager")
+    images = {"image_distribution_images": ["bai/session:latest", hpc_image]}
+    dist = run_playbook(
+        str(REPO / "site.yml"), "--tags", "image_distribution", extra_vars=images, timeout=1800
+    )
+    assert dist.rc == 0, dist
+    name = "it-mn-hpc"
+    sweep(lab, name, manager)
+    extra = {
+        "session_name": name,
+        "session_size": 2,
+        "session_mode": "multi-node",
+        "session_image": hpc_image,
+        # 2 x 5 GiB cannot share one 8 GiB agent: one container per agent.
+        "session_resources": {"cpu": 1, "mem": "5g"},
+    }
+    run = run_playbook("session_create.yml", extra_vars=extra)
+    try:
+        assert run.rc == 0, run
+        where = {c["host"]: c["agent"] for c in run.stats["bai_session"]["containers"]}
+        assert set(where.values()) == {"agent1", "agent2"}, where
+        yield name, lab, where
+    finally:
+        run_playbook("session_destroy.yml", extra_vars={"session_name": name})
+        sweep(lab, name, manager)
+        assert count(lab, name, manager) == 0
+
+
+def test_torchrun_across_agents_over_the_overlay(lab_session):
+    name, lab, where = lab_session
+    code, out = in_session(lab[where["main1"]], f"bai-{name}-main1", TORCHRUN)
+    assert code == 0, out
+    check_allreduce(out, ["main1", "sub1"], "world")
+
+
+def test_mpirun_across_agents_over_the_overlay(lab_session):
+    name, lab, where = lab_session
+    code, out = in_session(lab[where["main1"]], f"bai-{name}-main1", MPIRUN)
+    assert code == 0, out
+    check_allreduce(out, ["main1", "sub1"], "size")
