@@ -1,0 +1,240 @@
+#!/usr/bin/env python3
+"""Time session creation: the toolkit vs a naive playbook vs the Docker SDK floor.
+
+For each size N, three ways to get N running containers with sshd up, on one engine
+(-i inventories/local) and, with --lab, the toolkit across the lab's two agents:
+
+  toolkit  playbooks/session_create.yml (plan, keys, network, one module call per agent
+           creating its containers in parallel, SSH mesh check), then session_destroy.yml
+  naive    bench/naive_session.yml: community.docker.docker_container in a loop, one
+           container per task item, then a wait for sshd (no keys, no env, no checks)
+  sdk      the floor: this script creates the network and the containers straight
+           through the Docker SDK, in parallel threads, and waits for sshd
+
+Each point is the median of --repeat runs of wall-clock time (create only; removal is
+timed separately for the toolkit). Results go to bench/results/<stamp>.json, a Markdown
+table to stdout and, when matplotlib is installed (bench/requirements.txt), a PNG.
+
+  .venv/bin/python bench/session_bench.py --sizes 1,2,4,8,16 --repeat 3 [--lab]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+VENV_BIN = REPO / ".venv" / "bin"
+RESULTS = REPO / "bench" / "results"
+IMAGE = "bai/session:latest"
+READY = b"Server listening on"
+
+
+def playbook(path: str, inventory: str | None, **extra) -> float:
+    """Run a playbook quietly; return its wall-clock seconds (raise on failure)."""
+    argv = [str(VENV_BIN / "ansible-playbook"), path, "-e", json.dumps(extra)]
+    if inventory:
+        argv[1:1] = ["-i", inventory]
+    env = {
+        **os.environ,
+        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+        "ANSIBLE_CALLBACKS_ENABLED": "",  # no profile_tasks: time only the work
+        "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.null",
+        "PATH": f"{VENV_BIN}:{os.environ.get('PATH', '')}",
+    }
+    start = time.perf_counter()
+    proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, check=False)
+    took = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+    return took
+
+
+def hosts(n: int) -> list[str]:
+    return ["main1"] + [f"sub{i}" for i in range(1, n)]
+
+
+def toolkit(n: int, inventory: str | None, extra: dict) -> tuple[float, float]:
+    name = f"bench-tk{n}"
+    made = playbook(
+        "playbooks/session_create.yml", inventory, session_name=name, session_size=n, **extra
+    )
+    gone = playbook("playbooks/session_destroy.yml", inventory, session_name=name)
+    return made, gone
+
+
+def naive(n: int) -> float:
+    inv = "inventories/local"
+    try:
+        return playbook("bench/naive_session.yml", inv, naive_size=n, naive_name=f"bench-nv{n}")
+    finally:
+        playbook(
+            "bench/naive_session.yml",
+            inv,
+            naive_size=n,
+            naive_name=f"bench-nv{n}",
+            naive_state="absent",
+        )
+
+
+def sdk_floor(n: int) -> float:
+    import docker
+
+    client = docker.from_env()
+    api = client.api
+    name = f"bench-sdk{n}"
+    start = time.perf_counter()
+    net = api.create_network(f"{name}-net", driver="bridge", labels={"ai.backend.bench": name})
+
+    def one(host: str) -> str:
+        cid = api.create_container(
+            IMAGE,
+            name=f"{name}-{host}",
+            hostname=host,
+            detach=True,
+            labels={"ai.backend.bench": name},
+            host_config=api.create_host_config(
+                network_mode=f"{name}-net",
+                init=True,
+                nano_cpus=500_000_000,
+                mem_limit="256m",
+                memswap_limit="256m",
+            ),
+            networking_config=api.create_networking_config(
+                {f"{name}-net": api.create_endpoint_config(aliases=[host])}
+            ),
+        )["Id"]
+        api.start(cid)
+        while READY not in api.logs(cid):
+            time.sleep(0.05)
+        return cid
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        ids = list(pool.map(one, hosts(n)))
+    took = time.perf_counter() - start
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(lambda cid: api.remove_container(cid, force=True), ids))
+    api.remove_network(net["Id"])
+    client.close()
+    return took
+
+
+def lab_agent_mem_mib() -> int:
+    """Memory one lab agent offers (bai_agent_resources.mem in inventories/lab), in MiB."""
+    import yaml
+
+    data = yaml.safe_load((REPO / "inventories/lab/group_vars/agents.yml").read_text())
+    mem = str(data["bai_agent_resources"]["mem"]).lower()
+    units = {"g": 1024, "m": 1}
+    return int(float(mem[:-1]) * units[mem[-1]]) if mem[-1] in units else int(mem) >> 20
+
+
+def median(values: list[float]) -> float:
+    return round(statistics.median(values), 2)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="1,2,4,8,16")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--lab", action="store_true", help="also time sessions across the lab")
+    parser.add_argument("--lab-sizes", default="2,4,8")
+    parser.add_argument("--skip", default="", help="comma-separated: naive,sdk")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    skip = set(args.skip.split(","))
+    local = {"session_resources": {"cpu": 0.5, "mem": "256m"}}
+    rows = []
+    for n in sizes:
+        row = {"where": "local", "n": n}
+        runs = [toolkit(n, "inventories/local", local) for _ in range(args.repeat)]
+        row["toolkit_s"] = median([r[0] for r in runs])
+        row["toolkit_destroy_s"] = median([r[1] for r in runs])
+        if "naive" not in skip:
+            row["naive_s"] = median([naive(n) for _ in range(args.repeat)])
+        if "sdk" not in skip:
+            row["sdk_s"] = median([sdk_floor(n) for _ in range(args.repeat)])
+        rows.append(row)
+        print(json.dumps(row), file=sys.stderr, flush=True)
+    if args.lab:
+        # Each container asks a bit more than 1/N of one agent's memory, so no agent fits
+        # the whole session and it must span both (a multi-node request that fits one
+        # agent would collapse onto it). Memory limits are caps, not reservations.
+        agent_mib = lab_agent_mem_mib()
+        for n in [int(s) for s in args.lab_sizes.split(",") if s]:
+            extra = {
+                "session_mode": "multi-node",
+                "session_resources": {"cpu": 0.25, "mem": f"{agent_mib // n + 64}m"},
+            }
+            runs = [toolkit(n, None, extra) for _ in range(args.repeat)]
+            row = {
+                "where": "lab",
+                "n": n,
+                "toolkit_s": median([r[0] for r in runs]),
+                "toolkit_destroy_s": median([r[1] for r in runs]),
+            }
+            rows.append(row)
+            print(json.dumps(row), file=sys.stderr, flush=True)
+
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    meta = {"cpus": os.cpu_count(), "repeat": args.repeat, "stamp": stamp}
+    (RESULTS / f"{stamp}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
+    print("| where | N | toolkit create (s) | toolkit destroy (s) | naive (s) | SDK floor (s) |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        print(
+            f"| {r['where']} | {r['n']} | {r['toolkit_s']} | {r['toolkit_destroy_s']} | "
+            f"{r.get('naive_s', '-')} | {r.get('sdk_s', '-')} |"
+        )
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("(no PNG: pip install -r bench/requirements.txt for matplotlib)", file=sys.stderr)
+        return 0
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    local_rows = [r for r in rows if r["where"] == "local"]
+    for key, label in (
+        ("toolkit_s", "toolkit (one engine)"),
+        ("naive_s", "naive playbook"),
+        ("sdk_s", "Docker SDK floor"),
+    ):
+        points = [(r["n"], r[key]) for r in local_rows if key in r]
+        if points:
+            ax.plot(*zip(*points), marker="o", label=label)
+    lab_rows = [r for r in rows if r["where"] == "lab"]
+    if lab_rows:
+        ax.plot(
+            [r["n"] for r in lab_rows],
+            [r["toolkit_s"] for r in lab_rows],
+            marker="s",
+            linestyle="--",
+            label="toolkit (lab, two agents, overlay)",
+        )
+    ax.set_xlabel("containers in the session (N)")
+    ax.set_ylabel("seconds until every sshd listens (median)")
+    ax.set_title(f"Session creation, {os.cpu_count()} CPUs, median of {args.repeat}")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sizes)
+    ax.set_xticklabels([str(s) for s in sizes])
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    png = RESULTS / f"{stamp}.png"
+    fig.savefig(png, dpi=110)
+    print(f"plot: {png.relative_to(REPO)}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
