@@ -321,25 +321,27 @@ def run(module: AnsibleModule) -> dict:
     return {**common, **plan}
 
 
+ARGUMENT_SPEC = {
+    "name": {"type": "raw"},
+    "size": {"type": "raw"},
+    "mode": {"type": "raw"},
+    "image": {"type": "raw"},
+    "resource_group": {"type": "raw"},
+    "env": {"type": "raw"},
+    "resources": {"type": "raw"},
+    "mounts": {"type": "raw"},
+    "roles": {"type": "raw"},
+    "spec": {"type": "dict"},
+    "agents": {"type": "list", "elements": "dict"},
+    "existing": {"type": "list", "elements": "dict", "default": []},
+    "agent_info": {"type": "list", "elements": "dict"},
+}
+
+
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec={
-            "name": {"type": "raw"},
-            "size": {"type": "raw"},
-            "mode": {"type": "raw"},
-            "image": {"type": "raw"},
-            "resource_group": {"type": "raw"},
-            "env": {"type": "raw"},
-            "resources": {"type": "raw"},
-            "mounts": {"type": "raw"},
-            "roles": {"type": "raw"},
-            "spec": {"type": "dict"},
-            "agents": {"type": "list", "elements": "dict"},
-            "existing": {"type": "list", "elements": "dict", "default": []},
-            "agent_info": {"type": "list", "elements": "dict"},
-        },
-        supports_check_mode=True,
-    )
+    # Normally run in the controller's process by plugins/action/bai_session_plan.py;
+    # this entry point serves a play that ships the module to a host.
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     module.exit_json(**run(module))
 
 
