@@ -45,7 +45,6 @@ def playbook(path: str, inventory: str | None, **extra) -> float:
     env = {
         **os.environ,
         "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-        "ANSIBLE_CALLBACKS_ENABLED": "",  # no profile_tasks: time only the work
         "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.null",
         "PATH": f"{VENV_BIN}:{os.environ.get('PATH', '')}",
     }
@@ -61,13 +60,14 @@ def hosts(n: int) -> list[str]:
     return ["main1"] + [f"sub{i}" for i in range(1, n)]
 
 
-def toolkit(n: int, inventory: str | None, extra: dict) -> tuple[float, float]:
+def toolkit(n: int, inventory: str | None, extra: dict) -> tuple[float, float, float]:
+    """(create, the same create again: a no-op, destroy) seconds."""
     name = f"bench-tk{n}"
-    made = playbook(
-        "playbooks/session_create.yml", inventory, session_name=name, session_size=n, **extra
-    )
+    spec = {"session_name": name, "session_size": n, **extra}
+    made = playbook("playbooks/session_create.yml", inventory, **spec)
+    again = playbook("playbooks/session_create.yml", inventory, **spec)
     gone = playbook("playbooks/session_destroy.yml", inventory, session_name=name)
-    return made, gone
+    return made, gone, again
 
 
 def naive(n: int) -> float:
@@ -157,6 +157,7 @@ def main() -> int:
         runs = [toolkit(n, "inventories/local", local) for _ in range(args.repeat)]
         row["toolkit_s"] = median([r[0] for r in runs])
         row["toolkit_destroy_s"] = median([r[1] for r in runs])
+        row["toolkit_noop_s"] = median([r[2] for r in runs])
         if "naive" not in skip:
             row["naive_s"] = median([naive(n) for _ in range(args.repeat)])
         if "sdk" not in skip:
@@ -179,6 +180,7 @@ def main() -> int:
                 "n": n,
                 "toolkit_s": median([r[0] for r in runs]),
                 "toolkit_destroy_s": median([r[1] for r in runs]),
+                "toolkit_noop_s": median([r[2] for r in runs]),
             }
             rows.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
@@ -187,12 +189,18 @@ def main() -> int:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     meta = {"cpus": os.cpu_count(), "repeat": args.repeat, "stamp": stamp}
     (RESULTS / f"{stamp}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
-    print("| where | N | toolkit create (s) | toolkit destroy (s) | naive (s) | SDK floor (s) |")
-    print("|---|---|---|---|---|---|")
+    print(
+        "| where | N | toolkit create (s) | no-op rerun (s) | destroy (s) "
+        "| naive (s) | SDK floor (s) | toolkit / floor | naive / toolkit |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
+        floor = f"{r['toolkit_s'] / r['sdk_s']:.2f}x" if r.get("sdk_s") else "-"
+        speedup = f"{r['naive_s'] / r['toolkit_s']:.1f}x" if r.get("naive_s") else "-"
         print(
-            f"| {r['where']} | {r['n']} | {r['toolkit_s']} | {r['toolkit_destroy_s']} | "
-            f"{r.get('naive_s', '-')} | {r.get('sdk_s', '-')} |"
+            f"| {r['where']} | {r['n']} | {r['toolkit_s']} | {r['toolkit_noop_s']} | "
+            f"{r['toolkit_destroy_s']} | {r.get('naive_s', '-')} | {r.get('sdk_s', '-')} | "
+            f"{floor} | {speedup} |"
         )
     try:
         import matplotlib

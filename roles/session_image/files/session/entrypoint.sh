@@ -28,13 +28,16 @@ if [ -r "$keys/host_key" ]; then
 
   # known_hosts and client config for every host of the cluster: verified host keys,
   # port 2200 and the session key, so `ssh sub1` needs no options and asks nothing.
+  # Key exchange curve25519: OpenSSH's default hybrid post-quantum exchange costs ~10x
+  # the CPU (16 parallel logins from main1 on 2 vCPUs: 3.5 s instead of 0.4 s), and
+  # MPI launchers open one login per host.
   IFS=, read -r -a hosts <<< "${BACKENDAI_CLUSTER_HOSTS:-$(hostname)}"
   hostkey=$(cut -d' ' -f1,2 "$keys/host_key.pub")
   : > "$home/.ssh/known_hosts"
   : > "$home/.ssh/config"
   for h in "${hosts[@]}"; do
     echo "[$h]:2200 $hostkey" >> "$home/.ssh/known_hosts"
-    printf 'Host %s\n  Port 2200\n  IdentityFile ~/.ssh/id_cluster\n  IdentitiesOnly yes\n' "$h" >> "$home/.ssh/config"
+    printf 'Host %s\n  Port 2200\n  IdentityFile ~/.ssh/id_cluster\n  IdentitiesOnly yes\n  KexAlgorithms curve25519-sha256,curve25519-sha256@libssh.org\n' "$h" >> "$home/.ssh/config"
   done
   chown work:work "$home/.ssh/known_hosts" "$home/.ssh/config"
   chmod 644 "$home/.ssh/known_hosts"; chmod 600 "$home/.ssh/config"
