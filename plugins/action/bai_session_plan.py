@@ -5,6 +5,10 @@ bai_cluster.py), and session_create.yml runs it on the controller twice per run.
 it as a module costs a Python start and an AnsiballZ payload per call (~0.35 s each on
 a 2 vCPU machine); here the same ``run()`` of plugins/modules/bai_session_plan.py is
 called directly, with the same argument spec and the same results.
+
+``InProcessAction`` does this for any of the project's modules that has a module-level
+``ARGUMENT_SPEC`` and a ``run(module)`` returning its result, and that only works on the
+controller (bai_session_keypair.py subclasses it).
 """
 
 from __future__ import annotations
@@ -50,21 +54,29 @@ class _Module:
         raise _Done({**result, "failed": True, "msg": msg})
 
 
-class ActionModule(ActionBase):
+class InProcessAction(ActionBase):
+    """Run plugins/modules/<MODULE>.py's run() here, after loading its module_utils."""
+
+    MODULE = "bai_session_plan"
+    UTILS = ("bai_gpu", "bai_cluster")  # in import order: bai_cluster imports bai_gpu
+
     TRANSFERS_FILES = False
     _requires_connection = False
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        # The module's `from ansible.module_utils.bai_cluster import ...` resolves to the
-        # project's module_utils, as it does inside AnsiballZ.
-        for util in ("bai_gpu", "bai_cluster"):  # bai_cluster imports bai_gpu
+        # The module's `from ansible.module_utils.X import ...` resolves to the project's
+        # module_utils, as it does inside AnsiballZ.
+        for util in self.UTILS:
             _load(f"ansible.module_utils.{util}", PLUGINS / "module_utils" / f"{util}.py")
-        plan = _load("bai_session_plan_module", PLUGINS / "modules" / "bai_session_plan.py")
-        _, params = self.validate_argument_spec(argument_spec=plan.ARGUMENT_SPEC)
+        code = _load(f"{self.MODULE}_module", PLUGINS / "modules" / f"{self.MODULE}.py")
+        _, params = self.validate_argument_spec(argument_spec=code.ARGUMENT_SPEC)
         try:
-            outcome = plan.run(_Module(params, bool(self._task.check_mode)))
+            outcome = code.run(_Module(params, bool(self._task.check_mode)))
         except _Done as done:
             outcome = done.result
         result.update(outcome)
         return result
+
+
+ActionModule = InProcessAction

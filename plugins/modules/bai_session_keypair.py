@@ -98,7 +98,7 @@ def _with_cryptography(comment: str) -> tuple[str, str]:
 
 
 def _with_ssh_keygen(module: AnsibleModule, comment: str) -> tuple[str, str]:
-    program = module.get_bin_path("ssh-keygen")
+    program = shutil.which("ssh-keygen")
     if program is None:
         module.fail_json(
             msg="neither the Python 'cryptography' package nor ssh-keygen is available on "
@@ -133,11 +133,11 @@ def fingerprint(public: str) -> str:
     return f"SHA256:{digest}"
 
 
-def main() -> None:
-    module = AnsibleModule(
-        argument_spec={"comment": {"type": "str", "default": "bai-session"}},
-        supports_check_mode=True,
-    )
+ARGUMENT_SPEC = {"comment": {"type": "str", "default": "bai-session"}}
+
+
+def run(module: AnsibleModule) -> dict:
+    """The module's work; ``module`` needs only params and fail_json (see main())."""
     comment = module.params["comment"]
     if HAS_CRYPTOGRAPHY:
         backend = "cryptography"
@@ -147,17 +147,24 @@ def main() -> None:
         backend = "ssh-keygen"
         user = _with_ssh_keygen(module, comment)
         host = _with_ssh_keygen(module, f"{comment}-host")
-    module.exit_json(
-        changed=False,
-        backend=backend,
-        keypair={
+    return {
+        "changed": False,
+        "backend": backend,
+        "keypair": {
             "private_key": user[0],
             "public_key": user[1],
             "host_private_key": host[0],
             "host_public_key": host[1],
         },
-        fingerprints={"user": fingerprint(user[1]), "host": fingerprint(host[1])},
-    )
+        "fingerprints": {"user": fingerprint(user[1]), "host": fingerprint(host[1])},
+    }
+
+
+def main() -> None:
+    # Normally run in the controller's process by plugins/action/bai_session_keypair.py;
+    # this entry point serves a play that ships the module to a host.
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    module.exit_json(**run(module))
 
 
 if __name__ == "__main__":

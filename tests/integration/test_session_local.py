@@ -56,9 +56,9 @@ def sweep(docker_client, name):
 
 
 @contextmanager
-def session(run_playbook, docker_client, name, **variables):
+def session(run_playbook, docker_client, name, *args, **variables):
     sweep(docker_client, name)
-    run = create(run_playbook, name, **variables)
+    run = create(run_playbook, name, *args, **variables)
     try:
         assert run.rc == 0, run
         yield run
@@ -148,7 +148,7 @@ def data_dir(tmp_path_factory):
 def s2(run_playbook, docker_client, data_dir):
     """Size 2 with a data folder; created with -vvv to prove no key reaches the output."""
     mounts = [{"src": str(data_dir), "dst": "/home/work/data"}]
-    with session(run_playbook, docker_client, "it-s2", size=2, mounts=mounts) as run:
+    with session(run_playbook, docker_client, "it-s2", "-vvv", size=2, mounts=mounts) as run:
         yield run
 
 
@@ -323,7 +323,8 @@ def test_keys_never_reach_the_output(s2, run_playbook, docker_client):
     assert "PRIVATE KEY" in private
     key_body = public.split()[1]
     private_line = private.splitlines()[1]
-    # A very verbose re-run (-vvv prints module arguments) and the original run.
+    # The original run (-vvv prints module arguments and results; it generated the keys)
+    # and a very verbose re-run.
     verbose = create(
         run_playbook,
         "it-s2",
