@@ -41,7 +41,7 @@ class _Done(Exception):
 
 
 class _Module:
-    """The part of AnsibleModule that bai_session_plan.run() uses."""
+    """The part of AnsibleModule that the modules' run() use: params, check_mode, exit/fail_json."""
 
     def __init__(self, params: dict, check_mode: bool):
         self.params = params
