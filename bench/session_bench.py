@@ -60,14 +60,18 @@ def hosts(n: int) -> list[str]:
     return ["main1"] + [f"sub{i}" for i in range(1, n)]
 
 
-def toolkit(n: int, inventory: str | None, extra: dict) -> tuple[float, float, float]:
-    """(create, the same create again: a no-op, destroy) seconds."""
+def toolkit(n: int, inventory: str | None, extra: dict, repeat: int) -> dict[str, float]:
+    """Medians over `repeat` runs of create, the same create again (a no-op), destroy."""
     name = f"bench-tk{n}"
     spec = {"session_name": name, "session_size": n, **extra}
-    made = playbook("playbooks/session_create.yml", inventory, **spec)
-    again = playbook("playbooks/session_create.yml", inventory, **spec)
-    gone = playbook("playbooks/session_destroy.yml", inventory, session_name=name)
-    return made, gone, again
+    runs = []
+    for _ in range(repeat):
+        made = playbook("playbooks/session_create.yml", inventory, **spec)
+        again = playbook("playbooks/session_create.yml", inventory, **spec)
+        gone = playbook("playbooks/session_destroy.yml", inventory, session_name=name)
+        runs.append((made, again, gone))
+    made, again, gone = (median(list(times)) for times in zip(*runs))
+    return {"toolkit_s": made, "toolkit_noop_s": again, "toolkit_destroy_s": gone}
 
 
 def naive(n: int) -> float:
@@ -153,11 +157,7 @@ def main() -> int:
     local = {"session_resources": {"cpu": 0.5, "mem": "256m"}}
     rows = []
     for n in sizes:
-        row = {"where": "local", "n": n}
-        runs = [toolkit(n, "inventories/local", local) for _ in range(args.repeat)]
-        row["toolkit_s"] = median([r[0] for r in runs])
-        row["toolkit_destroy_s"] = median([r[1] for r in runs])
-        row["toolkit_noop_s"] = median([r[2] for r in runs])
+        row = {"where": "local", "n": n, **toolkit(n, "inventories/local", local, args.repeat)}
         if "naive" not in skip:
             row["naive_s"] = median([naive(n) for _ in range(args.repeat)])
         if "sdk" not in skip:
@@ -174,14 +174,7 @@ def main() -> int:
                 "session_mode": "multi-node",
                 "session_resources": {"cpu": 0.25, "mem": f"{agent_mib // n + 64}m"},
             }
-            runs = [toolkit(n, None, extra) for _ in range(args.repeat)]
-            row = {
-                "where": "lab",
-                "n": n,
-                "toolkit_s": median([r[0] for r in runs]),
-                "toolkit_destroy_s": median([r[1] for r in runs]),
-                "toolkit_noop_s": median([r[2] for r in runs]),
-            }
+            row = {"where": "lab", "n": n, **toolkit(n, None, extra, args.repeat)}
             rows.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
 
