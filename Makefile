@@ -42,11 +42,15 @@ demo-session: setup
 	  $(PLAYBOOK) playbooks/session_create.yml -e session_name=$(DEMO_SESSION) -e session_size=3; \
 	fi
 
-lint: setup  ## yamllint, ansible-lint (production profile), ruff
+lint: setup  ## yamllint, ansible-lint, ruff, mypy, role READMEs, ansible-test sanity
 	yamllint -s .
 	ansible-lint
 	ruff check .
 	ruff format --check .
+	@mkdir -p .cache/mypy/ansible_collections/bai && ln -sfn ../../../.. .cache/mypy/ansible_collections/bai/cluster
+	MYPYPATH=.cache/mypy mypy -p ansible_collections.bai.cluster.plugins.module_utils -p bai_cli
+	python scripts/role_readmes.py --check
+	scripts/sanity.sh
 
 unit: setup  ## fast tests, no Docker
 	$(PYTEST) tests/unit -q

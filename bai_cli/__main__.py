@@ -248,7 +248,9 @@ def session_text(session: api.Session) -> list[str]:
         f"{network}",
     ]
     rows = [("HOST", "ROLE", "IDX", "AGENT", "CONTAINER", "KERNEL ID")]
-    rows += [(c.host, c.role, c.idx, c.agent, c.container, c.kernel_id) for c in session.containers]
+    rows += [
+        (c.host, c.role, str(c.idx), c.agent, c.container, c.kernel_id) for c in session.containers
+    ]
     lines += ["  " + line for line in table(rows)]
     if session.ssh_port:
         lines.append(f"  main1 sshd published on {session.ssh_agent} port {session.ssh_port}")
@@ -267,7 +269,7 @@ def details_text(details: api.SessionDetails) -> list[str]:
     for c in details.containers:
         addresses = ",".join(f"{ip} ({net})" for net, ip in c.addresses.items()) or "-"
         ports = ",".join(f"{p}->{','.join(b)}" for p, b in c.ports.items()) or "-"
-        rows.append((c.host, c.role, c.state, c.agent, c.container, addresses, ports))
+        rows.append((c.host, c.role, c.state or "-", c.agent, c.container, addresses, ports))
     lines += ["  " + line for line in table(rows)]
     if details.ssh_port:
         lines.append(f"  main1 sshd published on {details.ssh_agent} port {details.ssh_port}")

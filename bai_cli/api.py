@@ -23,6 +23,16 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ansible_collections.bai.cluster.plugins.module_utils.labels import (
+    LABEL_HOST,
+    LABEL_IDX,
+    LABEL_KERNEL_ID,
+    LABEL_MODE,
+    LABEL_ROLE,
+    LABEL_SESSION_ID,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.spec import SSH_PORT as SSHD_PORT
+
 from .errors import BaiClusterError, classify
 from .runner import PlaybookResult, run_playbook
 
@@ -35,14 +45,8 @@ SHOW = "bai_cli/playbooks/session_show.yml"
 LAB = "playbooks/lab.yml"
 SITE = "site.yml"
 
-LABEL_HOST = "ai.backend.cluster.host"
-LABEL_ROLE = "ai.backend.cluster.role"
-LABEL_IDX = "ai.backend.cluster.idx"
-LABEL_KERNEL_ID = "ai.backend.cluster.kernel-id"
-LABEL_SESSION_ID = "ai.backend.cluster.session-id"
-LABEL_MODE = "ai.backend.cluster.mode"
-SSH_PORT = "2200/tcp"
-# The environment `session env` shows (CONTRACT 3.7).
+SSH_PORT = f"{SSHD_PORT}/tcp"
+# The environment `session env` shows (docs/environment.md).
 ENV_PREFIXES = ("BACKENDAI_", "MASTER_")
 ENV_NAMES = ("TF_CONFIG",)
 
@@ -76,7 +80,7 @@ class Session:
     action: str | None = None
     ssh_port: int | None = None
     ssh_agent: str | None = None
-    # The app proxy route to main1's sshd (issue 5: host, address, port, ssh), if any.
+    # The app proxy route to main1's sshd (roles/appproxy: host, address, port, ssh), if any.
     appproxy_route: dict[str, Any] | None = None
 
     @property
@@ -232,7 +236,7 @@ def create_extravars(
     ssh_timeout_s: int | None = None,
     network_mtu: int | None = None,
 ) -> dict[str, Any]:
-    """The variables of session_create.yml (CONTRACT 3.1) for these arguments; what is
+    """The variables of session_create.yml (docs/sessions.md) for these arguments; what is
     None is left to the playbook's defaults."""
     extravars: dict[str, Any] = {"session_name": name}
     _set(extravars, "session_size", size)
@@ -319,7 +323,7 @@ def _ports(ports: Mapping[str, Any] | None) -> dict[str, list[str]]:
 
 
 def parse_env(text: str | None) -> dict[str, str]:
-    """The CONTRACT 3.7 variables from ``env`` output (BACKENDAI_*, MASTER_*, TF_CONFIG)."""
+    """The session variables (BACKENDAI_*, MASTER_*, TF_CONFIG) from ``env`` output."""
     found = {}
     for line in (text or "").splitlines():
         key, sep, value = line.partition("=")
@@ -426,7 +430,7 @@ def show_session(
     **kwargs: Any,
 ) -> SessionDetails:
     """The session's containers (state, agent, addresses, published ports) and, with
-    ``env``, their CONTRACT 3.7 environment (of ``host`` only when given)."""
+    ``env``, their session environment (of ``host`` only when given)."""
     extravars = {"session_name": name, "show_env": bool(env), "show_host": host or ""}
     result = _run(SHOW, extravars, inventory=inventory, on_event=on_event, **kwargs)
     details = details_from_stats(result.stats.get("bai_session_show") or {"name": name})
@@ -457,7 +461,7 @@ def shell_command(
       the container with the node's own engine;
     - agents reached over SSH (real hosts): users reach containers only through the app
       proxy, so the command is ``ssh -p <route port> work@<app proxy>`` (the session's
-      route, issue 5), or without a route ``ssh -J <appproxy> -p <main1's published sshd
+      route, roles/appproxy), or without a route ``ssh -J <appproxy> -p <main1's published sshd
       port> work@<agent>``; then ``ssh <host>`` from main1. It is printed, not run: it
       needs a key the session accepts (``authorized_keys``).
     """

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# 40 sessions of size 2 at once on this machine's engine (issue 3's scale check): creates
+# 40 sessions of size 2 at once on this machine's engine (a scale check of single-agent sessions): creates
 # them 8 at a time with playbooks/session_create.yml -i inventories/local (0.2 CPU, 128 MiB
 # per container), checks that all 80 containers run on 40 distinct subnets, that ssh works
 # in every session and that two sessions cannot reach each other, then destroys them all.
@@ -22,7 +22,7 @@ echo "create wall: $(echo "$end - $start" | bc) s"
 echo "running containers of the 40: $(docker ps -q --filter label=ai.backend.cluster.session | xargs -r docker inspect -f '{{index .Config.Labels "ai.backend.cluster.session"}}' | grep -c '^sc[0-9][0-9]$')"
 echo "their networks: $(docker network ls -q --filter name=bai-sc | wc -l)"
 docker network ls -q --filter name=bai-sc | xargs docker network inspect -f '{{range .IPAM.Config}}{{.Subnet}}{{end}}' | sort -u | wc -l | sed 's/^/distinct subnets: /'
-bad=0; for i in $(seq -f "%02g" 1 40); do out=$(docker exec -u work bai-sc$i-sub1 ssh main1 'echo $BACKENDAI_CLUSTER_HOST' 2>&1); [ "$out" = main1 ] || { bad=$((bad+1)); echo "sc$i: $out"; }; done
+bad=0; for i in $(seq -f "%02g" 1 40); do out=$(docker exec -u work "bai-sc$i-sub1" ssh main1 'echo $BACKENDAI_CLUSTER_HOST' 2>&1); [ "$out" = main1 ] || { bad=$((bad+1)); echo "sc$i: $out"; }; done
 echo "sub1 -> main1 ssh failures: $bad"
 # isolation: sc01's main1 cannot reach sc02's main1 by address
 ip2=$(docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' bai-sc02-main1)

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Time session creation: the toolkit vs a naive playbook vs the Docker SDK floor.
 
 For each size N, three ways to get N running containers with sshd up, on one engine
@@ -65,7 +64,7 @@ def toolkit(n: int, inventory: str | None, extra: dict, repeat: int) -> dict[str
     name = f"bench-tk{n}"
     spec = {"session_name": name, "session_size": n, **extra}
     runs = []
-    for _ in range(repeat):
+    for _run in range(repeat):
         made = playbook("playbooks/session_create.yml", inventory, **spec)
         again = playbook("playbooks/session_create.yml", inventory, **spec)
         gone = playbook("playbooks/session_destroy.yml", inventory, session_name=name)
@@ -145,7 +144,7 @@ def median(values: list[float]) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--sizes", default="1,2,4,8,16")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--lab", action="store_true", help="also time sessions across the lab")
@@ -159,9 +158,9 @@ def main() -> int:
     for n in sizes:
         row = {"where": "local", "n": n, **toolkit(n, "inventories/local", local, args.repeat)}
         if "naive" not in skip:
-            row["naive_s"] = median([naive(n) for _ in range(args.repeat)])
+            row["naive_s"] = median([naive(n) for _run in range(args.repeat)])
         if "sdk" not in skip:
-            row["sdk_s"] = median([sdk_floor(n) for _ in range(args.repeat)])
+            row["sdk_s"] = median([sdk_floor(n) for _run in range(args.repeat)])
         rows.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
     if args.lab:

@@ -46,7 +46,7 @@ setup_venv() {
   local stamp="$VENV/.bai-requirements.sha256" want
   want=$(cat "$ROOT/requirements.txt" "$ROOT/constraints.txt" | sha256sum | cut -d' ' -f1)
   if [ -x "$VENV/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
-    log "venv up to date ($VENV)"; setup_cli; return 0
+    log "venv up to date ($VENV)"; setup_cli; link_collection; return 0
   fi
   local py
   py=$(find_python) || die "no Python >= 3.12 found. Install python3.12 (or set BAI_PYTHON=/path/to/python3.12) and re-run."
@@ -60,6 +60,7 @@ setup_venv() {
   echo "$want" > "$stamp"
   log "venv ready: $("$VENV/bin/ansible" --version | head -1)"
   setup_cli
+  link_collection
 }
 
 # The bai-cluster CLI (bai_cli/, editable, no dependencies pulled): installed again only
@@ -73,6 +74,19 @@ setup_cli() {
   echo "$want" > "$stamp"
 }
 
+# The checkout is the collection bai.cluster (galaxy.yml): link it into the venv's
+# site-packages the way pip-installed collections live there, so Ansible, pytest, mypy and
+# the CLI all import ansible_collections.bai.cluster.* from this checkout with no path set.
+link_collection() {
+  local site link
+  site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  link="$site/ansible_collections/bai/cluster"
+  [ "$(readlink "$link" 2>/dev/null)" = "$ROOT" ] && return 0
+  mkdir -p "$(dirname "$link")"
+  ln -sfn "$ROOT" "$link"
+  log "collection bai.cluster -> $ROOT"
+}
+
 engine_answers() { timeout 10 docker info >/dev/null 2>&1; }
 
 setup_engine() {
@@ -81,7 +95,7 @@ setup_engine() {
     command -v apt-get >/dev/null 2>&1 || die "no Docker engine and no apt-get: install Docker yourself and re-run."
     log "installing the distribution's Docker engine (docker.io)"
     as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io debootstrap >/dev/null
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io debootstrap shellcheck >/dev/null
   fi
   log "starting dockerd"
   if [ -d /run/systemd/system ]; then
@@ -99,12 +113,16 @@ setup_engine() {
 }
 
 setup_tools() {
-  # Host tools the image build needs (debootstrap). Installed once.
-  command -v debootstrap >/dev/null 2>&1 && return 0
-  command -v apt-get >/dev/null 2>&1 || die "debootstrap missing and no apt-get: install debootstrap."
-  log "installing debootstrap"
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null \
-    || { as_root apt-get update -qq && as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; }
+  # Host tools: debootstrap (image builds) and shellcheck (ansible-test sanity's shell
+  # check, which is skipped without it). Installed once.
+  local -a missing=()
+  command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
+  command -v shellcheck >/dev/null 2>&1 || missing+=(shellcheck)
+  [ "${#missing[@]}" -eq 0 ] && return 0
+  command -v apt-get >/dev/null 2>&1 || die "${missing[*]} missing and no apt-get: install ${missing[*]}."
+  log "installing ${missing[*]}"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null \
+    || { as_root apt-get update -qq && as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null; }
 }
 
 case "$what" in

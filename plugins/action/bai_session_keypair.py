@@ -8,9 +8,8 @@ as the module's would; the calling task's ``no_log`` hides them the same way.
 
 from __future__ import annotations
 
-from ansible.plugins.loader import action_loader
+from ansible_collections.bai.cluster.plugins.action.bai_session_plan import InProcessAction
 
 
-class ActionModule(action_loader.get("bai_session_plan", class_only=True)):
+class ActionModule(InProcessAction):
     MODULE = "bai_session_keypair"
-    UTILS = ()

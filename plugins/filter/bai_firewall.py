@@ -163,7 +163,7 @@ def addresses(hostvars: Any, hosts: Any, zone_cidrs: Any = None) -> dict[str, An
         mine = []
         for text in gathered:
             try:
-                address = ipaddress.ip_address(str(text).split("%")[0])
+                address = ipaddress.ip_address(str(text).split("%", maxsplit=1)[0])
             except ValueError:
                 continue
             if address.is_loopback or address.is_link_local:
@@ -368,7 +368,7 @@ def plan(
 def covers(cidrs: Any, address: Any) -> bool:
     """True when ``address`` lies in one of ``cidrs`` (invalid entries match nothing)."""
     try:
-        ip = ipaddress.ip_address(str(address).strip().split("%")[0])
+        ip = ipaddress.ip_address(str(address).strip().split("%", maxsplit=1)[0])
     except ValueError:
         return False
     for cidr in _as_list(cidrs):

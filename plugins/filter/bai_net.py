@@ -108,7 +108,7 @@ def public_ipv4(addresses: Any) -> list[str]:
     public = []
     for text in addresses or []:
         try:
-            address = ipaddress.ip_address(str(text).split("/")[0].strip())
+            address = ipaddress.ip_address(str(text).split("/", maxsplit=1)[0].strip())
         except ValueError:
             continue
         if address.version == 4 and address.is_global:

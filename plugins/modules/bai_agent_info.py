@@ -11,12 +11,13 @@ description:
   - Runs on a compute agent (usually with C(delegate_to)) and reads its Docker engine.
   - Capacity is O(resources) where given (the inventory's C(bai_agent_resources)), else
     what the engine reports (C(docker info) NCPU and MemTotal).
-  - GPUs are detected on the agent (the same detection as M(bai_gpu_facts)). B(Detected
-    devices win) whenever there are any; their indices are offered, whatever
-    O(resources.gpu) says (a different count gets a warning). Where none is detected,
-    O(resources.gpu) C(K) is offered as anonymous devices C(0..K-1); placement counts
-    them (simulated capacity, e.g. for tests), but M(bai_session_containers) refuses to
-    create a container given one, since there is no device to hand over.
+  - GPUs are detected on the agent (the same detection as M(bai.cluster.bai_gpu_facts)).
+    B(Detected devices win) whenever there are any; their indices are offered, whatever
+    the C(gpu) key of O(resources) says (a different count gets a warning). Where none is
+    detected, a C(gpu) count C(K) in O(resources) is offered as anonymous devices
+    C(0..K-1); placement counts them (simulated capacity, e.g. for tests), but
+    M(bai.cluster.bai_session_containers) refuses to create a container given one, since
+    there is no device to hand over.
   - Use is the sum of the resource labels of the B(running) session containers, so no
     state file is needed (Docker is the source of truth). GPU devices in use are those
     in the C(ai.backend.cluster.gpu-devices) label of every session container that is
@@ -27,7 +28,7 @@ description:
     O(paths) exist, so a plan can fail before anything is created.
   - Read-only; never reports a change.
 version_added: "0.1.0"
-author: bai-cluster maintainers
+author: bai-cluster developers (@bai-cluster)
 options:
   name:
     description: Session name whose containers to return; omit for every session.
@@ -61,39 +62,33 @@ options:
     default: []
   gpu_detect:
     description:
-      - Detect the agent's GPUs. V(false) offers only O(resources.gpu) (anonymous devices).
+      - Detect the agent's GPUs. V(false) offers only the C(gpu) count of O(resources)
+        (anonymous devices).
     type: bool
     default: true
   gpu_detect_timeout:
     description: Seconds each GPU detection command (C(nvidia-smi), C(rocm-smi)) may run.
     type: int
     default: 30
-  docker_host:
-    description:
-      - The engine to talk to, e.g. V(unix:///var/run/docker.sock).
-      - Default is E(DOCKER_HOST) (with E(DOCKER_TLS_VERIFY), E(DOCKER_CERT_PATH)), else the
-        local socket.
-    type: str
-  docker_timeout:
-    description: Seconds to wait for one Docker API call.
-    type: int
-    default: 60
 attributes:
   check_mode:
     support: full
     description: Read-only; runs the same in check mode.
   diff_mode:
     support: none
+    description: Changes nothing, so there is no diff to show.
   idempotent:
     support: full
     description: Never changes anything.
+extends_documentation_fragment:
+  - bai.cluster.docker
 requirements:
   - docker SDK for Python 5.0 or later (Debian python3-docker works)
 """
 
 EXAMPLES = r"""
 - name: Read agent capacity and the containers of session train
-  bai_agent_info:
+  bai.cluster.bai_agent_info:
     name: train
     agent_name: "{{ item }}"
     resource_group: "{{ hostvars[item].bai_resource_group | default('default') }}"
@@ -106,13 +101,35 @@ EXAMPLES = r"""
 
 RETURN = r"""
 agent:
-  description: Capacity and use, in the form bai_session_plan takes.
+  description: Capacity and use, in the form O(bai.cluster.bai_session_plan#module:agents) takes.
   returned: success
   type: dict
   sample: {name: agent1, group: default, cpu: 4.0, mem: 8589934592, gpu: 2,
            used_cpu: 2.0, used_mem: 2147483648, used_gpu: 1, gpu_devices: [0, 1],
            gpu_in_use: [1], gpu_vendor: nvidia, gpu_source: detected}
   contains:
+    name:
+      description: The agent's inventory name (O(agent_name)).
+      type: str
+    group:
+      description: The agent's resource group (O(resource_group)).
+      type: str
+    cpu:
+      description: CPUs offered to sessions (O(resources) C(cpu), else the engine's NCPU).
+      type: float
+    mem:
+      description:
+        - Memory offered to sessions, bytes (O(resources) C(mem), else the engine's MemTotal).
+      type: int
+    used_cpu:
+      description: CPUs that the running session containers were given.
+      type: float
+    used_mem:
+      description: Memory that the running session containers were given, bytes.
+      type: int
+    used_gpu:
+      description: GPUs that the running session containers were given.
+      type: int
     gpu:
       description: Number of GPU devices offered (the length of RV(agent.gpu_devices)).
       type: int
@@ -129,7 +146,9 @@ agent:
       description: C(nvidia), C(amd), or C(none) (nothing detected).
       type: str
     gpu_source:
-      description: C(detected), C(declared) (O(resources.gpu), nothing detected) or C(none).
+      description:
+        - C(detected), C(declared) (the C(gpu) count of O(resources), nothing detected) or
+          C(none).
       type: str
 containers:
   description: Session containers (of O(name), or all), any state, sorted by name.
@@ -150,15 +169,10 @@ paths:
   sample: {/srv/bai-data: true}
 """
 
-import os  # noqa: E402
+import os
 
-from ansible.module_utils.bai_cluster import (  # noqa: E402
-    LABEL_SESSION,
-    SpecError,
-    agent_capacity,
-    used_from_labels,
-)
-from ansible.module_utils.bai_docker import (  # noqa: E402
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.bai.cluster.plugins.module_utils.docker_api import (
     DOCKER_ARGUMENT_SPEC,
     DockerException,
     connect,
@@ -166,7 +180,8 @@ from ansible.module_utils.bai_docker import (  # noqa: E402
     image_env,
     session_containers,
 )
-from ansible.module_utils.bai_gpu import (  # noqa: E402
+from ansible_collections.bai.cluster.plugins.module_utils.errors import SpecError
+from ansible_collections.bai.cluster.plugins.module_utils.gpu import (
     LABEL_GPU_DEVICES,
     GpuError,
     HostProbe,
@@ -175,13 +190,17 @@ from ansible.module_utils.bai_gpu import (  # noqa: E402
     holding_labels,
     offered_gpus,
 )
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.bai.cluster.plugins.module_utils.labels import LABEL_SESSION
+from ansible_collections.bai.cluster.plugins.module_utils.placement import (
+    agent_capacity,
+    used_from_labels,
+)
 
 
 def gpu_capacity(module: AnsibleModule, api, declared: int | None) -> dict:
     """The agent's GPU devices (detected, else declared) and which of them are held."""
     facts = (
-        detect(HostProbe(module.params["gpu_detect_timeout"]))
+        detect(HostProbe(module.params["gpu_detect_timeout"], module=module))
         if module.params["gpu_detect"]
         else {}
     )

@@ -23,7 +23,7 @@ description:
     sees its host's PCI bus but not its GPUs.
   - NVIDIA wins when a host has both vendors; a warning says so.
 version_added: "0.1.0"
-author: bai-cluster maintainers
+author: bai-cluster developers (@bai-cluster)
 options:
   timeout:
     description:
@@ -41,11 +41,13 @@ attributes:
     description: Read-only; runs the same in check mode.
   diff_mode:
     support: none
+    description: Changes nothing, so there is no diff to show.
   idempotent:
     support: full
     description: Never changes anything.
   facts:
     support: full
+    description: Sets the C(bai_gpu) fact (RV(ansible_facts.bai_gpu)).
 notes:
   - Device indices are nvidia-smi's (the ones Docker device requests and CDI names use);
     for AMD, the position among the AMD render nodes in device-number order.
@@ -54,7 +56,7 @@ notes:
 
 EXAMPLES = r"""
 - name: Detect accelerators
-  bai_gpu_facts:
+  bai.cluster.bai_gpu_facts:
 
 - name: Show what was found
   ansible.builtin.debug:
@@ -62,7 +64,7 @@ EXAMPLES = r"""
   when: bai_gpu.count > 0
 
 - name: Stop at once on a host whose driver is broken
-  bai_gpu_facts:
+  bai.cluster.bai_gpu_facts:
     fail_on_problem: true
 """
 
@@ -86,7 +88,9 @@ ansible_facts:
           description: Number of usable devices (0 when none, or when the driver is unusable).
           type: int
         devices:
-          description: One entry per device, by index.
+          description:
+            - One entry per device, by index - C(index), C(uuid), C(model), C(memory_mib)
+              and, for AMD devices, C(pci_bus) and C(render_node).
           type: list
           elements: dict
           sample: [{index: 0, uuid: GPU-6f0c5d4e-1b8a-7c33-0f4e-2a9d7b1c8e01,
@@ -138,8 +142,8 @@ msg:
   sample: 8 x NVIDIA H100 80GB HBM3 (81559 MiB each), driver 550.90.07
 """
 
-from ansible.module_utils.bai_gpu import STATUS_OK, HostProbe, detect  # noqa: E402
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.bai.cluster.plugins.module_utils.gpu import STATUS_OK, HostProbe, detect
 
 
 def summary(facts: dict) -> str:
@@ -163,7 +167,7 @@ def main() -> None:
     if module.params["timeout"] < 1:
         module.fail_json(msg=f"timeout must be at least 1 second, got {module.params['timeout']}")
     try:
-        facts = detect(HostProbe(module.params["timeout"]))
+        facts = detect(HostProbe(module.params["timeout"], module=module))
     except ValueError as exc:  # output a parser could not read
         module.fail_json(msg=f"cannot read the GPU tools' output: {exc}")
     for warning in facts["warnings"]:

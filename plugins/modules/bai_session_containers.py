@@ -12,14 +12,14 @@ description:
   - O(state=present) creates, in one call and in parallel, every kernel of O(kernels) whose
     C(agent) is O(agent) - checks first that each image is on this agent and each mount
     source exists; derives the environment (the image's C(ENV), then the cluster variables
-    of CONTRACT 3.7); creates the container with its labels, hostname, CPU and memory
+    of docs/environment.md); creates the container with its labels, hostname, CPU and memory
     limits (no swap), the mounts, C(init), attached B(only) to the session network
     O(network) with its hostname as alias (the default bridge for size 1); copies the
     session keys into C(/opt/bai/session) (an in-memory tar, root-only files) before the
     first start; starts it; then waits until sshd listens in every container.
   - GPUs - each container gets exactly the GPU devices of this agent that the plan gave
     it (C(kernels[].gpu_devices), the C(ai.backend.cluster.gpu-devices) label), found by
-    the same detection as M(bai_gpu_facts) - NVIDIA, a device request for those indices
+    the same detection as M(bai.cluster.bai_gpu_facts) - NVIDIA, a device request for those indices
     (O(gpu_method=device_request), what C(docker run --gpus device=0,1) sends) or their
     CDI names (O(gpu_method=cdi), C(nvidia.com/gpu=0)); AMD, C(/dev/kfd), the devices'
     render nodes and the C(video)/C(render) groups by number. Every container gets
@@ -37,7 +37,7 @@ description:
   - O(state=absent) removes (force) every container labelled with session O(session) on
     this agent and reports which.
 version_added: "0.1.0"
-author: bai-cluster maintainers
+author: bai-cluster developers (@bai-cluster)
 options:
   state:
     description: Whether the containers should exist.
@@ -71,8 +71,9 @@ options:
     default: []
   mode:
     description:
-      - The mode as placed (C(single-node) or C(multi-node)); required with O(state=present).
+      - The mode as placed (bai_session_plan's C(mode)); required with O(state=present).
     type: str
+    choices: [single-node, multi-node]
   network:
     description: The session network to attach to; omit (size 1) for the engine's default bridge.
     type: str
@@ -89,8 +90,9 @@ options:
     default: []
   keypair:
     description:
-      - The session keys from M(bai_session_keypair) (C(private_key), C(public_key),
-        C(host_private_key), C(host_public_key)). Needed only when a container must be created.
+      - The session keys from M(bai.cluster.bai_session_keypair) (C(private_key),
+        C(public_key), C(host_private_key), C(host_public_key)). Needed only when a
+        container must be created.
     type: dict
   authorized_keys:
     description:
@@ -116,8 +118,8 @@ options:
     description:
       - How NVIDIA GPUs are handed to a container - V(device_request) (any engine >= 19.03
         with the NVIDIA container toolkit) or V(cdi) (CDI device names; Docker >= 25 with
-        CDI enabled and the spec that M(gpu_runtime) generates). AMD GPUs are always
-        passed as device nodes.
+        CDI enabled and the spec that the C(bai.cluster.gpu_runtime) role generates). AMD
+        GPUs are always passed as device nodes.
     type: str
     choices: [device_request, cdi]
     default: device_request
@@ -129,16 +131,6 @@ options:
     description: Containers created at the same time.
     type: int
     default: 8
-  docker_host:
-    description:
-      - The engine to talk to, e.g. V(unix:///var/run/docker.sock).
-      - Default is E(DOCKER_HOST) (with E(DOCKER_TLS_VERIFY), E(DOCKER_CERT_PATH)), else the
-        local socket.
-    type: str
-  docker_timeout:
-    description: Seconds to wait for one Docker API call.
-    type: int
-    default: 60
 notes:
   - O(keypair) is C(no_log); the module never returns keys.
 attributes:
@@ -147,15 +139,21 @@ attributes:
     description: Reports what would be created, started or removed.
   diff_mode:
     support: none
+    description: Returns no diff; RV(created), RV(restarted) and RV(removed) say what changed.
   idempotent:
     support: full
+    description:
+      - Containers of the same session and kernel id that already exist are kept (stopped
+        ones are started), so a second run reports no change.
+extends_documentation_fragment:
+  - bai.cluster.docker
 requirements:
   - docker SDK for Python 5.0 or later (Debian python3-docker works)
 """
 
 EXAMPLES = r"""
 - name: Create this agent's containers of the session
-  bai_session_containers:
+  bai.cluster.bai_session_containers:
     session: "{{ plan.summary.name }}"
     session_id: "{{ plan.session_id }}"
     agent: agent1
@@ -168,7 +166,7 @@ EXAMPLES = r"""
   delegate_to: agent1
 
 - name: Remove the session's containers on one agent
-  bai_session_containers:
+  bai.cluster.bai_session_containers:
     session: train
     state: absent
 """
@@ -194,7 +192,7 @@ restarted:
   type: list
   elements: str
 removed:
-  description: Names of the containers removed.
+  description: Names of the containers removed (or that would be, in check mode).
   returned: always
   type: list
   elements: str
@@ -204,26 +202,16 @@ ssh_port:
   type: int
 """
 
-import os  # noqa: E402
-import threading  # noqa: E402
-import time  # noqa: E402
+import os
+import threading
+import time
 
-from ansible.module_utils.bai_appproxy import (  # noqa: E402
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.bai.cluster.plugins.module_utils.appproxy import (
     authorized_keys_tar,
     public_key_errors,
 )
-from ansible.module_utils.bai_cluster import (  # noqa: E402
-    LABEL_KERNEL_ID,
-    LABEL_SESSION_ID,
-    SSH_PORT,
-    Kernel,
-    Resources,
-    SpecError,
-    cluster_env,
-    nano_cpus,
-    parse_image_env,
-)
-from ansible.module_utils.bai_docker import (  # noqa: E402
+from ansible_collections.bai.cluster.plugins.module_utils.docker_api import (
     DOCKER_ARGUMENT_SPEC,
     DockerException,
     connect,
@@ -236,7 +224,12 @@ from ansible.module_utils.bai_docker import (  # noqa: E402
     session_containers,
     session_tar,
 )
-from ansible.module_utils.bai_gpu import (  # noqa: E402
+from ansible_collections.bai.cluster.plugins.module_utils.env import cluster_env, parse_image_env
+from ansible_collections.bai.cluster.plugins.module_utils.errors import (
+    Failure,
+    SpecError,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.gpu import (
     HOLDING_STATES,
     LABEL_GPU_DEVICES,
     VENDOR_NONE,
@@ -248,7 +241,12 @@ from ansible.module_utils.bai_gpu import (  # noqa: E402
     gpu_env,
     parse_device_label,
 )
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.bai.cluster.plugins.module_utils.labels import (
+    LABEL_KERNEL_ID,
+    LABEL_SESSION_ID,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.model import Kernel, Resources, nano_cpus
+from ansible_collections.bai.cluster.plugins.module_utils.spec import SSH_PORT
 
 KEY_FILES = {
     "id_cluster": "private_key",
@@ -257,10 +255,6 @@ KEY_FILES = {
     "host_key.pub": "host_public_key",
 }
 SSHD_READY = b"Server listening on"
-
-
-class Failure(Exception):
-    """Anything the module reports through its one fail_json."""
 
 
 def to_kernel(raw: dict) -> Kernel:
@@ -394,7 +388,7 @@ class Session:
     def gpu_setup(self, create: list[Kernel]) -> None:
         """Check, before anything is made, that this agent has the devices the plan gave
         the containers, and work out each one's Docker options and GPU variables."""
-        facts = detect(HostProbe())
+        facts = detect(HostProbe(module=self.module))
         vendor = str(facts.get("vendor") or VENDOR_NONE) if facts.get("count") else VENDOR_NONE
         agent = self.p["agent"]
         problems = []
@@ -435,7 +429,8 @@ class Session:
         """A stopped container keeps its GPU label but not its devices: refuse to start it
         again if another container holds one of them now (never one device for two)."""
         wanted = {
-            c["name"]: set(parse_device_label(c["labels"].get(LABEL_GPU_DEVICES))) for _, c in start
+            c["name"]: set(parse_device_label(c["labels"].get(LABEL_GPU_DEVICES)))
+            for _kernel, c in start
         }
         if not any(wanted.values()):
             return
@@ -568,7 +563,7 @@ class Session:
         create, start, _keep = self.sort_existing()
         result = {
             "created": [self.raw[k.hostname]["container_name"] for k in create],
-            "restarted": [c["name"] for _, c in start],
+            "restarted": [c["name"] for _kernel, c in start],
             "removed": [],
         }
         if not create and not start:
@@ -606,7 +601,7 @@ class Session:
                 + "; ".join(errors)
             )
         targets = [(name, cid, None) for name, cid in zip(result["created"], outcomes)]
-        targets += [(c["name"], c["id"], since) for _, c in start]
+        targets += [(c["name"], c["id"], since) for _kernel, c in start]
         self.wait_ssh(targets)
         return {"changed": True, **result, **self.report()}
 

@@ -9,17 +9,17 @@ module: bai_session_keypair
 short_description: Generate a cluster session's SSH user keypair and host keypair
 description:
   - Generates two fresh ed25519 keypairs in memory on the controller, never reused
-    between sessions (CONTRACT 3.5) - the session's user key (the same in every
+    between sessions (docs/ssh.md) - the session's user key (the same in every
     container, for C(ssh sub1) as user C(work)) and the session's host key (the same in
     every container, so C(known_hosts) can be prepared and host keys are verified).
   - Uses the C(cryptography) package; falls back to C(ssh-keygen) in a private (0700)
     temporary folder that is removed before the module returns.
   - Writes nothing anywhere, so it never reports a change.
   - B(The task calling this module must set C(no_log) to C(true)); the result holds private
-    keys. Pass RV(keypair) to M(bai_session_containers), whose C(keypair) option is
-    C(no_log), and do not print it.
+    keys. Pass RV(keypair) to M(bai.cluster.bai_session_containers), whose C(keypair)
+    option is C(no_log), and do not print it.
 version_added: "0.1.0"
-author: bai-cluster maintainers
+author: bai-cluster developers (@bai-cluster)
 options:
   comment:
     description: Comment of the public keys (usually the session name).
@@ -32,16 +32,18 @@ attributes:
       - Generates keys in check mode too (nothing is written), so later tasks can be checked.
   diff_mode:
     support: none
+    description: Writes nothing, so there is no diff to show.
   idempotent:
-    support: none
-    description: Every run returns new keys, by design; it never changes the system.
+    support: full
+    description:
+      - Changes nothing and never reports a change; every run returns new keys, by design.
 requirements:
   - cryptography (preferred) or the ssh-keygen program
 """
 
 EXAMPLES = r"""
 - name: Generate the session keys
-  bai_session_keypair:
+  bai.cluster.bai_session_keypair:
     comment: "{{ session_name }}"
   register: session_keys
   no_log: true
@@ -54,24 +56,45 @@ keypair:
       C(host_public_key). Secret - never print it.
   returned: success
   type: dict
+  contains:
+    private_key:
+      description: The session's user private key (OpenSSH format). Secret.
+      type: str
+    public_key:
+      description: The session's user public key, one OpenSSH line ending in the comment.
+      type: str
+    host_private_key:
+      description: The session's host private key (OpenSSH format). Secret.
+      type: str
+    host_public_key:
+      description: The session's host public key, one OpenSSH line (comment C(<comment>-host)).
+      type: str
 fingerprints:
   description: SHA256 fingerprints of the two public keys (not secret).
   returned: success
   type: dict
+  contains:
+    user:
+      description: Fingerprint of RV(keypair.public_key).
+      type: str
+      sample: SHA256:Xo5uJ0l9lq0h0m6zK3m8Vb0o0P5cI6o0yXbq4d2m3Yw
+    host:
+      description: Fingerprint of RV(keypair.host_public_key).
+      type: str
 backend:
   description: C(cryptography) or C(ssh-keygen).
   returned: success
   type: str
+  sample: cryptography
 """
 
-import base64  # noqa: E402
-import hashlib  # noqa: E402
-import os  # noqa: E402
-import shutil  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
+import base64
+import hashlib
+import os
+import shutil
+import tempfile
 
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible.module_utils.basic import AnsibleModule
 
 try:
     from cryptography.hazmat.primitives import serialization
@@ -109,18 +132,16 @@ def _with_ssh_keygen(module: AnsibleModule, comment: str) -> tuple[str, str]:
     try:
         os.chmod(folder, 0o700)
         path = os.path.join(folder, "key")
-        subprocess.run(
-            [program, "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", path],
-            check=True,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
+        # ssh-keygen writes the keys to files; its stdout and stderr never hold them.
+        argv = [program, "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", path]
+        rc, _out, err = module.run_command(argv)
+        if rc != 0:
+            module.fail_json(msg=f"ssh-keygen failed (rc {rc}): {err.strip()}")
         with open(path) as handle:
             private = handle.read()
         with open(path + ".pub") as handle:
             public = handle.read()
-    except (OSError, subprocess.CalledProcessError) as exc:
+    except OSError as exc:
         module.fail_json(msg=f"ssh-keygen failed: {exc}")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -137,7 +158,8 @@ ARGUMENT_SPEC = {"comment": {"type": "str", "default": "bai-session"}}
 
 
 def run(module: AnsibleModule) -> dict:
-    """The module's work; ``module`` needs only params and fail_json (see main())."""
+    """The module's work; ``module`` needs only params, fail_json and run_command (see
+    main() and plugins/action/bai_session_plan.py's stand-in)."""
     comment = module.params["comment"]
     if HAS_CRYPTOGRAPHY:
         backend = "cryptography"

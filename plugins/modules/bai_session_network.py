@@ -9,7 +9,7 @@ module: bai_session_network
 short_description: Create or remove a cluster session's network
 description:
   - O(state=present) creates the session network, labelled with the session's labels
-    (CONTRACT 3.2). A C(bridge) network gets a subnet from O(subnet_pool), skipping every
+    (docs/sessions.md). A C(bridge) network gets a subnet from O(subnet_pool), skipping every
     subnet the engine's networks already use (Docker's default address pools run out
     near 30 bridge networks; this pool holds thousands), and retries with the next one
     when a concurrent create took it first.
@@ -21,7 +21,7 @@ description:
     (and the network called O(name) if it carries that label); removing nothing is not
     an error.
 version_added: "0.1.0"
-author: bai-cluster maintainers
+author: bai-cluster developers (@bai-cluster)
 options:
   state:
     description: Whether the network should exist.
@@ -60,30 +60,27 @@ options:
   mtu:
     description: MTU of the network (C(com.docker.network.driver.mtu)); default is the engine's.
     type: int
-  docker_host:
-    description:
-      - The engine to talk to, e.g. V(unix:///var/run/docker.sock).
-      - Default is E(DOCKER_HOST) (with E(DOCKER_TLS_VERIFY), E(DOCKER_CERT_PATH)), else the
-        local socket.
-    type: str
-  docker_timeout:
-    description: Seconds to wait for one Docker API call.
-    type: int
-    default: 60
 attributes:
   check_mode:
     support: full
+    description: Reports whether the network would be created, replaced or removed.
   diff_mode:
     support: none
+    description: Returns no diff; RV(network) and RV(removed) say what changed.
   idempotent:
     support: full
+    description:
+      - A network that exists for the same session id is left alone, and removing networks
+        that are gone is not an error, so a second run reports no change.
+extends_documentation_fragment:
+  - bai.cluster.docker
 requirements:
   - docker SDK for Python 5.0 or later (Debian python3-docker works)
 """
 
 EXAMPLES = r"""
 - name: Create the session bridge on its agent
-  bai_session_network:
+  bai.cluster.bai_session_network:
     session: train
     session_id: "{{ plan.session_id }}"
     name: "{{ plan.network.name }}"
@@ -92,34 +89,35 @@ EXAMPLES = r"""
   delegate_to: "{{ plan.agents[0] }}"
 
 - name: Remove the session's networks
-  bai_session_network:
+  bai.cluster.bai_session_network:
     session: train
     state: absent
 """
 
 RETURN = r"""
 network:
-  description: The network (C(name), C(id), C(driver), C(subnet), C(labels)); null when absent.
+  description:
+    - The network (C(name), C(id), C(driver), C(subnet), C(labels)); null with
+      O(state=absent).
+    - In check mode, a network still to be created has C(id) null and no C(subnet).
   returned: success
   type: dict
-  sample: {name: bai-train-net, id: 0123456789ab, driver: bridge, subnet: 10.224.0.0/24}
+  sample: {name: bai-train-net, id: 0123456789ab, driver: bridge, subnet: 10.224.0.0/24,
+           labels: {ai.backend.cluster.session: train}}
 removed:
-  description: Names of the networks removed (or that would be, in check mode).
+  description:
+    - Names of the networks removed - with O(state=present), a leftover of an earlier
+      instance of the session that was replaced; with O(state=absent), every network of
+      the session (in check mode, those that would be).
   returned: success
   type: list
   elements: str
 """
 
-import random  # noqa: E402
+import random
 
-from ansible.module_utils.bai_cluster import (  # noqa: E402
-    LABEL_SESSION,
-    LABEL_SESSION_ID,
-    SpecError,
-    network_name,
-    pick_subnet,
-)
-from ansible.module_utils.bai_docker import (  # noqa: E402
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.bai.cluster.plugins.module_utils.docker_api import (
     DOCKER_ARGUMENT_SPEC,
     APIError,
     DockerException,
@@ -129,13 +127,21 @@ from ansible.module_utils.bai_docker import (  # noqa: E402
     error_text,
     find_network,
 )
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.bai.cluster.plugins.module_utils.errors import (
+    Failure,
+    SpecError,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.labels import (
+    LABEL_SESSION,
+    LABEL_SESSION_ID,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.naming import network_name
+from ansible_collections.bai.cluster.plugins.module_utils.subnets import (
+    DEFAULT_SUBNET_POOL,
+    pick_subnet,
+)
 
 SUBNET_ATTEMPTS = 32
-
-
-class Failure(Exception):
-    """Anything the module reports through its one fail_json."""
 
 
 def describe(item: dict) -> dict:
@@ -267,9 +273,11 @@ def absent(module: AnsibleModule, api) -> dict:
         if not module.check_mode:
             try:
                 api.remove_network(net_id)
-            except NotFound:
-                continue
             except APIError as exc:
+                # NotFound is an APIError (and, without the SDK, both are the stand-in
+                # DockerException): a network that is gone already is not an error.
+                if isinstance(exc, NotFound):
+                    continue
                 raise Failure(
                     f"cannot remove network {item.get('Name')}: {error_text(exc)}; remove the "
                     f"session's containers first (bai_session_containers state=absent)"
@@ -287,7 +295,7 @@ def main() -> None:
             "name": {"type": "str"},
             "labels": {"type": "dict", "default": {}},
             "driver": {"type": "str", "choices": ["bridge", "overlay"], "default": "bridge"},
-            "subnet_pool": {"type": "str", "default": "10.224.0.0/12"},
+            "subnet_pool": {"type": "str", "default": DEFAULT_SUBNET_POOL},
             "subnet_prefix": {"type": "int", "default": 24},
             "mtu": {"type": "int"},
             **DOCKER_ARGUMENT_SPEC,

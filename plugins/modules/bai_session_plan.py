@@ -9,10 +9,10 @@ module: bai_session_plan
 short_description: Validate a cluster session spec and decide where its containers go
 description:
   - Pure computation on the controller; talks to nothing and changes nothing.
-  - Validates the session variables (CONTRACT 3.1) and expands the kernels
+  - Validates the session variables (docs/sessions.md) and expands the kernels
     (C(main1), C(sub1), ... or the O(roles) given).
   - Without O(agents) and O(agent_info) it only validates (RV(action) C(validated)).
-  - With them it places the session (CONTRACT 3.3). If containers of this session name
+  - With them it places the session (docs/placement.md). If containers of this session name
     already exist with the same spec, the result is RV(action) C(exists) and ids and
     placement are read back from their labels; with another spec it fails and says so.
   - A session that does not fit now fails with a message containing C(PENDING) and the
@@ -24,7 +24,7 @@ description:
   - Errors in the spec fail with a message naming the field, the value given and what
     is allowed.
 version_added: "0.1.0"
-author: bai-cluster maintainers
+author: bai-cluster developers (@bai-cluster)
 options:
   name:
     description:
@@ -68,7 +68,8 @@ options:
       - Candidate agents, each C(name), C(group), C(cpu), C(mem), C(gpu) and optional
         C(used_cpu), C(used_mem), C(used_gpu), C(images) (ref -> present), C(paths) (path ->
         exists), C(gpu_devices) (offered GPU device indices; default C(0..gpu-1)) and
-        C(gpu_in_use) (indices session containers hold), as M(bai_agent_info) returns them.
+        C(gpu_in_use) (indices session containers hold), as M(bai.cluster.bai_agent_info)
+        returns them.
     type: list
     elements: dict
   existing:
@@ -80,8 +81,8 @@ options:
     default: []
   agent_info:
     description:
-      - The registered C(results) of a looped M(bai_agent_info) task; fills O(agents)
-        and O(existing) (added to whatever those already hold).
+      - The registered C(results) of a looped M(bai.cluster.bai_agent_info) task; fills
+        O(agents) and O(existing) (added to whatever those already hold).
     type: list
     elements: dict
 attributes:
@@ -90,6 +91,7 @@ attributes:
     description: Pure computation; runs the same in check mode.
   diff_mode:
     support: none
+    description: Changes nothing, so there is no diff to show.
   idempotent:
     support: full
     description: Never changes anything (fresh kernel ids are drawn for a new session only).
@@ -97,12 +99,12 @@ attributes:
 
 EXAMPLES = r"""
 - name: Validate the request before contacting any agent
-  bai_session_plan:
+  bai.cluster.bai_session_plan:
     name: "{{ session_name }}"
     size: "{{ session_size | default(omit) }}"
 
 - name: Place the session on the agents
-  bai_session_plan:
+  bai.cluster.bai_session_plan:
     name: "{{ session_name }}"
     size: "{{ session_size | default(omit) }}"
     mode: "{{ session_mode | default(omit) }}"
@@ -120,19 +122,19 @@ action:
   sample: create
 ready:
   description: True when the session exists with this spec and every container runs (nothing to do).
-  returned: when agents were given
+  returned: when O(agents) or O(agent_info) was given
   type: bool
 ssh_port:
   description: Host port of the master's published sshd when the session exists already, else null.
-  returned: when agents were given
+  returned: when O(agents) or O(agent_info) was given
   type: int
 session_id:
   description: The session UUID (main1's kernel id); absent for C(validated).
-  returned: when agents were given
+  returned: when O(agents) or O(agent_info) was given
   type: str
 mode:
   description: The mode as placed (C(multi-node) only when the containers really are spread).
-  returned: when agents were given
+  returned: when O(agents) or O(agent_info) was given
   type: str
   sample: single-node
 requested_mode:
@@ -151,27 +153,65 @@ size:
   description: Number of containers.
   returned: success
   type: int
+hosts:
+  description: The containers' hostnames in kernel order (C(main1), C(sub1), ...).
+  returned: when neither O(agents) nor O(agent_info) was given (RV(action) C(validated))
+  type: list
+  elements: str
+  sample: [main1, sub1, sub2]
 network:
   description:
     - The session network (C(name), C(driver) bridge or overlay, C(labels)); null for size 1.
-  returned: when agents were given
+  returned: when O(agents) or O(agent_info) was given
   type: dict
 agents:
   description: Agents used, in order of first use (main1's agent first).
-  returned: when agents were given
+  returned: when O(agents) or O(agent_info) was given
   type: list
   elements: str
 kernels:
-  description:
-    - One entry per container in kernel order; C(hostname), C(role), C(idx), C(rank),
-      C(agent), C(kernel_id), C(container_name), C(image), C(resources), C(gpu_devices)
-      (its agent's GPU device indices it is given, C([]) for none), C(labels).
-  returned: when agents were given
+  description: One entry per container, in kernel order.
+  returned: when O(agents) or O(agent_info) was given
   type: list
   elements: dict
+  contains:
+    hostname:
+      description: The container's hostname (C(main1), C(sub1), ...).
+      type: str
+    role:
+      description: The container's role (C(main), C(sub) or a role of O(roles)).
+      type: str
+    idx:
+      description: Position of the container within its role, from 1 (the 1 of C(sub1)).
+      type: int
+    rank:
+      description: The container's rank in the session (0 for C(main1), the master).
+      type: int
+    agent:
+      description: The agent the container is placed on.
+      type: str
+    kernel_id:
+      description: The container's kernel id (main1's is the session id).
+      type: str
+    container_name:
+      description: The Docker container name.
+      type: str
+    image:
+      description: The container's image.
+      type: str
+    resources:
+      description: What the container is given - C(cpu), C(mem) (bytes), C(gpu) (count).
+      type: dict
+    gpu_devices:
+      description: Its agent's GPU device indices the container is given (C([]) for none).
+      type: list
+      elements: int
+    labels:
+      description: The container's labels.
+      type: dict
 summary:
   description: What the create play reports (name, session_id, mode, network, containers).
-  returned: when agents were given
+  returned: when O(agents) or O(agent_info) was given
   type: dict
 pending:
   description: True when the failure is a PENDING placement.
@@ -187,18 +227,20 @@ conflict:
   type: bool
 """
 
-from ansible.module_utils.bai_cluster import (  # noqa: E402
-    Agent,
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.bai.cluster.plugins.module_utils.errors import (
     Pending,
     SessionConflict,
     SpecError,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.placement import Agent
+from ansible_collections.bai.cluster.plugins.module_utils.plan import plan_session
+from ansible_collections.bai.cluster.plugins.module_utils.spec import (
     expand_kernels,
     normalize_spec,
-    plan_session,
     spec_canonical,
     spec_hash,
 )
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 
 SPEC_KEYS = (
     "name",

@@ -13,10 +13,12 @@ description:
     with its size, mode (as placed), agents and state (C(running) when every container
     runs, C(stopped) when none does, else C(partial)), plus a fixed-width table.
 version_added: "0.1.0"
-author: bai-cluster maintainers
+author: bai-cluster developers (@bai-cluster)
 options:
   agent_info:
-    description: The registered C(results) of a looped M(bai_agent_info) task (without C(name)).
+    description:
+      - The registered C(results) of a looped M(bai.cluster.bai_agent_info) task (without
+        C(name)).
     type: list
     elements: dict
     default: []
@@ -30,8 +32,10 @@ options:
 attributes:
   check_mode:
     support: full
+    description: Pure computation; runs the same in check mode.
   diff_mode:
     support: none
+    description: Changes nothing, so there is no diff to show.
   idempotent:
     support: full
     description: Never changes anything.
@@ -39,7 +43,7 @@ attributes:
 
 EXAMPLES = r"""
 - name: Summarise the sessions
-  bai_session_summary:
+  bai.cluster.bai_session_summary:
     agent_info: "{{ info.results }}"
   register: sessions
 """
@@ -59,8 +63,11 @@ table:
   elements: str
 """
 
-from ansible.module_utils.bai_cluster import format_table, summarize_sessions  # noqa: E402
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.bai.cluster.plugins.module_utils.listing import (
+    format_table,
+    summarize_sessions,
+)
 
 
 def main() -> None:

@@ -63,7 +63,7 @@ def _parse(stdout: str) -> dict[str, Any]:
     if not match:
         return {}
     try:
-        result, _ = json.JSONDecoder().raw_decode(stdout[match.start() :])
+        result, _end = json.JSONDecoder().raw_decode(stdout[match.start() :])
     except ValueError:
         return {}
     return result

@@ -49,11 +49,11 @@ def sweep(lab, name, manager=None):
     """Remove whatever a session left on the agents (and its overlay on the manager)."""
     label = f"label={LABEL_SESSION}={name}"
     for node in lab.values():
-        _, ids = on_agent(node, "docker", "ps", "-aq", "--filter", label)
+        _code, ids = on_agent(node, "docker", "ps", "-aq", "--filter", label)
         if ids:
             on_agent(node, "docker", "rm", "-f", *ids.split())
     for node in [*lab.values(), *([manager] if manager else [])]:
-        _, nets = on_agent(node, "docker", "network", "ls", "-q", "--filter", label)
+        _code, nets = on_agent(node, "docker", "network", "ls", "-q", "--filter", label)
         if nets:
             on_agent(node, "docker", "network", "rm", *nets.split())
 
@@ -63,9 +63,9 @@ def count(lab, name, manager=None):
     label = f"label={LABEL_SESSION}={name}"
     total = 0
     for node in lab.values():
-        _, out = on_agent(node, "docker", "ps", "-aq", "--filter", label)
+        _code, out = on_agent(node, "docker", "ps", "-aq", "--filter", label)
         total += len(out.split())
     for node in [*lab.values(), *([manager] if manager else [])]:
-        _, out = on_agent(node, "docker", "network", "ls", "-q", "--filter", label)
+        _code, out = on_agent(node, "docker", "network", "ls", "-q", "--filter", label)
         total += len(out.split())
     return total

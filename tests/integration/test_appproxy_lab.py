@@ -1,4 +1,4 @@
-"""user -> appproxy -> main1: a person's key, the app proxy's route, SSH into a session (issue 5).
+"""user -> appproxy -> main1: a person's key, the app proxy's route, SSH into a session.
 
 On the lab (default inventory): a keypair is made on the `user` node (public zone only),
 a session of size 2 is created with that public key (session_authorized_keys), and the

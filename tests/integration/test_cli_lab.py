@@ -1,4 +1,4 @@
-"""The bai-cluster CLI (issue 7), run for real: ``.venv/bin/bai-cluster`` as a subprocess
+"""The bai-cluster CLI (docs/cli.md), run for real: ``.venv/bin/bai-cluster`` as a subprocess
 against the lab (default inventory) and ``-i inventories/local``.
 
 Checks the progress lines and the summary of a create, list/show/env as JSON against
@@ -157,7 +157,7 @@ def created(tmp):
 
 
 def test_create_shows_progress_and_a_summary(created, tmp):
-    run, _ = created
+    run, _watcher = created
     assert run.returncode == 0, run.stderr
     steps = [line.split("] ", 1)[1] for line in run.stderr.splitlines() if "] " in line]
     order = [
@@ -205,7 +205,7 @@ def test_no_private_key_material_on_disk(created, tmp):
 
 
 def test_list_show_env_as_json(created, tmp):
-    run, _ = created
+    run, _watcher = created
     assert run.returncode == 0, run.stderr
     rows = json.loads(cli(tmp, "--json", "session", "list").stdout)
     (row,) = [r for r in rows if r["name"] == LAB]
@@ -236,7 +236,7 @@ def test_list_show_env_as_json(created, tmp):
 
 
 def test_ssh_runs_as_work_in_the_right_container(created, tmp):
-    run, _ = created
+    run, _watcher = created
     assert run.returncode == 0, run.stderr
     ssh = cli(
         tmp,
@@ -318,7 +318,7 @@ def test_local_inventory_create_show_destroy(tmp):
 
 
 def test_destroy_removes_everything_and_is_idempotent(created, tmp):
-    run, _ = created
+    run, _watcher = created
     assert run.returncode == 0, run.stderr
     gone = cli(tmp, "session", "destroy", LAB)
     assert gone.returncode == 0, gone.stderr

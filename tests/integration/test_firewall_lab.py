@@ -1,10 +1,11 @@
-"""Segmentation and the host firewall on the embedded lab, proven by real traffic (issue 5).
+"""Segmentation and the host firewall on the embedded lab, proven by real traffic.
 
 site.yml converges the lab (agent_network + host_firewall included); then every path of
-CONTRACT section 2 is tried from the node a person or an attacker would use. Each
-blocked path has a positive control: the same listener answers an allowed peer (or the
-node itself), so "blocked" means the firewall, not a dead listener. Probes are bash
-/dev/tcp connects with a 3 s timeout, run in parallel inside the probing node:
+the zones' rules (docs/networks.md#zones-and-the-host-firewall) is tried from the node a
+person or an attacker would use. Each blocked path has a positive control: the same
+listener answers an allowed peer (or the node itself), so "blocked" means the firewall,
+not a dead listener. Probes are bash /dev/tcp connects with a 3 s timeout, run in
+parallel inside the probing node:
 
     open     the listener answered (its first bytes are kept: the lab's stand-ins say
              "bai-lab <node> <port>", sshd says "SSH-2.0-...")
@@ -63,8 +64,8 @@ def probe(node, targets: list[tuple[str, int]]) -> dict[tuple[str, int], str]:
     assert code == 0, out
     results = {}
     for line in out.splitlines():
-        target, _, result = line.partition(" ")
-        address, _, port = target.rpartition(":")
+        target, _sep, result = line.partition(" ")
+        address, _sep, port = target.rpartition(":")
         results[(address, int(port))] = result
     assert set(results) == set(targets), out
     return results
@@ -166,7 +167,7 @@ def test_user_reaches_the_webserver_but_not_the_manager_or_agents(lab, converged
                 (IP["agent2"], 22),
             ],
         )
-        _, seen = on_agent(lab["agent1"], "nft", "list", "table", "inet", "fwtest")
+        _code, seen = on_agent(lab["agent1"], "nft", "list", "table", "inet", "fwtest")
     finally:
         on_agent(lab["agent1"], "nft", "delete", "table", "inet", "fwtest")
     assert got[(IP["webserver"], 8080)] == "open bai-lab webserver 8080", got
@@ -296,12 +297,12 @@ def test_multi_node_session_works_with_the_firewall_on(lab, converged, run_playb
 # --- persistence (last: restarts agent1's engine) ---------------------------------------
 def test_firewall_survives_an_engine_restart(lab, converged):
     agent1 = lab["agent1"]
-    _, before = on_agent(agent1, "nft", "list", "table", "inet", TABLE)
+    _code, before = on_agent(agent1, "nft", "list", "table", "inet", TABLE)
     marker = re.search(r'comment "(bai host_firewall \w+)"', before)
     assert marker, before
     code, out = on_agent(agent1, "service", "docker", "restart")
     assert code == 0, out
-    for _ in range(30):
+    for _second in range(30):
         if on_agent(agent1, "docker", "info", "--format", "{{.ServerVersion}}")[0] == 0:
             break
         time.sleep(1)

@@ -17,7 +17,7 @@
    site.yml wiring, the inner engine accepting it, idempotence, the missing-driver
    failure, and check-gpu-node.sh's host-level steps (its container steps need a GPU).
 
-GPU sessions (issue 6): on the lab, a GPU request is PENDING (for ever: no agent has a
+GPU sessions: on the lab, a GPU request is PENDING (for ever: no agent has a
 GPU) and creates nothing; GPUs only *declared* in bai_agent_resources.gpu are counted by
 placement but creating containers with them is refused, leaving nothing behind; a
 session without GPUs has GPU_COUNT=0 and N_GPUS=0 in docker exec and SSH logins. On the
@@ -62,7 +62,9 @@ def ansible(tool: str, *args: str, env: dict | None = None) -> subprocess.Comple
         **(env or {}),
     }
     cmd = [str(Path(sys.executable).parent / tool), *args]
-    return subprocess.run(cmd, cwd=ROOT, env=full_env, text=True, capture_output=True, timeout=600)
+    return subprocess.run(
+        cmd, cwd=ROOT, env=full_env, text=True, capture_output=True, timeout=600, check=False
+    )
 
 
 def recap(output: str) -> dict[str, dict[str, int]]:
@@ -130,7 +132,7 @@ def test_lab_agents_report_zero_gpus(lab):
     )
     assert run.returncode == 0, tail(run)
     # The json callback's document; the timing callback prints after it.
-    document, _ = json.JSONDecoder().raw_decode(run.stdout[run.stdout.index("{") :])
+    document, _end = json.JSONDecoder().raw_decode(run.stdout[run.stdout.index("{") :])
     hosts = document["plays"][0]["tasks"][0]["hosts"]
     for node in AGENTS:
         facts = hosts[node]["ansible_facts"]["bai_gpu"]
@@ -181,8 +183,8 @@ def leftovers(lab_agents, name: str) -> dict[str, str]:
     found = {}
     for node_name, node in lab_agents.items():
         flt = f"label={LABEL_SESSION}={name}"
-        _, ctrs = on_agent(node, "docker", "ps", "-aq", "--filter", flt)
-        _, nets = on_agent(node, "docker", "network", "ls", "-q", "--filter", flt)
+        _code, ctrs = on_agent(node, "docker", "ps", "-aq", "--filter", flt)
+        _code, nets = on_agent(node, "docker", "network", "ls", "-q", "--filter", flt)
         found[node_name] = (ctrs + " " + nets).strip()
     return found
 
@@ -589,6 +591,7 @@ def sim_sessions(sim, run_playbook):
         capture_output=True,
         text=True,
         timeout=300,
+        check=False,
     )
     assert load.returncode == 0, load.stderr
 
@@ -635,7 +638,7 @@ def sim_sessions(sim, run_playbook):
 
 
 def test_sim_each_gpu_container_gets_exactly_its_own_device(sim_sessions):
-    runs, _ = sim_sessions
+    runs, _inspect = sim_sessions
     assert runs["two"].rc == 0, runs["two"]
     seen = {}
     for host in ("main1", "sub1"):
@@ -653,7 +656,7 @@ def test_sim_each_gpu_container_gets_exactly_its_own_device(sim_sessions):
 
 
 def test_sim_a_request_for_a_held_gpu_is_pending_until_one_is_free(sim_sessions):
-    runs, _ = sim_sessions
+    runs, _inspect = sim_sessions
     run = runs["more"]
     assert run.rc != 0, run
     text = flat(" ".join(run.failures))
@@ -771,7 +774,7 @@ def amd_sim(client, tmp_path_factory):
 
 
 def test_amd_sim_makes_the_device_nodes_usable_by_the_render_group(amd_sim):
-    first, _, nodes, _, _ = amd_sim
+    first, _second, nodes, _check, _after_check = amd_sim
     assert first.returncode == 0, tail(first)
     assert recap(first.stdout)["amdsim"]["changed"] > 0
     for node in ("/dev/kfd", "/dev/dri/renderD128", "/dev/dri/renderD129"):
@@ -781,20 +784,20 @@ def test_amd_sim_makes_the_device_nodes_usable_by_the_render_group(amd_sim):
 
 
 def test_amd_sim_reports_the_gpus_and_registers_no_runtime(amd_sim):
-    first, *_ = amd_sim
+    first, *_others = amd_sim
     text = flat(first.stdout)
     assert "amdsim: 2 x AMD Instinct MI300X OAM (196288 MiB each), driver 6.7.0" in text
     assert "runtimes for daemon.json: none" in text
 
 
 def test_amd_sim_second_run_changes_nothing(amd_sim):
-    _, second, *_ = amd_sim
+    _first, second, *_others = amd_sim
     assert second.returncode == 0, tail(second)
     assert recap(second.stdout)["amdsim"]["changed"] == 0, tail(second)
 
 
 def test_amd_sim_check_mode_changes_nothing(amd_sim):
-    *_, check, after_check = amd_sim
+    *_others, check, after_check = amd_sim
     assert check.returncode == 0, tail(check)
     assert recap(check.stdout)["amdsim"]["changed"] > 0  # it would...
     assert after_check.strip() == "/dev/kfd root 644", after_check  # ...but did not

@@ -1,4 +1,4 @@
-"""Cluster sessions that span the lab's two agents over a Swarm overlay (issue 4).
+"""Cluster sessions that span the lab's two agents over a Swarm overlay.
 
 site.yml has made the swarm (manager + agent1 + agent2). A session whose containers do
 not fit on one agent (4 CPUs each) spreads across both; the overlay network is created
@@ -80,7 +80,7 @@ def test_destroy_removes_everything_on_every_agent_and_the_manager(lab, manager,
 
 
 def test_session_spans_both_agents_on_an_overlay(session, lab, manager):
-    _, _, summary, where = session
+    _run, _extra, summary, where = session
     assert summary["mode"] == "multi-node"
     assert summary["network_driver"] == "overlay"
     assert set(where) == set(HOSTS)
@@ -110,7 +110,7 @@ def test_session_spans_both_agents_on_an_overlay(session, lab, manager):
 
 
 def test_ssh_between_every_pair_across_agents(session, lab):
-    _, _, _, where = session
+    _run, _extra, _summary, where = session
     for source, target in itertools.product(HOSTS, HOSTS):
         code, out = in_session(
             lab[where[source]],
@@ -121,7 +121,7 @@ def test_ssh_between_every_pair_across_agents(session, lab):
 
 
 def test_data_folder_is_shared_across_agents(session, lab):
-    _, _, _, where = session
+    _run, _extra, _summary, where = session
     writer = next(h for h in HOSTS if where[h] == "agent1")
     reader = next(h for h in HOSTS if where[h] == "agent2")
     code, out = in_session(
@@ -135,7 +135,7 @@ def test_data_folder_is_shared_across_agents(session, lab):
 
 
 def test_rerun_changes_nothing_and_list_shows_both_agents(session, run_playbook):
-    _run, extra, summary, _ = session
+    _run, extra, summary, _where = session
     again = run_playbook("session_create.yml", extra_vars=extra)
     assert again.rc == 0, again
     assert again.changed() == 0

@@ -54,7 +54,7 @@ def session3(lab, data, run_playbook):
 
 
 def test_lab_session_lands_on_one_agent(session3, lab):
-    run, _ = session3
+    run, _extra = session3
     summary = run.stats["bai_session"]
     agents = {c["agent"] for c in summary["containers"]}
     assert len(agents) == 1 and agents <= set(AGENTS)
@@ -77,14 +77,14 @@ def test_lab_session_lands_on_one_agent(session3, lab):
     assert 30000 <= port <= 31000
     # The other agent has nothing of this session.
     other = lab[next(a for a in AGENTS if a != agent)]
-    _, ids = on_agent(
+    _code, ids = on_agent(
         other, "docker", "ps", "-aq", "--filter", f"label=ai.backend.cluster.session={NAME}"
     )
     assert ids == ""
 
 
 def test_lab_ssh_mesh(session3, lab):
-    run, _ = session3
+    run, _extra = session3
     agent = run.stats["bai_session"]["containers"][0]["agent"]
     hosts = ["main1", "sub1", "sub2"]
     script = "for h in " + " ".join(hosts) + '; do echo "$h=$(ssh $h hostname)"; done'
@@ -99,7 +99,7 @@ def test_lab_ssh_mesh(session3, lab):
 
 
 def test_lab_data_folder_is_the_same_on_every_agent(session3, lab, data):
-    run, _ = session3
+    run, _extra = session3
     agent = run.stats["bai_session"]["containers"][0]["agent"]
     code, out = in_session(
         lab[agent], f"bai-{NAME}-sub1", "echo from-sub1 > /home/work/data/note.txt"

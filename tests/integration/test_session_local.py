@@ -1,4 +1,4 @@
-"""Cluster sessions on one agent (issue 3), against this machine's Docker engine.
+"""Cluster sessions on one agent, against this machine's Docker engine.
 
 Every test drives the real playbooks (``-i inventories/local``) and then looks inside
 the containers with the docker SDK: environment, SSH between every pair as user work,
@@ -83,7 +83,7 @@ def run_in(ctr, command, user="work"):
 
 
 def expected_env(name, hosts, roles, host, kernel_ids, *, mode="single-node", extra=None):
-    """The contract's table (CONTRACT 3.7), written out independently of the toolkit."""
+    """The documented table (docs/environment.md), written out independently of the toolkit."""
     rank = hosts.index(host)
     role = host.rstrip("0123456789")
     env = {
@@ -99,7 +99,7 @@ def expected_env(name, hosts, roles, host, kernel_ids, *, mode="single-node", ex
         "BACKENDAI_KERNEL_ID": kernel_ids[host],
         "BACKENDAI_SESSION_ID": kernel_ids[hosts[0]],
         "BACKENDAI_SESSION_NAME": name,
-        # Issue 6: the number of GPUs the container was given (none here).
+        # The number of GPUs the container was given (none here).
         "GPU_COUNT": "0",
         "N_GPUS": "0",
     }
@@ -318,8 +318,8 @@ def test_same_name_other_spec_is_refused(s2, run_playbook, docker_client):
 
 def test_keys_never_reach_the_output(s2, run_playbook, docker_client):
     main1 = container(docker_client, "it-s2", "main1")
-    _, private = run_in(main1, "cat ~/.ssh/id_cluster")
-    _, public = run_in(main1, "cat ~/.ssh/id_cluster.pub")
+    _code, private = run_in(main1, "cat ~/.ssh/id_cluster")
+    _code, public = run_in(main1, "cat ~/.ssh/id_cluster.pub")
     assert "PRIVATE KEY" in private
     key_body = public.split()[1]
     private_line = private.splitlines()[1]

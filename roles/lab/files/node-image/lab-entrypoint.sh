@@ -1,4 +1,4 @@
-#!/bin/bash
+#!/usr/bin/env bash
 # Lab node init: sshd, the Docker engine where LAB_DOCKERD=1, stand-in listeners on
 # LAB_LISTEN ("8080/tcp 10205-10300/tcp 4789/udp"), then wait for signals.
 set -u
@@ -15,7 +15,8 @@ if [ "${LAB_DOCKERD:-0}" = 1 ]; then
   service docker start >/dev/null
 fi
 if [ -n "${LAB_LISTEN:-}" ]; then
-  /usr/local/bin/lab-listen $LAB_LISTEN &
+  read -ra lab_ports <<< "$LAB_LISTEN"  # e.g. "8081/tcp 2379/tcp"
+  python3 /usr/local/lib/bai-lab/lab-listen.py "${lab_ports[@]}" &
 fi
 trap 'service docker stop >/dev/null 2>&1; exit 0' TERM INT
 while :; do sleep 3600 & wait $!; done

@@ -1,7 +1,7 @@
-#!/usr/bin/env python3
 """Stand-in listeners for a lab node's component ports.
 
-Usage: lab-listen 8080/tcp 10205-10300/tcp 4789/udp ...
+Usage: python3 lab-listen.py 8080/tcp 10205-10300/tcp 4789/udp ...
+(lab-entrypoint.sh starts it from /usr/local/lib/bai-lab/ with the node's LAB_LISTEN.)
 Every TCP connection gets one line "bai-lab <hostname> <port>"; every UDP datagram
 is answered with the same line. Reachability tests read that line to prove which
 listener they reached.
@@ -15,8 +15,8 @@ import sys
 def parse(specs: list[str]) -> list[tuple[int, str]]:
     ports = []
     for spec in specs:
-        rng, _, proto = spec.partition("/")
-        lo, _, hi = rng.partition("-")
+        rng, _sep, proto = spec.partition("/")
+        lo, _sep, hi = rng.partition("-")
         for port in range(int(lo), int(hi or lo) + 1):
             ports.append((port, proto or "tcp"))
     return ports

@@ -1,4 +1,4 @@
-#!/bin/bash
+#!/usr/bin/env bash
 # Session container entrypoint (runs as root, PID 1 under docker-init).
 # Inputs: the BACKENDAI_* environment, and the session's keys that the toolkit copies
 # into /opt/bai/session/ (root-only) before the container starts:
@@ -9,7 +9,7 @@ keys=/opt/bai/session
 home=/home/work
 
 # An image may bring a bootstrap script; what it exports wins over the toolkit's
-# distributed-training defaults (CONTRACT 3.7), but BACKENDAI_* always describe reality.
+# distributed-training defaults (docs/environment.md), but BACKENDAI_* always describe reality.
 if [ -r /opt/container/bootstrap.sh ]; then
   saved=$(export -p | grep -E '^declare -x BACKENDAI_' || true)
   # shellcheck disable=SC1091

@@ -1,0 +1,30 @@
+"""Docker labels: the toolkit's only state.
+
+Every container and network of a session carries these labels; placement, idempotency,
+listing and destroy read them back from the engines, so no state file exists anywhere.
+Modules, filters, the CLI and the tests import the names from here.
+"""
+
+from __future__ import annotations
+
+PREFIX = "ai.backend.cluster."
+
+# Backend.AI's own cluster labels.
+LABEL_SESSION = PREFIX + "session"
+LABEL_SESSION_ID = PREFIX + "session-id"
+LABEL_ROLE = PREFIX + "role"
+LABEL_IDX = PREFIX + "idx"
+LABEL_HOST = PREFIX + "host"
+LABEL_KERNEL_ID = PREFIX + "kernel-id"
+
+# The toolkit's: what idempotency and placement need to read back from Docker.
+LABEL_SPEC_HASH = PREFIX + "spec-hash"
+LABEL_MODE = PREFIX + "mode"
+LABEL_CPU = PREFIX + "cpu"
+LABEL_MEM = PREFIX + "mem"
+LABEL_GPU = PREFIX + "gpu"
+LABEL_RESOURCE_GROUP = PREFIX + "resource-group"
+# Number of containers of the session (list and completeness checks read it back).
+LABEL_SIZE = PREFIX + "size"
+# Device indices a container holds, comma-joined ("0,1"); empty or absent: none.
+LABEL_GPU_DEVICES = PREFIX + "gpu-devices"

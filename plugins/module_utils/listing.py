@@ -1,0 +1,82 @@
+"""Listing sessions: containers' labels folded into one summary row per session."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from ansible_collections.bai.cluster.plugins.module_utils.labels import (
+    LABEL_HOST,
+    LABEL_KERNEL_ID,
+    LABEL_MODE,
+    LABEL_RESOURCE_GROUP,
+    LABEL_SESSION,
+    LABEL_SESSION_ID,
+    LABEL_SIZE,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.placement import label_float
+
+
+def summarize_sessions(containers: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Group session containers (dicts with agent, name, state and labels, from every
+    agent) into one row per session: name, session_id, size, mode, agents, state
+    ("running", "stopped" or "partial"), running/found counts and the hosts."""
+    groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for container in containers:
+        labels = container.get("labels") or {}
+        if LABEL_SESSION not in labels:
+            continue
+        key = (str(labels[LABEL_SESSION]), str(labels.get(LABEL_SESSION_ID, "")))
+        groups.setdefault(key, []).append(container)
+    rows = []
+    for (name, sid), members in sorted(groups.items()):
+        sizes = [int(label_float(str(c["labels"].get(LABEL_SIZE)))) for c in members]
+        size = max(sizes) if any(sizes) else len(members)
+        running = sum(1 for c in members if c.get("state") == "running")
+        if running == size and len(members) == size:
+            state = "running"
+        elif running == 0:
+            state = "stopped" if len(members) == size else "partial"
+        else:
+            state = "partial"
+        master = next(
+            (c for c in members if c["labels"].get(LABEL_KERNEL_ID) == sid),
+            members[0],
+        )
+        rows.append(
+            {
+                "name": name,
+                "session_id": sid,
+                "size": size,
+                "found": len(members),
+                "running": running,
+                "mode": str(master["labels"].get(LABEL_MODE, "?")),
+                "resource_group": str(master["labels"].get(LABEL_RESOURCE_GROUP, "?")),
+                "agents": sorted({str(c.get("agent")) for c in members}),
+                "hosts": sorted(str(c["labels"].get(LABEL_HOST)) for c in members),
+                "state": state,
+            }
+        )
+    return rows
+
+
+def format_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Fixed-width lines for people: NAME SESSION-ID SIZE MODE AGENTS STATE."""
+    header = ("NAME", "SESSION-ID", "SIZE", "MODE", "AGENTS", "STATE")
+    body = [
+        (
+            str(r["name"]),
+            str(r["session_id"]),
+            str(r["size"]),
+            str(r["mode"]),
+            ",".join(r["agents"]),
+            str(r["state"])
+            + ("" if r["state"] == "running" else f" ({r['running']}/{r['size']} up)"),
+        )
+        for r in rows
+    ]
+    widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
+    return [
+        "  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip()
+        for line in [header, *body]
+    ]

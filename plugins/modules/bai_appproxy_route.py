@@ -1,0 +1,433 @@
+#!/usr/bin/python
+"""Ansible module bai_appproxy_route: one session's TCP route on the app proxy (HAProxy)."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: bai_appproxy_route
+short_description: Add or remove a session's TCP route on the app proxy (HAProxy)
+description:
+  - Runs on the app proxy host (usually with C(delegate_to)). One route per session, from
+    a user-facing port on the app proxy to main1's published sshd port at the agent's
+    compute address. Each route is one file, C(<routes_dir>/<session>.cfg) (a TCP
+    C(listen) section), loaded by HAProxy with C(-f <routes_dir>). The files are the only
+    state; a header line in each records the session, its port and its backend.
+  - O(state=present) keeps the session's port while it lies in O(port_range) (a route is
+    stable for its session, even when its backend changes); a new route gets the lowest
+    port of the range that no other route uses and nothing else listens on. The whole
+    configuration is validated (C(haproxy -c)) before HAProxy reloads; an invalid result
+    puts the previous file back and fails. Then it waits until HAProxy listens on the port.
+  - O(state=absent) removes the session's route file, reloads HAProxy and waits until the
+    port is closed.
+  - Allocation, write, validation and reload hold a lock (C(<routes_dir>/.lock)), so
+    sessions created at the same time never get the same port.
+  - HAProxy is reloaded through its init script or unit (C(service NAME reload), or
+    C(start) when it is not running), so a route also brings a stopped proxy back.
+version_added: "0.1.0"
+author: bai-cluster developers (@bai-cluster)
+options:
+  state:
+    description: Whether the session's route should exist.
+    type: str
+    choices: [present, absent]
+    default: present
+  session:
+    description: The session name (also the route file's name).
+    type: str
+    required: true
+  session_id:
+    description: The session id, recorded in the route file.
+    type: str
+  backend_host:
+    description:
+      - Address HAProxy connects to (the agent that runs main1, on the compute network).
+      - With O(state=present), either this or O(backend_addresses) with O(backend_network).
+    type: str
+  backend_addresses:
+    description:
+      - The agent's addresses (C(ip -o -4 addr show) lines or plain addresses); the first
+        one inside O(backend_network) becomes the backend. Ignored when O(backend_host) is set.
+    type: list
+    elements: str
+    default: []
+  backend_network:
+    description: The compute network's CIDR, to pick the backend from O(backend_addresses).
+    type: str
+  backend_port:
+    description:
+      - The agent's host port that main1's sshd (2200/tcp) is published on.
+      - Required with O(state=present).
+    type: int
+  target_host:
+    description: The container the route leads to (HAProxy's server name).
+    type: str
+    default: main1
+  target_port:
+    description: The port inside the container (recorded in the route file).
+    type: int
+    default: 2200
+  port_range:
+    description: User-facing ports the routes are allocated from (FIRST-LAST).
+    type: str
+    default: 10205-10300
+  bind_address:
+    description: Address the user-facing port binds to; empty binds every IPv4 address.
+    type: str
+    default: ""
+  public_network:
+    description:
+      - The public zone's CIDR; the app proxy's address in it is returned as RV(public_address)
+        (what users connect to).
+    type: str
+  routes_dir:
+    description:
+      - Folder of the route files (must exist; the C(bai.cluster.appproxy) role creates it).
+    type: path
+    default: /etc/haproxy/routes.d
+  config:
+    description: HAProxy's main configuration file, validated together with O(routes_dir).
+    type: path
+    default: /etc/haproxy/haproxy.cfg
+  haproxy:
+    description: The HAProxy binary (for C(haproxy -c)).
+    type: path
+    default: /usr/sbin/haproxy
+  service:
+    description: HAProxy's service name (C(service NAME status|reload|start)).
+    type: str
+    default: haproxy
+  wait_timeout:
+    description: Seconds to wait for HAProxy to open (or close) the port after a reload.
+    type: int
+    default: 10
+attributes:
+  check_mode:
+    support: full
+    description: Reports the port the route would get and whether anything would change.
+  diff_mode:
+    support: full
+    description: Shows the route file before and after.
+  idempotent:
+    support: full
+    description:
+      - A route whose file is unchanged and whose port HAProxy already listens on is left
+        alone, so a second run reports no change.
+requirements:
+  - HAProxy on the app proxy host (the C(bai.cluster.appproxy) role installs it)
+"""
+
+EXAMPLES = r"""
+- name: Route a user-facing port to main1's published sshd
+  bai.cluster.bai_appproxy_route:
+    session: train
+    session_id: "{{ plan.session_id }}"
+    backend_addresses: "{{ agent_ips.stdout_lines }}"
+    backend_network: 10.210.3.0/24
+    backend_port: 30001
+    public_network: 10.210.1.0/24
+  delegate_to: appproxy
+  register: route
+
+- name: Remove the route
+  bai.cluster.bai_appproxy_route:
+    session: train
+    state: absent
+  delegate_to: appproxy
+"""
+
+RETURN = r"""
+port:
+  description:
+    - The session's user-facing port (with O(state=absent) the removed one; null when there
+      was none).
+  returned: always
+  type: int
+  sample: 10205
+route:
+  description:
+    - The route as recorded in its file - C(session), C(session_id) (when O(session_id) is
+      set), C(port), C(backend_host), C(backend_port), C(target_host), C(target_port) (and
+      C(bind_address) when set).
+  returned: state=present
+  type: dict
+  sample: {session: train, session_id: 3f6c1c9e-5b0a-4d6e-9a51-2f1e7c0d8b44, port: 10205,
+           backend_host: 10.210.3.11, backend_port: 30001, target_host: main1,
+           target_port: 2200}
+path:
+  description: The route file.
+  returned: always
+  type: str
+  sample: /etc/haproxy/routes.d/train.cfg
+public_address:
+  description: The app proxy's address in O(public_network) (null without it, or when it has none).
+  returned: always
+  type: str
+  sample: 10.210.1.5
+reloaded:
+  description: Whether HAProxy was reloaded (or started).
+  returned: always
+  type: bool
+diff:
+  description:
+    - The route file before and after, with C(--diff); with O(state=absent) only when
+      there was a route to remove.
+  returned: in diff mode
+  type: dict
+"""
+
+import contextlib
+import fcntl
+import os
+import time
+from collections.abc import Iterator
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.bai.cluster.plugins.module_utils.appproxy import (
+    ROUTE_SUFFIX,
+    RouteError,
+    check_session,
+    listening_ports,
+    parse_port_range,
+    parse_route,
+    pick_address,
+    plan_route,
+    render_route,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.errors import Failure
+
+PROC_NET = ("/proc/net/tcp", "/proc/net/tcp6")
+
+
+def read(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None
+
+
+def listening() -> set[int]:
+    ports: set[int] = set()
+    for path in PROC_NET:
+        ports |= listening_ports(read(path) or "")
+    return ports
+
+
+class Proxy:
+    """The route files, HAProxy's validation and its service."""
+
+    def __init__(self, module: AnsibleModule) -> None:
+        self.module = module
+        self.p = module.params
+        self.dir = self.p["routes_dir"]
+
+    def path(self, session: str) -> str:
+        return os.path.join(self.dir, session + ROUTE_SUFFIX)
+
+    def routes(self) -> dict[str, dict]:
+        """Every route file's header, by file stem (files of others are skipped)."""
+        found = {}
+        for name in sorted(os.listdir(self.dir)):
+            if name.startswith(".") or not name.endswith(ROUTE_SUFFIX):
+                continue
+            header = parse_route(read(os.path.join(self.dir, name)) or "")
+            if header is not None:
+                found[name[: -len(ROUTE_SUFFIX)]] = header
+        return found
+
+    def write(self, path: str, text: str) -> None:
+        tmp = os.path.join(self.dir, f".{os.path.basename(path)}.tmp")
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+
+    def validate(self) -> str | None:
+        """None when HAProxy accepts the whole configuration, else its complaint."""
+        rc, out, err = self.module.run_command(
+            [self.p["haproxy"], "-c", "-f", self.p["config"], "-f", self.dir]
+        )
+        if rc == 0:
+            return None
+        lines = (err or out).strip().splitlines()
+        alerts = [line for line in lines if "[ALERT]" in line]
+        return " | ".join(alerts or lines)
+
+    def reload(self) -> None:
+        service = self.p["service"]
+        rc = self.module.run_command(["service", service, "status"])[0]
+        action = "reload" if rc == 0 else "start"
+        rc, out, err = self.module.run_command(["service", service, action])
+        if rc != 0:
+            raise Failure(
+                f"service {service} {action} failed (rc {rc}): {(err or out).strip()}; "
+                f"check the proxy with: haproxy -c -f {self.p['config']} -f {self.dir}"
+            )
+
+    def wait(self, port: int, open_: bool) -> None:
+        deadline = time.monotonic() + self.p["wait_timeout"]
+        while (port in listening()) != open_:
+            if time.monotonic() > deadline:
+                raise Failure(
+                    f"HAProxy did not {'open' if open_ else 'close'} port {port} within "
+                    f"{self.p['wait_timeout']}s after the reload; check the proxy's log and "
+                    f"who else listens there (ss -ltnp)"
+                )
+            time.sleep(0.1)
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the routes' lock (not in check mode, which writes nothing)."""
+        if self.module.check_mode:
+            yield
+            return
+        with open(os.path.join(self.dir, ".lock"), "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            yield
+
+    # --- states -----------------------------------------------------------------------
+    def present(self) -> dict:
+        p = self.p
+        session = check_session(p["session"])
+        port_range = parse_port_range(p["port_range"])
+        backend = p["backend_host"] or pick_address(p["backend_addresses"], p["backend_network"])
+        if not backend:
+            raise Failure(
+                f"session {session}: no backend address: none of the agent's addresses "
+                f"({len(p['backend_addresses'])} given) lies in backend_network "
+                f"{p['backend_network']}; set backend_host, or check bai_zone_cidrs.compute"
+            )
+        if p["backend_port"] is None:
+            raise Failure(f"session {session}: backend_port (main1's published port) is required")
+        with self.locked():
+            return self._present(session, port_range, backend)
+
+    def _present(self, session: str, port_range: tuple[int, int], backend: str) -> dict:
+        p = self.p
+        path = self.path(session)
+        route = plan_route(
+            self.routes(),
+            session=session,
+            session_id=p["session_id"],
+            backend_host=backend,
+            backend_port=p["backend_port"],
+            port_range=port_range,
+            listening=listening(),
+            bind_address=p["bind_address"],
+            target_host=p["target_host"],
+            target_port=p["target_port"],
+        )
+        before = read(path)
+        after = render_route(route)
+        result = {
+            "port": route["port"],
+            "route": route,
+            "path": path,
+            "reloaded": False,
+            "changed": before != after,
+        }
+        if self.module._diff:
+            result["diff"] = {
+                "before": before or "",
+                "after": after,
+                "before_header": path,
+                "after_header": path,
+            }
+        up = route["port"] in listening()
+        if self.module.check_mode:
+            result["changed"] = result["changed"] or not up
+            return result
+        if before != after:
+            self.write(path, after)
+            problem = self.validate()
+            if problem:
+                if before is None:
+                    os.unlink(path)
+                else:
+                    self.write(path, before)
+                raise Failure(
+                    f"HAProxy refuses the route of session {session} ({problem}); the "
+                    f"previous configuration was kept"
+                )
+        if before != after or not up:
+            self.reload()
+            self.wait(route["port"], True)
+            result.update(reloaded=True, changed=True)
+        return result
+
+    def absent(self) -> dict:
+        session = check_session(self.p["session"])
+        with self.locked():
+            return self._absent(session)
+
+    def _absent(self, session: str) -> dict:
+        path = self.path(session)
+        before = read(path)
+        header = parse_route(before) if before is not None else None
+        result = {
+            "port": header["port"] if header else None,
+            "path": path,
+            "reloaded": False,
+            "changed": before is not None,
+        }
+        if self.module._diff and before is not None:
+            result["diff"] = {"before": before, "after": "", "before_header": path}
+        if before is None or self.module.check_mode:
+            return result
+        os.unlink(path)
+        rc = self.module.run_command(["service", self.p["service"], "status"])[0]
+        if rc == 0:
+            self.reload()
+            result["reloaded"] = True
+            if header:
+                self.wait(header["port"], False)
+        return result
+
+
+def public_address(module: AnsibleModule) -> str | None:
+    if not module.params["public_network"]:
+        return None
+    rc, out, _err = module.run_command(["ip", "-o", "-4", "addr", "show"])
+    return pick_address(out.splitlines(), module.params["public_network"]) if rc == 0 else None
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
+            "session": {"type": "str", "required": True},
+            "session_id": {"type": "str"},
+            "backend_host": {"type": "str"},
+            "backend_addresses": {"type": "list", "elements": "str", "default": []},
+            "backend_network": {"type": "str"},
+            "backend_port": {"type": "int"},
+            "target_host": {"type": "str", "default": "main1"},
+            "target_port": {"type": "int", "default": 2200},
+            "port_range": {"type": "str", "default": "10205-10300"},
+            "bind_address": {"type": "str", "default": ""},
+            "public_network": {"type": "str"},
+            "routes_dir": {"type": "path", "default": "/etc/haproxy/routes.d"},
+            "config": {"type": "path", "default": "/etc/haproxy/haproxy.cfg"},
+            "haproxy": {"type": "path", "default": "/usr/sbin/haproxy"},
+            "service": {"type": "str", "default": "haproxy"},
+            "wait_timeout": {"type": "int", "default": 10},
+        },
+        supports_check_mode=True,
+    )
+    proxy = Proxy(module)
+    try:
+        if not os.path.isdir(proxy.dir):
+            raise Failure(
+                f"{proxy.dir} does not exist on this host: converge the app proxy first "
+                f"(ansible-playbook site.yml --tags appproxy)"
+            )
+        result = proxy.present() if module.params["state"] == "present" else proxy.absent()
+        result["public_address"] = public_address(module)
+    except (Failure, RouteError, OSError) as exc:
+        module.fail_json(msg=str(exc))
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

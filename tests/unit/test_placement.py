@@ -1,0 +1,215 @@
+"""Placement on agents of a resource group (docs/placement.md)."""
+
+import pytest
+from ansible_collections.bai.cluster.plugins.module_utils.errors import Pending, SpecError
+from ansible_collections.bai.cluster.plugins.module_utils.labels import (
+    LABEL_CPU,
+    LABEL_GPU,
+    LABEL_MEM,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.model import Resources
+from ansible_collections.bai.cluster.plugins.module_utils.placement import (
+    Agent,
+    place,
+    used_from_labels,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.spec import expand_kernels, normalize_spec
+
+GI = 1024**3
+
+
+def kernels_for(size=None, roles=None, cpu=1, mem="1g", gpu=0):
+    raw = {
+        "name": "job",
+        "size": size,
+        "roles": roles,
+        "resources": {"cpu": cpu, "mem": mem, "gpu": gpu},
+    }
+    return expand_kernels(normalize_spec(raw))
+
+
+def agent(name, cpu=4, mem_g=8, gpu=0, group="default", used=(0, 0, 0)):
+    return Agent(name, group, cpu, mem_g * GI, gpu, used[0], used[1] * GI, used[2])
+
+
+def test_agent_free():
+    got = agent("a", cpu=4, mem_g=8, gpu=2, used=(1.5, 2, 1)).free
+    assert got == Resources(2.5, 6 * GI, 1)
+
+
+def test_single_node_picks_the_agent_with_most_room_left():
+    agents = [agent("agent1", cpu=4), agent("agent2", cpu=8), agent("agent3", cpu=6)]
+    got = place(kernels_for(3), agents, mode="single-node", resource_group="default")
+    assert got.mode == "single-node"
+    assert got.assignment == {"main1": "agent2", "sub1": "agent2", "sub2": "agent2"}
+    assert got.agents == ["agent2"]
+
+
+def test_single_node_ties_break_on_memory_then_name():
+    agents = [agent("b", mem_g=8), agent("a", mem_g=8), agent("c", mem_g=16)]
+    got = place(kernels_for(2), agents, mode="single-node", resource_group="default")
+    assert set(got.assignment.values()) == {"c"}
+    agents = [agent("b"), agent("a")]
+    got = place(kernels_for(2), agents, mode="single-node", resource_group="default")
+    assert set(got.assignment.values()) == {"a"}
+
+
+def test_single_node_counts_running_containers():
+    agents = [agent("agent1", cpu=8, used=(6, 0, 0)), agent("agent2", cpu=4)]
+    got = place(kernels_for(3), agents, mode="single-node", resource_group="default")
+    assert set(got.assignment.values()) == {"agent2"}
+
+
+def test_single_node_pending_names_group_and_free_numbers():
+    agents = [agent("agent1", cpu=2, used=(0.5, 0, 0)), agent("agent2", cpu=2)]
+    with pytest.raises(Pending) as err:
+        place(kernels_for(3), agents, mode="single-node", resource_group="default")
+    text = str(err.value)
+    assert text.startswith("PENDING: ")
+    assert "resource group 'default'" in text
+    assert "all 3 containers" in text
+    assert "agent1: cpu 1.5, mem 8g, gpu 0 free (short of cpu)" in text
+    assert "agent2: cpu 2, mem 8g, gpu 0 free (short of cpu)" in text
+    assert "use mode multi-node" in text
+    assert err.value.permanent  # 3 CPUs never fit on a 2-CPU agent
+
+
+def test_single_node_beyond_group_capacity_does_not_suggest_multi_node():
+    agents = [agent("agent1", cpu=2)]
+    with pytest.raises(Pending, match="not even spread") as err:
+        place(kernels_for(3), agents, mode="single-node", resource_group="default")
+    assert "multi-node" not in str(err.value)
+    assert err.value.permanent
+
+
+def test_single_node_pending_is_temporary_when_capacity_is_only_in_use():
+    agents = [agent("agent1", cpu=4, used=(2, 0, 0))]
+    with pytest.raises(Pending) as err:
+        place(kernels_for(3), agents, mode="single-node", resource_group="default")
+    assert not err.value.permanent
+    assert "multi-node" not in str(err.value)
+
+
+def test_multi_node_collapses_to_single_node_when_one_agent_fits():
+    agents = [agent("agent1", cpu=2), agent("agent2", cpu=4)]
+    got = place(kernels_for(4), agents, mode="multi-node", resource_group="default")
+    assert got.mode == "single-node"
+    assert set(got.assignment.values()) == {"agent2"}
+
+
+def test_multi_node_spreads_across_agents():
+    agents = [agent("agent1", cpu=2), agent("agent2", cpu=2)]
+    got = place(kernels_for(4), agents, mode="multi-node", resource_group="default")
+    assert got.mode == "multi-node"
+    assert list(got.assignment) == ["main1", "sub1", "sub2", "sub3"]
+    assert got.assignment["main1"] == "agent1"
+    assert sorted(got.assignment.values()) == ["agent1"] * 2 + ["agent2"] * 2
+    assert got.agents == ["agent1", "agent2"]
+
+
+def test_multi_node_is_all_or_nothing():
+    agents = [agent("agent1", cpu=2), agent("agent2", cpu=2, used=(1.5, 0, 0))]
+    with pytest.raises(Pending) as err:
+        place(kernels_for(3), agents, mode="multi-node", resource_group="default")
+    text = str(err.value)
+    assert text.startswith("PENDING: the 3 containers (cpu 1, mem 1g, gpu 0 each)")
+    assert "agent2: cpu 0.5, mem 8g, gpu 0 free" in text
+    assert not err.value.permanent
+
+
+def test_multi_node_beyond_group_capacity_is_permanent():
+    agents = [agent("agent1", cpu=2), agent("agent2", cpu=2)]
+    with pytest.raises(Pending, match="can never fit in this group") as err:
+        place(kernels_for(5), agents, mode="multi-node", resource_group="default")
+    assert err.value.permanent
+
+
+def test_multi_node_packs_mixed_roles_when_spreading_fails():
+    # Worst fit in kernel order puts "small" on agent2 and leaves no room for "big";
+    # biggest-first best fit finds the arrangement that works.
+    roles = [
+        {"role": "small", "replicas": 1, "resources": {"cpu": 1}},
+        {"role": "big", "replicas": 1, "resources": {"cpu": 3}},
+    ]
+    agents = [agent("agent1", cpu=1), agent("agent2", cpu=3)]
+    got = place(kernels_for(roles=roles), agents, mode="multi-node", resource_group="default")
+    assert got.assignment == {"small1": "agent1", "big1": "agent2"}
+    assert got.mode == "multi-node"
+
+
+def test_wrong_resource_group():
+    agents = [agent("agent1"), agent("gpu1", group="gpu")]
+    with pytest.raises(Pending) as err:
+        place(kernels_for(1), agents, mode="single-node", resource_group="fast")
+    assert str(err.value) == (
+        "PENDING: resource group 'fast' has no agents; groups with agents: 'default', 'gpu'"
+    )
+    assert err.value.permanent
+
+
+def test_only_agents_of_the_group_are_used():
+    agents = [agent("big", cpu=64, group="other"), agent("small", cpu=2)]
+    got = place(kernels_for(2), agents, mode="single-node", resource_group="default")
+    assert set(got.assignment.values()) == {"small"}
+
+
+def test_no_agents_at_all():
+    with pytest.raises(Pending, match="no agents at all"):
+        place(kernels_for(1), [], mode="single-node", resource_group="default")
+
+
+def test_gpus_are_counted():
+    agents = [agent("cpu1", cpu=16), agent("gpu1", cpu=4, gpu=2)]
+    got = place(kernels_for(2, gpu=1), agents, mode="single-node", resource_group="default")
+    assert set(got.assignment.values()) == {"gpu1"}
+    with pytest.raises(Pending, match=r"short of gpu"):
+        place(kernels_for(3, gpu=1), agents, mode="single-node", resource_group="default")
+    busy = [agent("gpu1", gpu=2, used=(0, 0, 1)), agent("gpu2", gpu=2, used=(0, 0, 1))]
+    got = place(kernels_for(2, gpu=1), busy, mode="multi-node", resource_group="default")
+    assert got.assignment == {"main1": "gpu1", "sub1": "gpu2"}
+
+
+def test_memory_is_counted():
+    agents = [agent("agent1", cpu=16, mem_g=2)]
+    with pytest.raises(Pending, match="short of mem"):
+        place(kernels_for(3), agents, mode="single-node", resource_group="default")
+
+
+def test_kernel_bigger_than_any_agent_can_never_fit():
+    agents = [agent("agent1", cpu=4), agent("agent2", cpu=4)]
+    with pytest.raises(Pending) as err:
+        place(kernels_for(2, cpu=6), agents, mode="multi-node", resource_group="default")
+    text = str(err.value)
+    assert text.startswith("PENDING: container main1 needs cpu 6")
+    assert "can never fit" in text
+    assert err.value.permanent
+
+
+def test_fractional_cpus_fit_exactly():
+    agents = [agent("agent1", cpu=0.3)]
+    got = place(kernels_for(3, cpu=0.1), agents, mode="single-node", resource_group="default")
+    assert len(got.assignment) == 3
+
+
+def test_bad_mode_and_duplicate_agents():
+    with pytest.raises(SpecError, match="mode"):
+        place(kernels_for(1), [agent("a")], mode="spread", resource_group="default")
+    with pytest.raises(ValueError, match="more than once: a"):
+        place(
+            kernels_for(1),
+            [agent("a"), agent("a")],
+            mode="single-node",
+            resource_group="default",
+        )
+
+
+def test_used_from_labels():
+    labels = [
+        {LABEL_CPU: "1.5", LABEL_MEM: str(GI), LABEL_GPU: "1"},
+        {LABEL_CPU: "0.5", LABEL_MEM: str(GI), LABEL_GPU: "0", "other": "x"},
+        {"com.example": "not ours"},
+        {LABEL_CPU: "2", LABEL_MEM: str(GI)},  # incomplete: skipped
+        {LABEL_CPU: "junk", LABEL_MEM: "-5", LABEL_GPU: "nan"},  # unreadable: 0
+    ]
+    assert used_from_labels(labels) == Resources(2.0, 2 * GI, 1)
+    assert used_from_labels([]) == Resources(0.0, 0, 0)
