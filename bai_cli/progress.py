@@ -102,7 +102,9 @@ class SessionProgress:
         task = str(data.get("task") or "")
         res = data.get("res") or {}
         # Tasks of an included role (roles/appproxy's route) belong to its step.
-        step = step_of(task) or ("app proxy" if data.get("role") == "appproxy" else None)
+        step = step_of(task) or (
+            "app proxy" if str(data.get("role")).endswith("appproxy") else None
+        )
         if kind == "playbook_on_task_start":
             return self._start(task, step)
         if kind == "runner_item_on_ok":

@@ -117,7 +117,7 @@ def test_lab_agents_have_no_gpu_and_nothing_changes(lab):
                 in text
             )
     # The vendors' task files were not even included on nodes without GPUs.
-    assert "TASK [gpu_runtime : NVIDIA container toolkit" in real.stdout
+    assert "TASK [bai.cluster.gpu_runtime : NVIDIA container toolkit" in real.stdout
     assert "Install the toolkit" not in real.stdout and "device groups" not in real.stdout
 
 
@@ -127,7 +127,7 @@ def test_lab_agents_report_zero_gpus(lab):
         "ansible",
         "agents",
         "-m",
-        "bai_gpu_facts",
+        "bai.cluster.bai_gpu_facts",
         env={"ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "ANSIBLE_STDOUT_CALLBACK": "json"},
     )
     assert run.returncode == 0, tail(run)

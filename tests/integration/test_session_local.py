@@ -575,7 +575,7 @@ def test_forty_session_networks_on_one_engine(run_playbook, docker_client, tmp_p
     playbook = tmp_path / "nets.yml"
     task = {
         "name": "Session network",
-        "bai_session_network": {
+        "bai.cluster.bai_session_network": {
             "session": "{{ inventory_hostname }}",
             "session_id": "id-{{ inventory_hostname }}",
             "state": "{{ net_state }}",

@@ -202,9 +202,11 @@ def test_local_inventory_passes_without_touching_the_engine():
     res = playbook("-i", "inventories/local", "site.yml")
     assert res.returncode == 0, res.stdout[-3000:]
     assert recap(res.stdout)["localhost"]["changed"] == 0
-    assert task_results(res.stdout, "docker_engine : Write /etc/docker/daemon.json") == ["skipping"]
     assert task_results(
-        res.stdout, "docker_engine : Check that the engine answers (not managed here)"
+        res.stdout, "bai.cluster.docker_engine : Write /etc/docker/daemon.json"
+    ) == ["skipping"]
+    assert task_results(
+        res.stdout, "bai.cluster.docker_engine : Check that the engine answers (not managed here)"
     ) == ["ok"]
 
 
