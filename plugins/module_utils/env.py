@@ -14,15 +14,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.model import MODES, Ke
 from ansible_collections.bai.cluster.plugins.module_utils.parse import parse_port
 
 DEFAULT_MASTER_PORT = 29500
-
-
 # The one BACKENDAI_* variable a user may set: it chooses the rendezvous port.
 DIST_MASTER_PORT_VAR = "BACKENDAI_DIST_MASTER_PORT"
-
-
 DIST_VARS = ("MASTER_ADDR", "MASTER_PORT", "TF_CONFIG")
-
-
 # Set by the toolkit from the GPUs a container is given (upstream names); not user input.
 GPU_ENV_VARS = ("GPU_COUNT", "N_GPUS")
 

@@ -9,14 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 MODE_SINGLE = "single-node"
-
-
 MODE_MULTI = "multi-node"
-
-
 MODES = (MODE_SINGLE, MODE_MULTI)
-
-
 # CPU shares are compared as floats; this absorbs rounding noise such as 0.1 + 0.2.
 CPU_EPSILON = 1e-6
 

@@ -18,25 +18,16 @@ from ansible_collections.bai.cluster.plugins.module_utils.model import Resources
 
 # Docker refuses memory limits below 6 MiB; say so before Docker does.
 MIN_MEM = 6 * 1024**2
-
-
 _DIGITS_RE = re.compile(r"^[0-9]+$")
-
-
 # Docker's own grammar (go-units RAMInBytes): number, optional unit, optional i and b.
 _MEM_RE = re.compile(r"^([0-9]+(?:\.[0-9]+)?) ?(?:([kmgtp])i?b?|b)?$", re.IGNORECASE)
-
-
 _MEM_UNITS = {None: 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
-
-
 _MEM_UNITS["p"] = 1024**5
-
-
 RESOURCE_KEYS = ("cpu", "mem", "gpu")
 
 
 def type_name(value: Any) -> str:
+    """The type of ``value`` as messages show it, e.g. ``int``."""
     return type(value).__name__
 
 

@@ -38,30 +38,15 @@ from ansible_collections.bai.cluster.plugins.module_utils.parse import (
 )
 
 DEFAULT_IMAGE = "bai/session:latest"
-
-
 SSH_PORT = 2200
-
-
 DEFAULT_RESOURCE_GROUP = "default"
-
-
 MAX_SIZE = 64
-
-
 _ROLE_RE = re.compile(r"^[a-z][a-z0-9]{0,15}$")
-
-
 _ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
 _IMAGE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]*$")
-
-
 _GROUP_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-
-
-_TOP_KEYS = (
+# The request fields, as normalize_spec reads them.
+SPEC_KEYS = (
     "name",
     "size",
     "mode",
@@ -72,11 +57,7 @@ _TOP_KEYS = (
     "mounts",
     "roles",
 )
-
-
 _ROLE_KEYS = ("role", "replicas", "image", "resources")
-
-
 _MOUNT_KEYS = ("src", "dst", "readonly")
 
 
@@ -89,7 +70,7 @@ def normalize_spec(raw: Mapping[str, Any]) -> SessionSpec:
     if both are given they must agree.
     """
     raw = require_mapping(raw, "session")
-    reject_unknown(raw, _TOP_KEYS, "session")
+    reject_unknown(raw, SPEC_KEYS, "session")
     given = {key: value for key, value in raw.items() if value is not None}
     name = parse_session_name(given.get("name"))
     mode = _parse_mode(given.get("mode", MODE_SINGLE))

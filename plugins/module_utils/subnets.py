@@ -12,8 +12,6 @@ from typing import Any
 from ansible_collections.bai.cluster.plugins.module_utils.errors import SpecError
 
 DEFAULT_SUBNET_POOL = "10.224.0.0/12"
-
-
 DEFAULT_SUBNET_PREFIX = 24
 
 

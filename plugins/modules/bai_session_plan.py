@@ -236,23 +236,13 @@ from ansible_collections.bai.cluster.plugins.module_utils.errors import (
 from ansible_collections.bai.cluster.plugins.module_utils.placement import Agent
 from ansible_collections.bai.cluster.plugins.module_utils.plan import plan_session
 from ansible_collections.bai.cluster.plugins.module_utils.spec import (
+    SPEC_KEYS,
     expand_kernels,
     normalize_spec,
     spec_canonical,
     spec_hash,
 )
 
-SPEC_KEYS = (
-    "name",
-    "size",
-    "mode",
-    "image",
-    "resource_group",
-    "env",
-    "resources",
-    "mounts",
-    "roles",
-)
 AGENT_NUMBERS = ("cpu", "mem", "gpu", "used_cpu", "used_mem", "used_gpu")
 
 
