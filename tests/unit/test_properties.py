@@ -84,6 +84,15 @@ agent_st = st.builds(
 )
 
 
+def how_many_fit(request: Resources, agent: Agent, limit: int) -> int:
+    """How many containers of ``request`` the agent's free capacity takes (up to limit),
+    counted one by one with the same arithmetic placement uses."""
+    count, load = 0, Resources(0.0, 0, 0)
+    while count < limit and (load + request).fits_in(agent.free):
+        load, count = load + request, count + 1
+    return count
+
+
 @FAST
 @given(
     size=st.integers(min_value=1, max_value=16),
@@ -110,6 +119,13 @@ def test_placement_respects_free_capacity(size, cpu, mem_g, gpu, raw_agents, mod
         got = place(kernels, agents, mode=mode, resource_group="default")
     except Pending as err:
         assert str(err).startswith("PENDING: ")
+        # Only when nothing fits: the kernels are identical, so a placement exists exactly
+        # when one agent takes all of them (single-node) or the agents' counts add up.
+        counts = [how_many_fit(kernels[0].resources, agent, size) for agent in agents]
+        if mode == "single-node":
+            assert max(counts) < size, (counts, str(err))
+        else:
+            assert sum(counts) < size, (counts, str(err))
         return
     assert list(got.assignment) == [k.hostname for k in kernels]
     by_name = {a.name: a for a in agents}
