@@ -113,7 +113,7 @@ def docker_client():
     try:
         client = docker.from_env()
         client.ping()
-    except Exception as exc:
+    except docker.errors.DockerException as exc:
         pytest.skip(f"no Docker engine: {exc}")
     yield client
     client.close()

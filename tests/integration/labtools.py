@@ -8,24 +8,28 @@ from __future__ import annotations
 
 import json
 
+import docker
 import pytest
+from ansible_collections.bai.cluster.plugins.module_utils.labels import LABEL_SESSION
 
 AGENTS = ("agent1", "agent2")
-LABEL_SESSION = "ai.backend.cluster.session"
+
+
+def lab_node(docker_client, name: str):
+    """The running lab node container ``bai-lab-<name>``; skips when it does not exist or
+    is not running (the lab is down). Any other Docker error is an error, not a skip."""
+    try:
+        node = docker_client.containers.get(f"bai-lab-{name}")
+    except docker.errors.NotFound:
+        pytest.skip(f"the lab is not up (no bai-lab-{name}; make lab-up)")
+    if node.status != "running":
+        pytest.skip(f"the lab is not up (bai-lab-{name} is {node.status}; make lab-up)")
+    return node
 
 
 def lab_agents(docker_client) -> dict:
     """The running agent node containers, by inventory name; skips when the lab is down."""
-    nodes = {}
-    for agent in AGENTS:
-        try:
-            node = docker_client.containers.get(f"bai-lab-{agent}")
-        except Exception:
-            pytest.skip("the lab is not up (make lab-up)")
-        if node.status != "running":
-            pytest.skip("the lab is not up (make lab-up)")
-        nodes[agent] = node
-    return nodes
+    return {agent: lab_node(docker_client, agent) for agent in AGENTS}
 
 
 def on_agent(node, *argv):

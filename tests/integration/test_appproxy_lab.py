@@ -15,7 +15,7 @@ import json
 import shlex
 
 import pytest
-from labtools import in_session, inspect, lab_agents, on_agent, sweep
+from labtools import in_session, inspect, lab_agents, lab_node, on_agent, sweep
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
@@ -25,16 +25,6 @@ ROUTES = "/etc/haproxy/routes.d"
 KEY = "/root/.ssh/ap_it"
 OTHER_KEY = "/root/.ssh/ap_it_other"
 KNOWN_HOSTS = "/root/.ssh/ap_it_known_hosts"
-
-
-def node(docker_client, name):
-    try:
-        found = docker_client.containers.get(f"bai-lab-{name}")
-    except Exception:
-        pytest.skip(f"the lab is not up (no bai-lab-{name}; make lab-up)")
-    if found.status != "running":
-        pytest.skip(f"the lab is not up (bai-lab-{name} is {found.status}; make lab-up)")
-    return found
 
 
 def sh(container, command):
@@ -57,8 +47,8 @@ def lab(docker_client):
     nodes = lab_agents(docker_client)
     return {
         **nodes,
-        "appproxy": node(docker_client, "appproxy"),
-        "user": node(docker_client, "user"),
+        "appproxy": lab_node(docker_client, "appproxy"),
+        "user": lab_node(docker_client, "user"),
     }
 
 

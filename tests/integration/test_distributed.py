@@ -179,9 +179,12 @@ def lab_session(hpc_image, docker_client, run_playbook):
         assert set(where.values()) == {"agent1", "agent2"}, where
         yield name, lab, where
     finally:
-        run_playbook("session_destroy.yml", extra_vars={"session_name": name})
+        destroyed = run_playbook("session_destroy.yml", extra_vars={"session_name": name})
+        # What destroy left, counted before the sweep cleans up after a failed destroy.
+        left = count(lab, name, manager)
         sweep(lab, name, manager)
-        assert count(lab, name, manager) == 0
+        assert destroyed.rc == 0, destroyed
+        assert left == 0
 
 
 def test_torchrun_across_agents_over_the_overlay(lab_session):
