@@ -81,6 +81,14 @@ link_collection() {
   local site link
   site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
   link="$site/ansible_collections/bai/cluster"
+  # ansible.cfg's collections_path names .cache/collections first: a copy of the
+  # collection that Molecule or ansible-galaxy installed in ~/.ansible/collections would
+  # otherwise shadow this checkout for ansible-playbook.
+  local cfg_link="$ROOT/.cache/collections/ansible_collections/bai/cluster"
+  if [ "$(readlink "$cfg_link" 2>/dev/null)" != "../../../.." ]; then
+    mkdir -p "$(dirname "$cfg_link")"
+    ln -sfn ../../../.. "$cfg_link"
+  fi
   [ "$(readlink "$link" 2>/dev/null)" = "$ROOT" ] && return 0
   mkdir -p "$(dirname "$link")"
   ln -sfn "$ROOT" "$link"
