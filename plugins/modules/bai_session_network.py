@@ -58,7 +58,11 @@ options:
     type: int
     default: 24
   mtu:
-    description: MTU of the network (C(com.docker.network.driver.mtu)); default is the engine's.
+    description:
+      - MTU of the containers' interfaces on the network; default is the engine's.
+      - A bridge gets it as its C(com.docker.network.driver.mtu) option. Docker's overlay
+        driver takes 50 bytes for the VXLAN header off that option, so an overlay gets
+        O(mtu) + 50 there and its containers' interfaces get O(mtu).
     type: int
 attributes:
   check_mode:
@@ -142,6 +146,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.subnets import (
 )
 
 SUBNET_ATTEMPTS = 32
+# Docker's overlay driver gives containers its com.docker.network.driver.mtu option minus
+# the VXLAN header (vxlanEncap in libnetwork's overlay driver).
+VXLAN_OVERHEAD = 50
 
 
 def describe(item: dict) -> dict:
@@ -197,7 +204,9 @@ def create(module: AnsibleModule, api, name: str, labels: dict) -> dict:
     params = module.params
     options = {}
     if params["mtu"]:
-        options["com.docker.network.driver.mtu"] = str(params["mtu"])
+        # The option is the MTU the driver starts from: an overlay subtracts VXLAN's header.
+        extra = VXLAN_OVERHEAD if params["driver"] == "overlay" else 0
+        options["com.docker.network.driver.mtu"] = str(params["mtu"] + extra)
     if params["driver"] == "overlay":
         try:
             api.create_network(
