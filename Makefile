@@ -15,7 +15,7 @@ PYTEST := python -m pytest
 DEMO_SESSION ?= demo
 SCENARIOS ?= default multinode
 
-.PHONY: help setup images lab-up lab-down site demo demo-session lint unit integration molecule test clean
+.PHONY: help setup images test-images lab-up lab-down site demo demo-session lint unit integration molecule test clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -55,7 +55,10 @@ lint: setup  ## yamllint, ansible-lint, ruff, mypy, role READMEs, ansible-test s
 unit: setup  ## fast tests, no Docker
 	$(PYTEST) tests/unit -q
 
-integration: lab-up site  ## real Docker: the lab, site.yml, sessions
+test-images: setup  ## the integration tests' images (bai/session-hpc; wheels cached by content hash)
+	scripts/test_images.sh
+
+integration: test-images lab-up site  ## real Docker: the lab, site.yml, sessions
 	$(PYTEST) tests/integration -q
 
 molecule: setup  ## Molecule scenarios ($(SCENARIOS))

@@ -1,10 +1,11 @@
 """Real distributed jobs inside cluster sessions (issues 3 and 4).
 
 The test image ``bai/session-hpc`` (tests/images/session-hpc: Open MPI, mpi4py and a
-CPU build of PyTorch, FROM bai/session) is built through playbooks/image_build.yml's
-``image_build_extra``. The torch wheel and its dependencies are downloaded on this
-machine (pip inside a build container cannot reach PyPI through this machine's proxy)
-into .cache/session-hpc/wheels, once.
+CPU build of PyTorch pinned in its requirements.txt, FROM bai/session) is made before the
+tests run, by ``make test-images`` (scripts/test_images.sh; ``make integration`` runs it):
+the wheels are downloaded on the host into .cache/wheels/<hash of requirements.txt>/,
+once, and the image is built through playbooks/image_build.yml's ``image_build_extra``.
+These tests download and build nothing; without the image they fail and say so.
 
 - On this machine's engine (-i inventories/local): ``mpirun`` from main1 starts ranks
   over the session's SSH mesh and runs an MPI all-reduce; ``torchrun`` with the gloo
@@ -18,8 +19,6 @@ from __future__ import annotations
 
 import re
 import shlex
-import shutil
-import subprocess
 
 import pytest
 from conftest import REPO
@@ -29,8 +28,6 @@ pytestmark = pytest.mark.integration
 
 IMAGE = "bai/session-hpc:latest"
 LOCAL = "inventories/local"
-CONTEXT = REPO / ".cache" / "session-hpc"
-TORCH = "torch==2.13.0"
 # Every host of the session starts one torchrun agent (one process each); main1 fans out
 # over SSH, so the job needs nothing but what the toolkit set up.
 TORCHRUN = (
@@ -76,37 +73,15 @@ def check_allreduce(output: str, hosts: list[str], size_key: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def hpc_image(docker_client, run_playbook):
-    """Build bai/session-hpc (content-hash tag: a rerun with the same inputs is a no-op)."""
-    wheels = CONTEXT / "wheels"
-    wheels.mkdir(parents=True, exist_ok=True)
-    for item in (REPO / "tests" / "images" / "session-hpc").iterdir():
-        shutil.copy2(item, CONTEXT / item.name)
-    if not any(wheels.glob("torch-*.whl")):
-        # For the session image's Python: Debian bookworm's 3.11.
-        proc = subprocess.run(
-            [
-                "python3",
-                "-m",
-                "pip",
-                "download",
-                "-q",
-                TORCH,
-                "--python-version",
-                "3.11",
-                "--only-binary=:all:",
-                "-d",
-                str(wheels),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=900,
-            check=False,
+def hpc_image(docker_client):
+    """bai/session-hpc on this machine's engine, made beforehand by `make test-images`."""
+    if not docker_client.images.list(name=IMAGE):
+        pytest.fail(
+            f"{IMAGE} is not on this machine's engine: run `make test-images` first "
+            "(scripts/test_images.sh downloads the wheels and builds it; "
+            "`make integration` does it for you)",
+            pytrace=False,
         )
-        assert proc.returncode == 0, proc.stderr[-3000:]
-    build = {"name": "bai/session-hpc", "context": str(CONTEXT), "base": "bai/session"}
-    run = run_playbook("image_build.yml", extra_vars={"image_build_extra": [build]}, timeout=1800)
-    assert run.rc == 0, run
     return IMAGE
 
 
