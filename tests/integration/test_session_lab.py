@@ -3,15 +3,17 @@
 The agents are Docker-in-Docker containers (bai-lab-agent1/2) reached with the
 docker_api connection; the modules run there on Debian's python3 with python3-docker
 5.0.3. Session containers are inspected with ``docker exec bai-lab-agentN docker ...``.
-Needs the lab up (make lab-up).
+Needs the lab up (make lab-up). Also: a read-only data folder, and size-1 sessions kept
+apart on an agent's default bridge (icc off).
 """
 
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from labtools import AGENTS, count, in_session, lab_agents, on_agent, sweep
+from labtools import AGENTS, count, in_session, inspect, lab_agents, on_agent, sweep
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
@@ -42,7 +44,10 @@ def session3(lab, data, run_playbook):
         "session_name": NAME,
         "session_size": 3,
         "session_resources": {"cpu": 0.5, "mem": "256m"},
-        "session_mounts": [{"src": data, "dst": "/home/work/data"}],
+        "session_mounts": [
+            {"src": data, "dst": "/home/work/data"},
+            {"src": data, "dst": "/data/ro", "readonly": True},
+        ],
     }
     run = run_playbook("session_create.yml", extra_vars=extra)
     try:
@@ -109,11 +114,38 @@ def test_lab_data_folder_is_the_same_on_every_agent(session3, lab, data):
         assert on_agent(node, "cat", f"{data}/note.txt") == (0, "from-sub1")
 
 
-def test_lab_rerun_is_a_no_op_and_list_shows_it(session3, run_playbook):
+def started(lab, summary) -> dict:
+    """Each container of the session: (Id, State.StartedAt), read on its agent."""
+    found = {}
+    for item in summary["containers"]:
+        info = inspect(lab[item["agent"]], item["container"])
+        found[item["container"]] = (info["Id"], info["State"]["StartedAt"])
+    return found
+
+
+def test_lab_read_only_mount_reads_but_refuses_writes(session3, lab, data):
+    run, _extra = session3
+    agent = run.stats["bai_session"]["containers"][0]["agent"]
+    container = f"bai-{NAME}-main1"
+    assert on_agent(lab[agent], "sh", "-c", f"echo ro-data > {data}/ro.txt")[0] == 0
+    assert in_session(lab[agent], container, "cat /data/ro/ro.txt") == (0, "ro-data")
+    code, out = in_session(lab[agent], container, "echo x > /data/ro/new.txt")
+    assert code != 0 and "Read-only file system" in out, out
+    code, out = in_session(lab[agent], container, "rm /data/ro/ro.txt")
+    assert code != 0 and "Read-only file system" in out, out
+    mounts = {m["Destination"]: m for m in inspect(lab[agent], container)["Mounts"]}
+    assert (mounts["/data/ro"]["Source"], mounts["/data/ro"]["RW"]) == (data, False)
+    assert mounts["/home/work/data"]["RW"] is True
+
+
+def test_lab_rerun_is_a_no_op_and_list_shows_it(session3, lab, run_playbook):
     run, extra = session3
+    before = started(lab, run.stats["bai_session"])
     again = run_playbook("session_create.yml", extra_vars=extra)
     assert again.rc == 0, again
     assert again.changed() == 0
+    # The very same containers, never restarted.
+    assert started(lab, run.stats["bai_session"]) == before
     assert again.stats["bai_session"]["session_id"] == run.stats["bai_session"]["session_id"]
     listed = run_playbook("session_list.yml")
     assert listed.rc == 0, listed
@@ -153,3 +185,65 @@ def test_lab_missing_image_fails_clearly(lab, run_playbook):
     assert run.rc != 0
     assert any("image bai/nope:1 not on agent" in f for f in run.failures), run
     assert count(lab, "it-lab-img") == 0
+
+
+def test_lab_size1_sessions_on_one_agent_cannot_reach_each_other(lab, run_playbook):
+    """Size-1 sessions stay on the engine's default bridge, where the docker_engine role
+    turned inter-container traffic off (icc false): one session's container cannot
+    connect to another's, while the agent itself still can (docs/networks.md)."""
+    filler, first, second = "it-lab-icc-fill", "it-lab-icc-a", "it-lab-icc-b"
+    names = (filler, first, second)
+    for name in names:
+        sweep(lab, name)
+    # The filler takes all the memory of an agent (8g; not CPUs: a container cannot have
+    # more than the lab machine's 2), so both sessions under test land on the other.
+    memory = {filler: "8g", first: "256m", second: "256m"}
+
+    def create(name):
+        extra = {
+            "session_name": name,
+            "session_size": 1,
+            "session_resources": {"cpu": 0.5, "mem": memory[name]},
+        }
+        made = run_playbook("session_create.yml", extra_vars=extra)
+        assert made.rc == 0, made
+        return made.stats["bai_session"]
+
+    def destroy(name):
+        run_playbook("session_destroy.yml", extra_vars={"session_name": name})
+        sweep(lab, name)
+
+    summaries = {}
+    try:
+        summaries[filler] = create(filler)
+        # The two can be placed at the same moment: either only fits on the other agent.
+        with ThreadPoolExecutor(2) as pool:
+            summaries.update(zip((first, second), pool.map(create, (first, second))))
+        agents = {n: summaries[n]["containers"][0]["agent"] for n in names}
+        assert agents[first] == agents[second] != agents[filler], agents
+        node = lab[agents[first]]
+        # The documented mechanism: both on the default bridge, which has icc off.
+        addresses = {}
+        for name in (first, second):
+            networks = inspect(node, f"bai-{name}-main1")["NetworkSettings"]["Networks"]
+            assert list(networks) == ["bridge"], name
+            addresses[name] = networks["bridge"]["IPAddress"]
+        code, out = on_agent(
+            node,
+            "docker",
+            "network",
+            "inspect",
+            "-f",
+            '{{index .Options "com.docker.network.bridge.enable_icc"}}',
+            "bridge",
+        )
+        assert (code, out) == (0, "false")
+        banner = f"exec 3<>/dev/tcp/{addresses[second]}/2200 && head -c 7 <&3"
+        # Positive control: the second session's sshd answers on that address.
+        assert on_agent(node, "timeout", "5", "bash", "-c", banner) == (0, "SSH-2.0")
+        # The first session's container cannot even connect: the packets are dropped.
+        code, out = in_session(node, f"bai-{first}-main1", f"timeout 3 bash -c '{banner}'")
+        assert code == 124 and "SSH" not in out, (code, out)
+    finally:
+        with ThreadPoolExecutor(3) as pool:
+            list(pool.map(destroy, names))
