@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import docker
 import pytest
+from ansible_collections.bai.cluster.plugins.module_utils.labels import LABEL_SESSION
 
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = REPO / ".venv" / "bin"
@@ -109,7 +111,6 @@ def run_playbook():
 @pytest.fixture(scope="session")
 def docker_client():
     """A docker SDK client for this machine's engine; skips when there is none."""
-    docker = pytest.importorskip("docker")
     try:
         client = docker.from_env()
         client.ping()
@@ -117,3 +118,65 @@ def docker_client():
         pytest.skip(f"no Docker engine: {exc}")
     yield client
     client.close()
+
+
+# --- every module starts from empty agents and leaves them empty --------------------------
+def _session_leftovers(client) -> list[str]:
+    """Session containers and networks on this machine's engine and, when the lab is up,
+    inside its agents' and manager's engines: ["where: name", ...]."""
+    found = [
+        f"local: {c.name}"
+        for c in client.containers.list(all=True, filters={"label": LABEL_SESSION})
+    ]
+    found += [
+        f"local: network {n.name}" for n in client.networks.list(filters={"label": LABEL_SESSION})
+    ]
+    for node in ("agent1", "agent2", "manager"):
+        try:
+            container = client.containers.get(f"bai-lab-{node}")
+        except docker.errors.NotFound:
+            continue
+        if container.status != "running":
+            continue
+        for kind, argv in (
+            ("", ["docker", "ps", "-a", "--format", "{{.Names}}"]),
+            ("network ", ["docker", "network", "ls", "--format", "{{.Name}}"]),
+        ):
+            code, out = container.exec_run([*argv, "--filter", f"label={LABEL_SESSION}"])
+            assert code == 0, out.decode(errors="replace")
+            found += [f"{node}: {kind}{name}" for name in out.decode().split()]
+    return found
+
+
+def _remove_leftovers(client) -> None:
+    for c in client.containers.list(all=True, filters={"label": LABEL_SESSION}):
+        c.remove(force=True)
+    for n in client.networks.list(filters={"label": LABEL_SESSION}):
+        n.remove()
+    for node in ("agent1", "agent2", "manager"):
+        try:
+            container = client.containers.get(f"bai-lab-{node}")
+        except docker.errors.NotFound:
+            continue
+        label = f"label={LABEL_SESSION}"
+        container.exec_run(
+            ["sh", "-c", f"docker rm -f $(docker ps -aq --filter {label}) 2>/dev/null"]
+        )
+        container.exec_run(
+            ["sh", "-c", f"docker network rm $(docker network ls -q --filter {label}) 2>/dev/null"]
+        )
+
+
+@pytest.fixture(scope="module", autouse=True)
+def agents_start_and_end_empty(request, docker_client):
+    """Placement depends on what the agents already run, so a test module must not see
+    another module's sessions: each module checks the engines are empty before its first
+    test, and after its last one (a leak fails the leaking module, then is removed so the
+    next module still starts clean)."""
+    before = _session_leftovers(docker_client)
+    assert before == [], f"{request.module.__name__} starts with sessions left over: {before}"
+    yield
+    after = _session_leftovers(docker_client)
+    if after:
+        _remove_leftovers(docker_client)
+    assert after == [], f"{request.module.__name__} left sessions behind: {after}"

@@ -2,10 +2,11 @@
 
 site.yml converges the lab (agent_network + host_firewall included); then every path of
 the zones' rules (docs/networks.md#zones-and-the-host-firewall) is tried from the node a
-person or an attacker would use. Each blocked path has a positive control: the same
+person or an attacker would use. BLOCKED lists, per probing node, every firewalled port of
+every host that node can route to; OPEN and LOCAL are the positive controls: the same
 listener answers an allowed peer (or the node itself), so "blocked" means the firewall,
-not a dead listener. Probes are bash /dev/tcp connects with a 3 s timeout, run in
-parallel inside the probing node:
+not a dead listener, and a test checks every blocked pair has such a control. Probes are
+bash /dev/tcp connects with a 3 s timeout, run in parallel inside the probing node:
 
     open     the listener answered (its first bytes are kept: the lab's stand-ins say
              "bai-lab <node> <port>", sshd says "SSH-2.0-...")
@@ -13,8 +14,9 @@ parallel inside the probing node:
     noroute  the probing node has no route (segmentation)
     timeout  nothing came back: dropped by the firewall
 
-Sessions are named fw-*; the module removes them. The last test restarts agent1's inner
-engine (the brief asks for it): containers on agent1 without a restart policy stop.
+Sessions are named fw-*; the module removes them. The last tests flush agent1's table and
+bring it back through the boot script, then through a restart of agent1's inner engine
+(waited for, with an assertion, until agent1 is Ready in the swarm again).
 """
 
 from __future__ import annotations
@@ -33,8 +35,10 @@ IP = {
     "manager": "10.210.2.11",
     "manager_compute": "10.210.3.11",
     "appproxy": "10.210.3.12",
+    "appproxy_public": "10.210.1.12",
     "agent1": "10.210.3.21",
     "agent2": "10.210.3.22",
+    "intruder": "10.210.3.32",
 }
 AGENT_IPS = {"agent1": IP["agent1"], "agent2": IP["agent2"]}
 SINGLE = "fw-one"
@@ -136,14 +140,66 @@ def test_site_converges_and_the_firewall_reconverge_changes_nothing(converged):
     assert {h: s["changed"] for h, s in stats.items() if s["changed"]} == {}, second
 
 
+def iptables_rules(container) -> str:
+    """Docker's iptables ruleset on a node, without counters and timestamps."""
+    code, out = on_agent(container, "iptables-save")
+    assert code == 0, out
+    lines = [re.sub(r" \[\d+:\d+\]$", "", ln) for ln in out.splitlines() if not ln.startswith("#")]
+    return "\n".join(lines)
+
+
+def without_counters(ruleset: str) -> str:
+    return re.sub(r"counter packets \d+ bytes \d+", "counter", ruleset)
+
+
+def load_firewall(container) -> None:
+    """What the role, the boot script and the engine hook run: one nft transaction."""
+    code, out = on_agent(container, "nft", "-f", f"/etc/bai-firewall/{TABLE}.nft")
+    assert code == 0, out
+
+
 def test_every_component_has_the_table_and_docker_keeps_its_own(lab, converged):
     for name in ("webserver", "manager", "appproxy", "agent1", "agent2"):
         code, out = on_agent(lab[name], "nft", "list", "table", "inet", TABLE)
         assert code == 0, (name, out)
         assert "policy drop" in out and 'comment "bai host_firewall ' in out, (name, out)
     for name in ("manager", "agent1", "agent2"):
-        code, out = on_agent(lab[name], "iptables", "-S", "DOCKER-USER")
-        assert code == 0, (name, out)  # Docker's chains survive the firewall's loads
+        before = iptables_rules(lab[name])
+        # Docker's own chains and NAT are there to be kept ...
+        assert "-A FORWARD -j DOCKER-USER" in before and "*nat" in before, (name, before)
+        tables = set(on_agent(lab[name], "nft", "list", "tables")[1].splitlines())
+        load_firewall(lab[name])
+        # ... and reloading the firewall leaves every one of Docker's rules as it was.
+        assert iptables_rules(lab[name]) == before, name
+        assert set(on_agent(lab[name], "nft", "list", "tables")[1].splitlines()) == tables, name
+
+
+def test_a_rule_file_nft_rejects_is_not_installed_and_the_loaded_table_stays(
+    lab, converged, run_playbook
+):
+    """The template's `nft -c` check: a table name nft cannot parse renders a file that
+    is refused; the old file stays on disk and the old table stays loaded."""
+    agent1 = lab["agent1"]
+    path = f"/etc/bai-firewall/{TABLE}.nft"
+    _code, file_before = on_agent(agent1, "sha256sum", path)
+    _code, table_before = on_agent(agent1, "nft", "list", "table", "inet", TABLE)
+    run = run_playbook(
+        "site.yml",
+        "--tags",
+        "host_firewall",
+        "--limit",
+        "agent1",
+        extra_vars={
+            "host_firewall_table": "bai firewall",
+            "host_firewall_config_dir": "/etc/bai-firewall",
+        },
+    )
+    assert run.rc != 0, run
+    assert any("nft" in f or "failed to validate" in f for f in run.failures), run
+    assert on_agent(agent1, "sha256sum", path)[1] == file_before
+    assert on_agent(agent1, "nft", "list", "table", "inet", TABLE)[1] == table_before
+    _code, out = on_agent(agent1, "bash", "-c", "ls /etc/bai-firewall")
+    assert out.split() == [f"{TABLE}.nft"], out  # no half-written file next to it
 
 
 # --- the user (public zone) ------------------------------------------------------------
@@ -181,36 +237,151 @@ def test_user_reaches_the_webserver_but_not_the_manager_or_agents(lab, converged
     assert ctl[(IP["manager"], 8081)] == "open bai-lab manager 8081", ctl
 
 
-# --- the intruder (compute zone) --------------------------------------------------------
-def test_intruder_is_dropped_on_every_agent_port(lab, converged):
-    ports = [22, 6001, 6009, 2377, 7946]
-    targets = [(ip, p) for ip in AGENT_IPS.values() for p in ports] + [
-        (IP["manager_compute"], 2377)
-    ]
-    got = probe(lab["intruder"], targets)
-    assert {t: r for t, r in got.items() if r != "timeout"} == {}, got
-    # Positive controls: each listener is up (from inside the node) and answers peers.
-    for agent in AGENT_IPS:
-        local = probe(lab[agent], [("127.0.0.1", 22), ("127.0.0.1", 6001), ("127.0.0.1", 6009)])
-        assert all(r.startswith("open") for r in local.values()), (agent, local)
-    peer = probe(lab["agent2"], [(IP["agent1"], 7946)])
-    assert peer[(IP["agent1"], 7946)].startswith("open"), peer
-    mgr = probe(lab["agent1"], [(IP["manager_compute"], 2377)])
-    assert mgr[(IP["manager_compute"], 2377)].startswith("open"), mgr
+# --- every firewalled host, from every zone ------------------------------------------------
+# Which node owns each address the probes aim at (a control may use any of them).
+OWNER = {
+    IP["webserver"]: "webserver",
+    IP["webserver_mgmt"]: "webserver",
+    IP["manager"]: "manager",
+    IP["manager_compute"]: "manager",
+    IP["appproxy"]: "appproxy",
+    IP["appproxy_public"]: "appproxy",
+    IP["agent1"]: "agent1",
+    IP["agent2"]: "agent2",
+}
+MANAGER_PORTS = [22, 2377, 2379, 5000, 5432, 6021, 6022, 6379, 7946, 8081]
+AGENT_PORTS = [22, 6001, 6009, 7946]
+# From each node: the (address, port) pairs that node can route to but host_firewall
+# must drop (probe result "timeout": a host without the firewall answers with a reset
+# or the listener's banner).
+BLOCKED = {
+    # public zone: a person's machine
+    "user": [(IP["webserver"], 22), *((IP["appproxy_public"], p) for p in (22, 10200, 10201))],
+    # compute zone, not a cluster member
+    "intruder": [
+        *((IP["manager_compute"], p) for p in MANAGER_PORTS),
+        *((IP["appproxy"], p) for p in (22, 10200, 10201, 10205)),
+        *((ip, p) for ip in AGENT_IPS.values() for p in AGENT_PORTS),
+    ],
+    # management zone: the webserver may use 8081, 6021, 6379 and SSH (admin network)
+    "webserver": [
+        *((IP["manager"], p) for p in (2379, 5432, 6022)),
+        *((IP["appproxy_public"], p) for p in (22, 10201)),
+    ],
+    # an agent is a cluster member, but only for etcd, redis, swarm and the registry
+    "agent1": [
+        *((IP["manager_compute"], p) for p in (22, 5432, 6021, 6022, 8081)),
+        *((IP["appproxy"], p) for p in (22, 10200, 10201, 10205)),
+        (IP["agent2"], 22),
+        (IP["agent2"], 6001),
+    ],
+    # the manager reaches the agents' RPC, not their SSH (admins come from mgmt only)
+    "manager": [(IP["agent1"], 22), (IP["appproxy"], 10201), (IP["appproxy"], 22)],
+}
+# Positive controls: the same listeners answer the peers the firewall allows, or the
+# node itself ("local": 127.0.0.1 is always accepted), so "timeout" above means the
+# firewall, not a dead listener.
+OPEN = {
+    "user": [(IP["webserver"], 8080), (IP["webserver"], 443), (IP["appproxy_public"], 10205)],
+    "webserver": [
+        *((IP["manager"], p) for p in (22, 6021, 6379, 8081)),
+        (IP["appproxy_public"], 10200),
+    ],
+    "agent1": [
+        *((IP["manager_compute"], p) for p in (2377, 2379, 5000, 6379, 7946)),
+        (IP["agent2"], 7946),
+    ],
+    "agent2": [(IP["agent1"], 7946)],
+    "manager": [
+        *((ip, p) for ip in AGENT_IPS.values() for p in (6001, 6009)),
+        (IP["appproxy"], 10200),
+        (IP["webserver_mgmt"], 22),
+    ],
+}
+LOCAL = {
+    "manager": [22, 5432, 6022],
+    "appproxy": [22, 10201],
+    "webserver": [22],
+    "agent1": [22],
+    "agent2": [22, 6001],
+}
+# A user port of the app proxy with no route behind it: HAProxy does not listen, so the
+# control is "reachable" (a reset), not a banner.
+NO_LISTENER = {("appproxy", 10205)}
+
+
+def test_every_blocked_path_has_a_positive_control():
+    """The tables above are the test's claim; a blocked pair without a control proves nothing."""
+    controls = {(OWNER[ip], port) for pairs in OPEN.values() for ip, port in pairs}
+    controls |= {(node, port) for node, ports in LOCAL.items() for port in ports}
+    missing = {
+        (OWNER[ip], port)
+        for pairs in BLOCKED.values()
+        for ip, port in pairs
+        if (OWNER[ip], port) not in controls
+    }
+    assert missing == set(), f"blocked paths without a positive control: {sorted(missing)}"
+    # Every component host is probed from outside its allow-lists.
+    assert {OWNER[ip] for pairs in BLOCKED.values() for ip, _ in pairs} == set(LOCAL)
+
+
+@pytest.mark.parametrize("source", sorted(BLOCKED))
+def test_firewall_drops_what_each_zone_may_not_reach(lab, converged, source):
+    got = probe(lab[source], BLOCKED[source])
+    assert {t: r for t, r in got.items() if r != "timeout"} == {}, (source, got)
+
+
+@pytest.mark.parametrize("source", sorted(OPEN))
+def test_allowed_peers_reach_the_same_listeners(lab, converged, source):
+    got = probe(lab[source], OPEN[source])
+    for (ip, port), result in got.items():
+        if (OWNER[ip], port) in NO_LISTENER:
+            assert result == "refused", (source, ip, port, got)
+        else:
+            assert result.startswith("open"), (source, ip, port, got)
+
+
+@pytest.mark.parametrize("host", sorted(LOCAL))
+def test_the_listeners_behind_the_blocked_ports_are_up(lab, converged, host):
+    got = probe(lab[host], [("127.0.0.1", p) for p in LOCAL[host]])
+    assert all(r.startswith("open") for r in got.values()), (host, got)
 
 
 def test_intruder_udp_to_vxlan_and_gossip_is_dropped(lab, converged):
-    before = drops(lab["agent1"])
-    for port in (4789, 7946):
-        code, out = on_agent(
-            lab["intruder"],
-            "bash",
-            "-c",
-            f"for i in 1 2 3; do echo x > /dev/udp/{IP['agent1']}/{port}; done",
-        )
-        assert code == 0, out
-    time.sleep(0.5)
-    assert drops(lab["agent1"]) - before >= 6  # each datagram hit the drop policy
+    """Dedicated counters on agent1 (a table of the test's own, removed after): one chain
+    before the firewall's input hook and one after it, both matching only the intruder's
+    datagrams. Six arrive, none gets past the firewall."""
+    match = f"ip saddr {IP['intruder']} udp dport {{ 4789, 7946 }} counter"
+    commands = [
+        "add table inet fwcount",
+        "add chain inet fwcount before { type filter hook input priority -200; }",
+        "add chain inet fwcount after { type filter hook input priority 10; }",
+        f"add rule inet fwcount before {match}",
+        f"add rule inet fwcount after {match}",
+    ]
+    script = "nft -f - <<'EOF'\n" + "\n".join(commands) + "\nEOF"
+    code, out = on_agent(lab["agent1"], "bash", "-c", script)
+    assert code == 0, out
+    try:
+        for port in (4789, 7946):
+            code, out = on_agent(
+                lab["intruder"],
+                "bash",
+                "-c",
+                f"for i in 1 2 3; do echo x > /dev/udp/{IP['agent1']}/{port}; done",
+            )
+            assert code == 0, out
+        deadline = time.monotonic() + 10
+        while True:
+            code, out = on_agent(lab["agent1"], "nft", "list", "table", "inet", "fwcount")
+            assert code == 0, out
+            seen = [int(n) for n in re.findall(r"counter packets (\d+)", out)]
+            if seen[0] >= 6 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+    finally:
+        on_agent(lab["agent1"], "nft", "delete", "table", "inet", "fwcount")
+    assert seen == [6, 0], out  # [before the firewall, after it]
 
 
 def test_nmap_from_the_intruder_finds_no_open_port_on_the_agents(lab, converged):
@@ -220,16 +391,18 @@ def test_nmap_from_the_intruder_finds_no_open_port_on_the_agents(lab, converged)
         "nmap",
         "-Pn",
         "-n",
-        "-T5",
+        "-T4",
         "--max-retries",
-        "0",
+        "2",
         "-p",
         spec,
         *AGENT_IPS.values(),
     )
     assert code == 0, out
     assert " open " not in out and "/open" not in out, out
-    assert out.count("filtered") >= 2, out
+    # Every port of both agents is filtered (dropped), none closed (answered with a reset).
+    assert len(re.findall(r"Not shown: \d+ filtered tcp ports", out)) == 2, out
+    assert "closed" not in out, out
     # Positive control: the same scan from the manager sees the agent RPC port open.
     code, ctl = on_agent(lab["manager"], "nmap", "-Pn", "-n", "-p", "6001", IP["agent1"])
     assert code == 0 and re.search(r"6001/tcp\s+open", ctl), ctl
@@ -295,30 +468,78 @@ def test_multi_node_session_works_with_the_firewall_on(lab, converged, run_playb
 
 
 # --- persistence (last: restarts agent1's engine) ---------------------------------------
-def test_firewall_survives_an_engine_restart(lab, converged):
-    agent1 = lab["agent1"]
-    _code, before = on_agent(agent1, "nft", "list", "table", "inet", TABLE)
-    marker = re.search(r'comment "(bai host_firewall \w+)"', before)
-    assert marker, before
-    code, out = on_agent(agent1, "service", "docker", "restart")
-    assert code == 0, out
-    for _second in range(30):
-        if on_agent(agent1, "docker", "info", "--format", "{{.ServerVersion}}")[0] == 0:
-            break
+def wait_for(check, what: str, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, f"{what}: not within {seconds} s"
         time.sleep(1)
+
+
+def test_boot_script_restores_a_flushed_ruleset(lab, converged):
+    agent1 = lab["agent1"]
+    _code, loaded = on_agent(agent1, "nft", "list", "table", "inet", TABLE)
+    docker_rules = iptables_rules(agent1)
+    code, out = on_agent(agent1, "bash", "-c", "ls /etc/rcS.d | grep -x 'S[0-9]*bai-firewall'")
+    assert code == 0, out  # registered for boot (the lab's nodes have no systemd)
+    code, out = on_agent(agent1, "nft", "delete", "table", "inet", TABLE)
+    assert code == 0, out
+    try:
+        # Without the table, the intruder reaches the agent: the probe can tell.
+        open_ = probe(lab["intruder"], [(IP["agent1"], 6001)])
+        assert open_[(IP["agent1"], 6001)] == "open bai-lab agent1 6001", open_
+        code, out = on_agent(agent1, "/etc/init.d/bai-firewall", "start")
+        assert code == 0, out
+    finally:
+        on_agent(
+            agent1,
+            "bash",
+            "-c",
+            f"nft list table inet {TABLE} || nft -f /etc/bai-firewall/{TABLE}.nft",
+        )
+    assert without_counters(on_agent(agent1, "nft", "list", "table", "inet", TABLE)[1]) == (
+        without_counters(loaded)
+    )
+    blocked = probe(lab["intruder"], [(IP["agent1"], 6001)])
+    assert blocked[(IP["agent1"], 6001)] == "timeout", blocked
+    assert iptables_rules(agent1) == docker_rules
+
+
+def test_engine_start_reapplies_a_flushed_ruleset(lab, converged):
+    agent1 = lab["agent1"]
+    _code, loaded = on_agent(agent1, "nft", "list", "table", "inet", TABLE)
+    marker = re.search(r'comment "(bai host_firewall \w+)"', loaded)
+    assert marker, loaded
+    code, out = on_agent(agent1, "nft", "delete", "table", "inet", TABLE)
+    assert code == 0, out
+    code, out = on_agent(agent1, "service", "docker", "restart")
+    try:
+        assert code == 0, out
+        wait_for(
+            lambda: (
+                on_agent(agent1, "docker", "info", "--format", "{{.Swarm.LocalNodeState}}")
+                == (0, "active")
+            ),
+            "agent1's engine back in the swarm",
+        )
+    finally:
+        on_agent(
+            agent1,
+            "bash",
+            "-c",
+            f"nft list table inet {TABLE} || nft -f /etc/bai-firewall/{TABLE}.nft",
+        )
+    # The engine's start hook (/etc/default/docker) loaded the table again.
     code, after = on_agent(agent1, "nft", "list", "table", "inet", TABLE)
     assert code == 0 and marker.group(1) in after, after
     blocked = probe(lab["intruder"], [(IP["agent1"], 6001)])
     assert blocked[(IP["agent1"], 6001)] == "timeout", blocked
     allowed = probe(lab["manager"], [(IP["agent1"], 6001)])
     assert allowed[(IP["agent1"], 6001)] == "open bai-lab agent1 6001", allowed
-    code, out = on_agent(agent1, "iptables", "-S", "DOCKER-USER")
-    assert code == 0, out
-    # The boot hooks exist: SysV script + engine hook (the lab has no systemd).
-    code, out = on_agent(
-        agent1,
-        "bash",
-        "-c",
-        "ls /etc/rcS.d | grep bai-firewall && grep -c bai-cluster /etc/default/docker",
-    )
-    assert code == 0, out
+    assert "-A FORWARD -j DOCKER-USER" in iptables_rules(agent1)
+    # The manager sees agent1 ready again before the next module uses it.
+    wait_for(lambda: swarm_status(lab["manager"], "agent1") == "Ready", "agent1 Ready in the swarm")
+
+
+def swarm_status(manager, hostname: str) -> str:
+    _code, out = on_agent(manager, "docker", "node", "ls", "--format", "{{.Hostname}} {{.Status}}")
+    return dict(line.split(" ", 1) for line in out.splitlines()).get(hostname, "")
