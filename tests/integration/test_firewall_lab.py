@@ -322,7 +322,7 @@ def test_every_blocked_path_has_a_positive_control():
     }
     assert missing == set(), f"blocked paths without a positive control: {sorted(missing)}"
     # Every component host is probed from outside its allow-lists.
-    assert {OWNER[ip] for pairs in BLOCKED.values() for ip, _ in pairs} == set(LOCAL)
+    assert {OWNER[ip] for pairs in BLOCKED.values() for ip, _port in pairs} == set(LOCAL)
 
 
 @pytest.mark.parametrize("source", sorted(BLOCKED))
