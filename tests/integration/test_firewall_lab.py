@@ -152,6 +152,16 @@ def without_counters(ruleset: str) -> str:
     return re.sub(r"counter packets \d+ bytes \d+", "counter", ruleset)
 
 
+def ensure_table(container) -> None:
+    """Clean-up after a test that deleted the table: load it again if it is still missing."""
+    on_agent(
+        container,
+        "bash",
+        "-c",
+        f"nft list table inet {TABLE} || nft -f /etc/bai-firewall/{TABLE}.nft",
+    )
+
+
 def load_firewall(container) -> None:
     """What the role, the boot script and the engine hook run: one nft transaction."""
     code, out = on_agent(container, "nft", "-f", f"/etc/bai-firewall/{TABLE}.nft")
@@ -490,12 +500,7 @@ def test_boot_script_restores_a_flushed_ruleset(lab, converged):
         code, out = on_agent(agent1, "/etc/init.d/bai-firewall", "start")
         assert code == 0, out
     finally:
-        on_agent(
-            agent1,
-            "bash",
-            "-c",
-            f"nft list table inet {TABLE} || nft -f /etc/bai-firewall/{TABLE}.nft",
-        )
+        ensure_table(agent1)
     assert without_counters(on_agent(agent1, "nft", "list", "table", "inet", TABLE)[1]) == (
         without_counters(loaded)
     )
@@ -522,12 +527,7 @@ def test_engine_start_reapplies_a_flushed_ruleset(lab, converged):
             "agent1's engine back in the swarm",
         )
     finally:
-        on_agent(
-            agent1,
-            "bash",
-            "-c",
-            f"nft list table inet {TABLE} || nft -f /etc/bai-firewall/{TABLE}.nft",
-        )
+        ensure_table(agent1)
     # The engine's start hook (/etc/default/docker) loaded the table again.
     code, after = on_agent(agent1, "nft", "list", "table", "inet", TABLE)
     assert code == 0 and marker.group(1) in after, after
