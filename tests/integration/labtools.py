@@ -49,6 +49,15 @@ def inspect(node, container) -> dict:
     return json.loads(out)[0]
 
 
+def started(lab, summary) -> dict:
+    """Each container of the session: (Id, State.StartedAt), read on its agent."""
+    found = {}
+    for item in summary["containers"]:
+        info = inspect(lab[item["agent"]], item["container"])
+        found[item["container"]] = (info["Id"], info["State"]["StartedAt"])
+    return found
+
+
 def sweep(lab, name, manager=None):
     """Remove whatever a session left on the agents (and its overlay on the manager)."""
     label = f"label={LABEL_SESSION}={name}"

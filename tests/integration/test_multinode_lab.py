@@ -18,7 +18,7 @@ import time
 
 import pytest
 from conftest import ansible_playbook
-from labtools import AGENTS, count, in_session, inspect, lab_agents, on_agent, sweep
+from labtools import AGENTS, count, in_session, inspect, lab_agents, on_agent, started, sweep
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
@@ -79,15 +79,6 @@ def container_env(node, container) -> dict:
     code, out = in_session(node, container, "env")
     assert code == 0, out
     return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
-
-
-def started(lab, summary) -> dict:
-    """Each container of the session: (Id, State.StartedAt), read on its agent."""
-    found = {}
-    for item in summary["containers"]:
-        info = inspect(lab[item["agent"]], item["container"])
-        found[item["container"]] = (info["Id"], info["State"]["StartedAt"])
-    return found
 
 
 def events(node, since: int, *filters: str) -> list[str]:

@@ -13,7 +13,7 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from labtools import AGENTS, count, in_session, inspect, lab_agents, on_agent, sweep
+from labtools import AGENTS, count, in_session, inspect, lab_agents, on_agent, started, sweep
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
@@ -112,15 +112,6 @@ def test_lab_data_folder_is_the_same_on_every_agent(session3, lab, data):
     assert code == 0, out
     for node in lab.values():  # both agents see the file in the shared folder
         assert on_agent(node, "cat", f"{data}/note.txt") == (0, "from-sub1")
-
-
-def started(lab, summary) -> dict:
-    """Each container of the session: (Id, State.StartedAt), read on its agent."""
-    found = {}
-    for item in summary["containers"]:
-        info = inspect(lab[item["agent"]], item["container"])
-        found[item["container"]] = (info["Id"], info["State"]["StartedAt"])
-    return found
 
 
 def test_lab_read_only_mount_reads_but_refuses_writes(session3, lab, data):
