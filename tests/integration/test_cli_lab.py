@@ -130,9 +130,42 @@ def tmp(tmp_path_factory):
     return tmp_path_factory.mktemp("cli-tmp")
 
 
+def on_user(command: str) -> subprocess.CompletedProcess:
+    """A shell command on the lab's user node (a person's machine, public zone)."""
+    return subprocess.run(
+        ["docker", "exec", "bai-lab-user", "sh", "-c", command],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
 @pytest.fixture(scope="module")
-def created(tmp):
-    """A size-2 session on the lab, made by the CLI while a watcher reads its temp files."""
+def people(tmp_path_factory):
+    """Three people's keypairs, made on the user node (private keys never leave it):
+    ``file`` is given to create as a .pub file, ``line`` as a key line, ``other`` not at
+    all. The .pub file lies outside the CLI's TMPDIR."""
+    keys = {name: f"/root/.ssh/{LAB}-{name}" for name in ("file", "line", "other")}
+    made = on_user(
+        "mkdir -p -m 700 /root/.ssh && "
+        + " && ".join(
+            f"rm -f {k} {k}.pub && ssh-keygen -q -t ed25519 -N '' -C {LAB}-{n} -f {k}"
+            for n, k in keys.items()
+        )
+    )
+    assert made.returncode == 0, made.stderr
+    public = {n: on_user(f"cat {k}.pub").stdout.strip() for n, k in keys.items()}
+    pub_file = tmp_path_factory.mktemp("people") / "person.pub"
+    pub_file.write_text(public["file"] + "\n")
+    yield {"keys": keys, "public": public, "pub_file": pub_file}
+    on_user("rm -f " + " ".join(f"{k} {k}.pub" for k in keys.values()))
+
+
+@pytest.fixture(scope="module")
+def created(tmp, people):
+    """A size-2 session on the lab, made by the CLI while a watcher reads its temp files;
+    two people's public keys are given with --authorized-key (a .pub file and a line)."""
     lab_sweep(LAB)
     try:
         with Watcher(tmp) as watcher:
@@ -149,6 +182,10 @@ def created(tmp):
                 "256m",
                 "--env",
                 "CLI_TEST=yes",
+                "--authorized-key",
+                str(people["pub_file"]),
+                "--authorized-key",
+                people["public"]["line"],
             )
         yield run, watcher
     finally:
@@ -259,6 +296,56 @@ def test_ssh_runs_as_work_in_the_right_container(created, tmp):
     assert printed[-3:] == [f"bai-{LAB}-main1", "bash", "-l"]
 
 
+def test_authorized_keys_let_exactly_those_people_in_through_the_app_proxy(created, tmp, people):
+    """--authorized-key (docs/cli.md): the keys, from a .pub file and as a line, land in
+    every container's ~work/.ssh/authorized_keys2, and from the user node each of them
+    logs in to main1 through the app proxy route the session shows; a key not given is
+    refused there."""
+    run, _watcher = created
+    assert run.returncode == 0, run.stderr
+    details = json.loads(cli(tmp, "--json", "session", "show", LAB).stdout)
+    wanted = [people["public"]["file"], people["public"]["line"]]
+    for c in details["containers"]:
+        keys = sh(
+            "docker",
+            "exec",
+            f"bai-lab-{c['agent']}",
+            "docker",
+            "exec",
+            c["container"],
+            "cat",
+            "/home/work/.ssh/authorized_keys2",
+        )
+        assert keys.splitlines() == wanted, (c["host"], keys)
+    route = details["appproxy_route"]
+    assert route and route["ssh"] == f"ssh -p {route['port']} work@{route['address']}", route
+
+    def login(who: str) -> subprocess.CompletedProcess:
+        return on_user(
+            f"ssh -i {people['keys'][who]} -o BatchMode=yes -o IdentitiesOnly=yes "
+            "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o ConnectTimeout=10 "
+            f"-p {route['port']} work@{route['address']} 'hostname; id -un'"
+        )
+
+    for who in ("file", "line"):
+        got = login(who)
+        assert (got.returncode, got.stdout.split()) == (0, ["main1", "work"]), (who, got.stderr)
+    refused = login("other")
+    assert refused.returncode != 0 and "Permission denied" in refused.stderr, refused
+
+
+def test_authorized_key_file_that_is_not_pub_is_refused_unread(tmp, tmp_path):
+    """A file not named .pub (perhaps a private key) is refused before anything runs, and
+    its content appears nowhere in the output."""
+    secret = tmp_path / "id_ed25519"
+    secret.write_text("NOT-A-KEY-" + os.urandom(8).hex() + "\n")
+    run = cli(tmp, "session", "create", "cli-it-key", "-n", "1", "--authorized-key", str(secret))
+    assert run.returncode == 2, run.stderr
+    assert f"--authorized-key: {secret} is not a .pub file (never a private key)" in run.stderr
+    assert secret.read_text().strip() not in run.stdout + run.stderr
+    assert lab_containers("cli-it-key") == []
+
+
 def test_bad_input_exits_2_and_creates_nothing(tmp):
     run = cli(tmp, "session", "create", "cli-it-bad", "-n", "0")
     assert run.returncode == 2, run.stderr
@@ -331,3 +418,74 @@ def test_destroy_removes_everything_and_is_idempotent(created, tmp):
     )
     missing = cli(tmp, "session", "show", LAB)
     assert missing.returncode == 1 and f"no session {LAB}" in missing.stderr
+
+
+# --- lab and site -------------------------------------------------------------------
+LAB_IMG = "bai/session:latest"
+
+
+def lab_state() -> dict[str, object]:
+    """What `lab up` could touch: the lab's containers (ID, start time, restarts), its
+    networks and volumes, the images on this machine and in the agents."""
+    ids = sh("docker", "ps", "-aq", "--filter", "label=ai.backend.lab=bai-lab").split()
+    containers = json.loads(sh("docker", "inspect", *ids))
+    networks = sh("docker", "network", "ls", "-q", "--filter", "label=ai.backend.lab=bai-lab")
+    volumes = sh("docker", "volume", "ls", "-q", "--filter", "label=ai.backend.lab=bai-lab")
+    image = "{{.Id}}"
+    return {
+        "containers": sorted(
+            (c["Name"], c["Id"], c["State"]["StartedAt"], c["RestartCount"]) for c in containers
+        ),
+        "networks": sorted(networks.split()),
+        "volumes": sorted(volumes.split()),
+        "images": [
+            sh("docker", "image", "inspect", "-f", image, ref)
+            for ref in (LAB_IMG, "bai/lab-node:latest")
+        ],
+        "agent_images": [
+            sh("docker", "exec", f"bai-lab-{a}", "docker", "image", "inspect", "-f", image, LAB_IMG)
+            for a in AGENTS
+        ],
+    }
+
+
+def test_lab_up_on_the_running_lab_changes_nothing(tmp):
+    """`bai-cluster lab up` on the lab that is up: success, changed=0, and nothing was
+    recreated or restarted, no image rebuilt or reloaded."""
+    before = lab_state()
+    run = cli(tmp, "--json", "lab", "up", timeout=600)
+    assert run.returncode == 0, run.stderr
+    summary = json.loads(run.stdout)
+    assert summary["playbook"] == "playbooks/lab.yml"
+    assert summary["ok"].get("localhost", 0) > 0, summary
+    assert all(n == 0 for n in summary["changed"].values()), summary
+    assert summary["failures"] == {}, summary
+    assert lab_state() == before
+
+
+def test_site_with_tags_converges_what_drifted_and_only_that(tmp):
+    """`bai-cluster site --tags agent_network`: a persisted sysctl file removed on agent1
+    comes back as the role writes it, agent1 is the only host changed, and the recap
+    lists exactly the hosts of the plays run (preflight is tagged always)."""
+    path = "/etc/sysctl.d/60-bai-agent-network.conf"
+    wanted = sh("docker", "exec", "bai-lab-agent2", "cat", path)
+    sh("docker", "exec", "bai-lab-agent1", "rm", "-f", path)
+    try:
+        run = cli(tmp, "site", "--tags", "agent_network", timeout=600)
+        assert run.returncode == 0, run.stderr
+        recap = dict(line.split(": ", 1) for line in run.stdout.splitlines())
+        assert recap.pop("agent1").endswith(" changed=1"), run.stdout
+        assert sorted(recap) == ["agent2", "appproxy", "manager", "webserver"], run.stdout
+        assert all(v.endswith(" changed=0") for v in recap.values()), run.stdout
+    finally:
+        restored = subprocess.run(
+            ["docker", "exec", "bai-lab-agent1", "cat", path], capture_output=True, text=True
+        )
+        if restored.returncode != 0:  # leave the lab as it was found
+            subprocess.run(
+                ["docker", "exec", "-i", "bai-lab-agent1", "sh", "-c", f"cat > {path}"],
+                input=wanted + "\n",
+                text=True,
+                check=False,
+            )
+    assert restored.stdout.strip() == wanted

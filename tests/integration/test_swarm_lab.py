@@ -99,6 +99,43 @@ def test_swarm_has_the_manager_and_both_agents_ready(converged, client):
         assert by_host[agent]["Spec"]["Labels"]["ai.backend.resource-group"] == "default"
 
 
+NODE_CERT = "/var/lib/docker/swarm/certificates/swarm-node.crt"
+CERT_SUBJECT = (
+    "import json, ssl, sys; "
+    "subject = ssl._ssl._test_decode_cert(sys.argv[1])['subject']; "
+    "print(json.dumps({k: v for rdn in subject for k, v in rdn}))"
+)
+
+
+def test_agents_belong_to_the_managers_swarm(client):
+    """Not just "some swarm": each agent's node certificate, issued by the swarm's CA,
+    names the manager's cluster ID and the agent's node ID as a worker; the manager lists
+    that node ID with the agent's hostname and compute address; the agent's remote
+    manager is the manager. (Read-only; runs on the lab as it is.)"""
+    manager = node_json(client, "manager", "docker", "info", "--format", "{{json .Swarm}}")
+    cluster = manager["Cluster"]["ID"]
+    listed = {
+        n["ID"]: n
+        for n in node_json(
+            client, "manager", "sh", "-c", "docker node ls -q | xargs docker node inspect"
+        )
+    }
+    for agent in ("agent1", "agent2"):
+        swarm = node_json(client, agent, "docker", "info", "--format", "{{json .Swarm}}")
+        assert swarm["LocalNodeState"] == "active" and swarm["ControlAvailable"] is False
+        subject = node_json(client, agent, "python3", "-c", CERT_SUBJECT, NODE_CERT)
+        assert subject == {
+            "organizationName": cluster,
+            "organizationalUnitName": "swarm-worker",
+            "commonName": swarm["NodeID"],
+        }, (agent, subject)
+        node = listed[swarm["NodeID"]]
+        assert node["Description"]["Hostname"] == agent
+        assert node["Status"]["Addr"] == swarm["NodeAddr"]
+        assert node["Spec"]["Role"] == "worker"
+        assert [m["NodeID"] for m in swarm["RemoteManagers"]] == [manager["NodeID"]]
+
+
 def test_swarm_uses_its_own_pool_and_the_manager_listens_on_the_compute_address(converged, client):
     swarm = node_json(client, "manager", "docker", "info", "--format", "{{json .Swarm}}")
     assert swarm["Cluster"]["DefaultAddrPool"] == [SWARM_POOL]

@@ -81,12 +81,40 @@ def test_swarm_has_the_manager_and_both_agents(host):
     assert [r["ManagerStatus"] for r in rows].count("Leader") == 1, rows
 
 
+NODE_CERT = "/var/lib/docker/swarm/certificates/swarm-node.crt"
+CERT_SUBJECT = (
+    "import json, ssl, sys; "
+    "subject = ssl._ssl._test_decode_cert(sys.argv[1])['subject']; "
+    "print(json.dumps({k: v for rdn in subject for k, v in rdn}))"
+)
+
+
 def test_agents_are_workers_of_that_swarm(host):
-    cluster = host.check_output("docker info --format '{{.Swarm.Cluster.ID}}'")
+    """The agents are in *the manager's* swarm, not merely in one: each agent's node
+    certificate (issued by the swarm's CA) names the manager's cluster ID and the agent's
+    node ID as a worker, the manager lists that node ID with the agent's hostname and
+    address, and the agent's remote manager is the manager."""
+    manager = json.loads(host.check_output("docker info --format '{{json .Swarm}}'"))
+    cluster = manager["Cluster"]["ID"]
+    listed = {
+        n["ID"]: n
+        for n in json.loads(host.check_output("docker node ls -q | xargs docker node inspect"))
+    }
     for short in ("agent1", "agent2"):
-        info = json.loads(node(short).check_output("docker info --format '{{json .Swarm}}'"))
+        agent = node(short)
+        info = json.loads(agent.check_output("docker info --format '{{json .Swarm}}'"))
         assert info["LocalNodeState"] == "active" and not info["ControlAvailable"], info
-        assert info["NodeID"] and cluster, info
+        subject = json.loads(agent.check_output("python3 -c %s %s", CERT_SUBJECT, NODE_CERT))
+        assert subject == {
+            "organizationName": cluster,
+            "organizationalUnitName": "swarm-worker",
+            "commonName": info["NodeID"],
+        }, (short, subject)
+        member = listed[info["NodeID"]]
+        assert member["Description"]["Hostname"] == agent.check_output("hostname")
+        assert member["Status"]["Addr"] == info["NodeAddr"]
+        assert member["Spec"]["Role"] == "worker"
+        assert [m["NodeID"] for m in info["RemoteManagers"]] == [manager["NodeID"]]
 
 
 def test_destroy_leaves_nothing_on_any_node(host):
