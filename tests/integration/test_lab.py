@@ -137,7 +137,13 @@ def test_teardown_removes_exactly_what_the_lab_made(client):
         up = playbook("playbooks/lab.yml", "-e", "lab_state=present", "-e", extra)
         assert up.returncode == 0, up.stdout[-3000:]
         labelled = {"label": f"{LABEL}={prefix}"}
+        # Something to remove: the node, its network, its engine's volume and the shared one.
         assert len(client.containers.list(filters=labelled)) == 1
+        assert {n.name for n in client.networks.list(filters=labelled)} == {f"{prefix}-compute"}
+        assert {v.name for v in client.volumes.list(filters=labelled)} == {
+            f"{prefix}-n1-docker",
+            f"{prefix}-shared",
+        }
         down = playbook("playbooks/lab.yml", "-e", "lab_state=absent", "-e", extra)
         assert down.returncode == 0, down.stdout[-3000:]
         assert client.containers.list(all=True, filters=labelled) == []

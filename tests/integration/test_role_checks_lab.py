@@ -105,7 +105,7 @@ def start_node(docker_client, name: str, *, engine: bool, tmpfs: tuple[str, ...]
     )
     assert made.returncode == 0, made.stderr
     node = docker_client.containers.get(name)
-    for _ in range(60 if engine else 0):
+    for _attempt in range(60 if engine else 0):
         if node.exec_run(["docker", "version"]).exit_code == 0:
             break
         node.reload()
