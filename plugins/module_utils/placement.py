@@ -7,9 +7,12 @@ device to two containers. An agent's use is read back from its containers' label
 
 from __future__ import annotations
 
+import heapq
 import math
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils.errors import Pending, SpecError
@@ -63,29 +66,33 @@ class Agent:
     gpu_devices: tuple[int, ...] | None = None
     gpu_in_use: tuple[int, ...] = ()
 
-    @property
+    # Cached: placement over thousands of agents reads these many times (the dataclass is
+    # frozen, so they cannot go stale).
+    @cached_property
     def devices(self) -> tuple[int, ...]:
         """The GPU device indices this agent offers, sorted."""
         if self.gpu_devices is None:
             return tuple(range(int(self.gpu)))
         return tuple(sorted(set(int(i) for i in self.gpu_devices)))
 
-    @property
+    @cached_property
     def free_devices(self) -> tuple[int, ...]:
         """Offered GPU devices that no session container holds."""
         held = set(int(i) for i in self.gpu_in_use)
         return tuple(i for i in self.devices if i not in held)
 
-    @property
+    @cached_property
     def total(self) -> Resources:
         return Resources(float(self.cpu), int(self.mem), int(self.gpu))
 
-    @property
+    @cached_property
     def free(self) -> Resources:
         """Capacity minus use; may be negative if an agent is overcommitted."""
-        used = Resources(float(self.used_cpu), int(self.used_mem), int(self.used_gpu))
-        left = self.total - used
-        return Resources(left.cpu, left.mem, min(left.gpu, len(self.free_devices)))
+        gpu = int(self.gpu) - int(self.used_gpu)
+        if self.gpu or self.gpu_devices:
+            gpu = min(gpu, len(self.free_devices))
+        cpu = round(float(self.cpu) - float(self.used_cpu), 6)  # as Resources.__sub__
+        return Resources(cpu, int(self.mem) - int(self.used_mem), gpu)
 
 
 @dataclass(frozen=True)
@@ -163,8 +170,8 @@ def place(
 
 
 def _group_agents(agents: Sequence[Agent], resource_group: str) -> list[Agent]:
-    names = [agent.name for agent in agents]
-    duplicates = sorted({name for name in names if names.count(name) > 1})
+    counts = Counter(agent.name for agent in agents)
+    duplicates = sorted(name for name, n in counts.items() if n > 1)
     if duplicates:
         raise ValueError(f"agent name(s) listed more than once: {', '.join(duplicates)}")
     group = sorted((a for a in agents if a.group == resource_group), key=_by_name)
@@ -186,7 +193,10 @@ def _check_never_fits(kernels: Sequence[Kernel], group: list[Agent], resource_gr
     """A kernel bigger than every agent's *total* capacity will wait forever."""
     for kernel in kernels:
         if not any(kernel.resources.fits_in(agent.total) for agent in group):
-            sizes = "; ".join(f"{a.name}: {a.total.describe()}" for a in group)
+            sizes = _listed(
+                (f"{a.name}: {a.total.describe()}" for a in _roomiest(group, total=True)),
+                len(group),
+            )
             raise Pending(
                 f"container {kernel.hostname} needs {kernel.resources.describe()}, more "
                 f"than any agent in resource group {resource_group!r} has in total "
@@ -201,7 +211,7 @@ def _gpu_note(need_gpu: int, group: list[Agent]) -> str:
     if need_gpu <= 0:
         return ""
     parts = []
-    for agent in group:
+    for agent in _roomiest(group):
         devices = agent.devices
         if not devices:
             parts.append(f"{agent.name} has no GPU")
@@ -212,7 +222,7 @@ def _gpu_note(need_gpu: int, group: list[Agent]) -> str:
             f"{format_device_label(free) or 'none'}"
         )
     return (
-        f"; GPUs asked for: {need_gpu}; {'; '.join(parts)} (GPUs are the devices "
+        f"; GPUs asked for: {need_gpu}; {_listed(parts, len(group))} (GPUs are the devices "
         f"detected on each agent, else its bai_agent_resources.gpu)"
     )
 
@@ -335,15 +345,24 @@ def _exhaustive_fit(
 
 
 def _worst_fit(kernels: Sequence[Kernel], group: list[Agent]) -> dict[str, str] | None:
-    left = {agent.name: agent.free for agent in group}
+    """Each kernel in order to the agent with the most room left that fits it: a heap
+    by room, popped until an agent fits (the others go back), so a placement over
+    thousands of agents costs about a log per kernel, not a scan."""
+    heap = [(_room_key(agent.name, agent.free), agent.free) for agent in group]
+    heapq.heapify(heap)
     result: dict[str, str] = {}
     for kernel in kernels:
         need = kernel.resources
-        fitting = [name for name in left if need.fits_in(left[name])]
-        if not fitting:
+        skipped = []
+        while heap and not need.fits_in(heap[0][1]):
+            skipped.append(heapq.heappop(heap))
+        if not heap:
             return None
-        name = min(fitting, key=lambda n: _room_key(n, left[n]))
-        left[name] = left[name] - need
+        (_cpu, _mem, name), room = heapq.heappop(heap)
+        left = room - need
+        heapq.heappush(heap, (_room_key(name, left), left))
+        for item in skipped:
+            heapq.heappush(heap, item)
         result[kernel.hostname] = name
     return result
 
@@ -370,11 +389,33 @@ def _best_fit_decreasing(kernels: Sequence[Kernel], group: list[Agent]) -> dict[
 def _free_report(group: list[Agent], need: Resources) -> str:
     """'agent1: cpu 1.5, mem 2g, gpu 0 free (short of cpu)' for each agent."""
     parts = []
-    for agent in group:
+    for agent in _roomiest(group):
         short = _short_of(need, agent.free)
         note = f" (short of {', '.join(short)})" if short else ""
         parts.append(f"{agent.name}: {agent.free.describe()} free{note}")
-    return "; ".join(parts)
+    return _listed(parts, len(group))
+
+
+# Agents a PENDING message describes one by one; a bigger group is summarised.
+REPORT_AGENTS = 8
+
+
+def _roomiest(group: list[Agent], total: bool = False) -> list[Agent]:
+    """The agents a message describes: all of a small group in name order, else the
+    REPORT_AGENTS with the most room (free, or total capacity)."""
+    if len(group) <= REPORT_AGENTS:
+        return group
+    room = (lambda a: a.total) if total else (lambda a: a.free)
+    return heapq.nsmallest(
+        REPORT_AGENTS, group, key=lambda a: (-room(a).gpu, *_room_key(a.name, room(a)))
+    )
+
+
+def _listed(parts: Iterable[str], count: int) -> str:
+    """Join PARTS with '; ', noting how many of COUNT agents were left out."""
+    parts = list(parts)
+    more = count - len(parts)
+    return "; ".join(parts) + (f"; and {more} more agent(s) with less room" if more > 0 else "")
 
 
 def _short_of(need: Resources, free: Resources) -> list[str]:
@@ -414,7 +455,7 @@ def _multi_node_pending(
     hint = "; it can never fit in this group" if never else ""
     per_kernel = kernels[0].resources if len({k.resources for k in kernels}) == 1 else None
     each = f" ({per_kernel.describe()} each)" if per_kernel else ""
-    free = "; ".join(f"{a.name}: {a.free.describe()} free" for a in group)
+    free = _listed((f"{a.name}: {a.free.describe()} free" for a in _roomiest(group)), len(group))
     return Pending(
         f"the {len(kernels)} containers{each} do not fit across the agents of resource "
         f"group {resource_group!r} (they need {need.describe()} together; {free})"

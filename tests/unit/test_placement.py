@@ -213,3 +213,27 @@ def test_used_from_labels():
     ]
     assert used_from_labels(labels) == Resources(2.0, 2 * GI, 1)
     assert used_from_labels([]) == Resources(0.0, 0, 0)
+
+
+@pytest.mark.parametrize("mode", ["single-node", "multi-node"])
+def test_pending_over_many_agents_names_the_roomiest_and_counts_the_rest(mode):
+    """A PENDING message over a big group stays readable: the 8 agents with most room,
+    then how many more there are (not one entry per agent of 2,000)."""
+    agents = [agent(f"a{i:04d}", cpu=4, used=(1 + i % 3, 0, 0)) for i in range(2000)]
+    with pytest.raises(Pending) as caught:
+        place(kernels_for(size=3, cpu=4), agents, mode=mode, resource_group="default")
+    text = str(caught.value)
+    assert "and 1992 more agent(s) with less room" in text
+    assert len(text) < 1500
+    assert "a0000: cpu 3" in text  # one of the roomiest (1 CPU in use)
+    assert "a0001:" not in text  # 2 CPUs in use: not among the 8 roomiest
+
+
+def test_placement_over_ten_thousand_agents_is_a_heap_not_a_scan_per_container():
+    """Correctness at scale (speed is bench/placement_bench.py's): 64 containers go to
+    the 64 agents with most room, one each."""
+    agents = [agent(f"a{i:05d}", cpu=16, used=(i % 16, 0, 0)) for i in range(10000)]
+    got = place(kernels_for(size=64, cpu=4), agents, mode="multi-node", resource_group="default")
+    used = list(got.assignment.values())
+    assert len(set(used)) == 64
+    assert all(int(name[1:]) % 16 == 0 for name in used)  # nothing in use on those
