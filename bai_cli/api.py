@@ -466,7 +466,9 @@ def shell_command(
       needs a key the session accepts (``authorized_keys``).
     """
     target = details.container(host)
-    inner = list(command or ["bash", "-l"])
+    # As ``ssh host 'cmd; cmd'`` does: the words are joined and run by the user's shell.
+    line = " ".join(command or [])
+    inner = ["bash", "-c", line] if command else ["bash", "-l"]
     flags = ["-it"] if tty else ["-i"]
     exec_argv = ["exec", *flags, "-u", "work", "-w", "/home/work", target.container, *inner]
     access = details.access.get(target.agent) or Access(connection="ssh", host=target.agent)
@@ -491,8 +493,10 @@ def shell_command(
         argv += ["-p", str(details.ssh_port or 22), f"work@{master_access.host}"]
     if target.host != master.host:
         argv += ["ssh", "-t", target.host]
-    if command:
-        argv += command
+        if command:  # main1's shell must pass the line on whole to the second hop
+            argv.append(shlex.quote(line))
+    elif command:
+        argv.append(line)
     note = (
         f"{target.host} runs on {target.agent}, reached over SSH: users reach sessions only "
         f"through the app proxy ({details.appproxy or 'none in the inventory'}) to main1's "

@@ -282,8 +282,7 @@ def test_ssh_runs_as_work_in_the_right_container(created, tmp):
         LAB,
         "sub1",
         "--",
-        "sh",
-        "-c",
+        # One line, several commands: run by the shell, as `ssh host 'a; b'` does.
         "id -un; hostname; echo $CLI_TEST; ssh main1 hostname",
     )
     assert ssh.returncode == 0, ssh.stderr

@@ -368,8 +368,18 @@ def test_ssh_in_the_lab_goes_through_the_agent_node():
         "-w",
         "/home/work",
         "bai-s1-main1",
+        "bash",
+        "-c",
         "hostname",
     ]
+
+
+def test_a_command_runs_through_the_shell_as_with_ssh():
+    """``session ssh S sub1 -- 'cd /tmp; pwd'`` runs the line in a shell (it used to be
+    exec'd as one program named 'cd /tmp; pwd')."""
+    details = api.details_from_stats(show_stats("community.docker.docker", "bai-lab-agent1"))
+    cmd = api.shell_command(details, "sub1", ["cd /tmp;", "pwd"], tty=False)
+    assert cmd.argv[-3:] == ["bash", "-c", "cd /tmp; pwd"]
 
 
 def test_ssh_on_real_hosts_is_printed_through_the_app_proxy():
@@ -378,6 +388,9 @@ def test_ssh_on_real_hosts_is_printed_through_the_app_proxy():
     assert not cmd.runnable
     assert str(cmd) == "ssh -t -J ops@proxy.example -p 30004 work@10.0.3.21 ssh -t sub1"
     assert "app proxy" in cmd.note
+    with_command = api.shell_command(details, "sub1", ["cd /tmp; pwd"])
+    # main1's shell gets the second hop with the line quoted, so both commands run on sub1.
+    assert with_command.argv[-4:] == ["ssh", "-t", "sub1", "'cd /tmp; pwd'"]
 
 
 def test_env_output_is_shell_quoted(monkeypatch, capsys):
