@@ -44,7 +44,10 @@ demo-session: setup
 
 lint: setup  ## yamllint, ansible-lint, ruff, mypy, role READMEs, ansible-test sanity
 	yamllint -s .
-	ansible-lint
+	@# A home of its own: a copy of the collection that Molecule installed into
+	@# ~/.ansible/collections (an older checkout's) would shadow this checkout.
+	@mkdir -p .cache/lint-home
+	HOME=$(CURDIR)/.cache/lint-home ansible-lint
 	ruff check .
 	ruff format --check .
 	@mkdir -p .cache/mypy/ansible_collections/bai && ln -sfn ../../../.. .cache/mypy/ansible_collections/bai/cluster
