@@ -1,7 +1,8 @@
-"""Docker labels: the toolkit's only state.
+"""Docker labels: the record of what exists.
 
 Every container and network of a session carries these labels; placement, idempotency,
-listing and destroy read them back from the engines, so no state file exists anywhere.
+listing and destroy read them back from the engines. The only other state is the
+reservation ledger (module_utils/ledger.py), which concurrent creates agree through.
 Modules, filters, the CLI and the tests import the names from here.
 """
 
@@ -26,5 +27,8 @@ LABEL_GPU = PREFIX + "gpu"
 LABEL_RESOURCE_GROUP = PREFIX + "resource-group"
 # Number of containers of the session (list and completeness checks read it back).
 LABEL_SIZE = PREFIX + "size"
+# The inventory name of the agent a container was placed on. Agents that share one
+# engine (virtual agents, as the benchmarks use) count only their own containers.
+LABEL_AGENT = PREFIX + "agent"
 # Device indices a container holds, comma-joined ("0,1"); empty or absent: none.
 LABEL_GPU_DEVICES = PREFIX + "gpu-devices"

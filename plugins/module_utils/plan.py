@@ -16,6 +16,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.gpu import (
     parse_device_label,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.labels import (
+    LABEL_AGENT,
     LABEL_CPU,
     LABEL_GPU,
     LABEL_GPU_DEVICES,
@@ -74,6 +75,7 @@ def container_labels(
     kernel_id: str,
     mode: str,
     gpu_devices: Sequence[int] = (),
+    agent: str | None = None,
 ) -> dict[str, str]:
     """Labels for one container; LABEL_CPU/MEM/GPU are what ``used_from_labels`` reads
     back, so placement needs no state file. ``mode`` is the mode as placed;
@@ -94,6 +96,8 @@ def container_labels(
             LABEL_GPU_DEVICES: format_device_label(gpu_devices),
         }
     )
+    if agent is not None:
+        labels[LABEL_AGENT] = agent
     return labels
 
 
@@ -175,6 +179,7 @@ def plan_session(
                     kernel_id=kid,
                     mode=mode,
                     gpu_devices=gpu_devices.get(kernel.hostname, []),
+                    agent=assignment[kernel.hostname],
                 ),
             }
         )
@@ -350,3 +355,81 @@ def _check_inventory(
                 )
     if problems:
         raise SpecError("; ".join(problems))
+
+
+AGENT_NUMBERS = ("cpu", "mem", "gpu", "used_cpu", "used_mem", "used_gpu")
+
+
+def agents_from_info(
+    agents: Sequence[Mapping[str, Any]] | None,
+    existing: Sequence[Mapping[str, Any]] | None,
+    agent_info: Sequence[Mapping[str, Any]] | None,
+) -> tuple[list[Agent] | None, list[Mapping[str, Any]], dict[str, dict[str, Any]]]:
+    """Agents, the containers of the session found on them and per-agent inventory
+    (images, paths), from bai_session_plan's ``agents``/``existing`` options and the
+    registered results of bai_agent_info (``agent_info``). Agents is None when neither
+    ``agents`` nor ``agent_info`` is given (validation only)."""
+    raw_agents = list(agents or [])
+    existing = list(existing or [])
+    for result in agent_info or []:
+        if result.get("skipped"):
+            continue
+        if "agent" not in result:
+            raise SpecError(
+                "agent_info: an item has no 'agent' key; pass the registered results of "
+                "a bai_agent_info task (register: info -> agent_info: info.results)"
+            )
+        agent = dict(result["agent"])
+        agent["images"] = {
+            ref: bool(found.get("present")) for ref, found in (result.get("images") or {}).items()
+        }
+        agent["paths"] = dict(result.get("paths") or {})
+        raw_agents.append(agent)
+        existing.extend(result.get("containers") or [])
+    if agents is None and agent_info is None:
+        return None, existing, {}
+    found, inventory = [], {}
+    for i, raw in enumerate(raw_agents):
+        if not raw.get("name"):
+            raise SpecError(f"agents[{i}]: 'name' is required")
+        try:
+            numbers = {key: raw.get(key) or 0 for key in AGENT_NUMBERS}
+            devices = _indices(raw.get("gpu_devices"))
+            found.append(
+                Agent(
+                    name=str(raw["name"]),
+                    group=str(raw.get("group") or "default"),
+                    cpu=float(numbers["cpu"]),
+                    mem=int(numbers["mem"]),
+                    gpu=len(devices) if devices is not None else int(numbers["gpu"]),
+                    used_cpu=float(numbers["used_cpu"]),
+                    used_mem=int(numbers["used_mem"]),
+                    used_gpu=int(numbers["used_gpu"]),
+                    gpu_devices=devices,
+                    gpu_in_use=_indices(raw.get("gpu_in_use")) or (),
+                )
+            )
+        except (TypeError, ValueError):
+            raise SpecError(
+                f"agents[{i}] ({raw.get('name')}): cpu, mem, gpu and used_* must be numbers, "
+                f"gpu_devices and gpu_in_use lists of device indices >= 0; got {raw!r}"
+            ) from None
+        inventory[str(raw["name"])] = {
+            "images": raw.get("images") or {},
+            "paths": raw.get("paths") or {},
+        }
+    return found, existing, inventory
+
+
+def _indices(value: Any) -> tuple[int, ...] | None:
+    """GPU device indices from a list (None stays None: anonymous devices)."""
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise TypeError("not a list")
+    found = []
+    for item in value:
+        if isinstance(item, bool) or int(item) < 0 or int(item) != float(item):
+            raise ValueError(f"not a device index: {item!r}")
+        found.append(int(item))
+    return tuple(sorted(set(found)))

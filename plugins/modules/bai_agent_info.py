@@ -150,6 +150,19 @@ agent:
         - C(detected), C(declared) (the C(gpu) count of O(resources), nothing detected) or
           C(none).
       type: str
+sessions:
+  description:
+    - Per session id on this engine, what its running containers were given (C(cpu),
+      C(mem), C(gpu)), the GPU devices its containers hold (C(gpu_devices)) and how many
+      containers it has in any state (C(containers)); M(bai.cluster.bai_session_ledger)
+      counts reserved sessions with it.
+  returned: success
+  type: dict
+  sample: {"0b5c...": {cpu: 2.0, mem: 1073741824, gpu: 0, gpu_devices: [], containers: 2}}
+read_at:
+  description: When the engine was read (seconds since the epoch, this agent's clock).
+  returned: success
+  type: float
 containers:
   description: Session containers (of O(name), or all), any state, sorted by name.
   returned: success
@@ -170,6 +183,7 @@ paths:
 """
 
 import os
+import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.bai.cluster.plugins.module_utils.docker_api import (
@@ -190,7 +204,8 @@ from ansible_collections.bai.cluster.plugins.module_utils.gpu import (
     holding_labels,
     offered_gpus,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.labels import LABEL_SESSION
+from ansible_collections.bai.cluster.plugins.module_utils.labels import LABEL_AGENT, LABEL_SESSION
+from ansible_collections.bai.cluster.plugins.module_utils.ledger import observed_sessions
 from ansible_collections.bai.cluster.plugins.module_utils.placement import (
     agent_capacity,
     used_from_labels,
@@ -210,7 +225,11 @@ def gpu_capacity(module: AnsibleModule, api, declared: int | None) -> dict:
         raise SpecError(f"bai_agent_resources.gpu: {exc}") from None
     if offer["warning"]:
         module.warn(f"agent {module.params['agent_name']}: {offer['warning']}")
-    holders = api.containers(all=True, filters={"label": [LABEL_GPU_DEVICES]})
+    holders = [
+        item
+        for item in api.containers(all=True, filters={"label": [LABEL_GPU_DEVICES]})
+        if on_this_agent(item, module.params["agent_name"])
+    ]
     held = devices_in_use(holding_labels(holders))
     return {
         "gpu_devices": offer["devices"],
@@ -228,7 +247,13 @@ def run(module: AnsibleModule) -> dict:
     capacity = agent_capacity(
         params["resources"], ncpu=info.get("NCPU") or 0, mem_total=info.get("MemTotal") or 0
     )
-    running = api.containers(filters={"label": [LABEL_SESSION], "status": "running"})
+    read_at = time.time()
+    listed = [
+        item
+        for item in api.containers(all=True, filters={"label": [LABEL_SESSION]})
+        if on_this_agent(item, params["agent_name"])
+    ]
+    running = [item for item in listed if str(item.get("State") or "").lower() == "running"]
     used = used_from_labels(item.get("Labels") or {} for item in running)
     agent = params["agent_name"]
     gpus = gpu_capacity(module, api, capacity.gpu if _declares_gpu(params["resources"]) else None)
@@ -249,10 +274,24 @@ def run(module: AnsibleModule) -> dict:
             "used_gpu": used.gpu,
             **gpus,
         },
-        "containers": session_containers(api, params["name"], agent),
+        # Per session id, for the reservation ledger (module_utils/ledger.py).
+        "sessions": observed_sessions(listed),
+        "read_at": read_at,
+        "containers": [
+            row
+            for row in session_containers(api, params["name"], agent)
+            if on_this_agent({"Labels": row["labels"]}, agent)
+        ],
         "images": images,
         "paths": {path: os.path.exists(path) for path in dict.fromkeys(params["paths"])},
     }
+
+
+def on_this_agent(item: dict, agent: str) -> bool:
+    """A container placed on this agent (its LABEL_AGENT), or one without that label
+    (made before it existed): agents that share an engine count only their own."""
+    placed = (item.get("Labels") or {}).get(LABEL_AGENT)
+    return placed is None or placed == agent
 
 
 def _declares_gpu(resources: dict | None) -> bool:

@@ -233,8 +233,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.errors import (
     SessionConflict,
     SpecError,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.placement import Agent
-from ansible_collections.bai.cluster.plugins.module_utils.plan import plan_session
+from ansible_collections.bai.cluster.plugins.module_utils.plan import agents_from_info, plan_session
 from ansible_collections.bai.cluster.plugins.module_utils.spec import (
     SPEC_KEYS,
     expand_kernels,
@@ -242,76 +241,6 @@ from ansible_collections.bai.cluster.plugins.module_utils.spec import (
     spec_canonical,
     spec_hash,
 )
-
-AGENT_NUMBERS = ("cpu", "mem", "gpu", "used_cpu", "used_mem", "used_gpu")
-
-
-def _agents(params: dict) -> tuple[list[Agent] | None, list[dict], dict]:
-    """Agents, existing containers and per-agent inventory from the module params."""
-    raw_agents = list(params["agents"] or [])
-    existing = list(params["existing"] or [])
-    for result in params["agent_info"] or []:
-        if result.get("skipped"):
-            continue
-        if "agent" not in result:
-            raise SpecError(
-                "agent_info: an item has no 'agent' key; pass the registered results of "
-                "a bai_agent_info task (register: info -> agent_info: info.results)"
-            )
-        agent = dict(result["agent"])
-        agent["images"] = {
-            ref: bool(found.get("present")) for ref, found in (result.get("images") or {}).items()
-        }
-        agent["paths"] = dict(result.get("paths") or {})
-        raw_agents.append(agent)
-        existing.extend(result.get("containers") or [])
-    if params["agents"] is None and params["agent_info"] is None:
-        return None, existing, {}
-    agents, inventory = [], {}
-    for i, raw in enumerate(raw_agents):
-        if not raw.get("name"):
-            raise SpecError(f"agents[{i}]: 'name' is required")
-        try:
-            numbers = {key: raw.get(key) or 0 for key in AGENT_NUMBERS}
-            devices = _indices(raw.get("gpu_devices"))
-            agents.append(
-                Agent(
-                    name=str(raw["name"]),
-                    group=str(raw.get("group") or "default"),
-                    cpu=float(numbers["cpu"]),
-                    mem=int(numbers["mem"]),
-                    gpu=len(devices) if devices is not None else int(numbers["gpu"]),
-                    used_cpu=float(numbers["used_cpu"]),
-                    used_mem=int(numbers["used_mem"]),
-                    used_gpu=int(numbers["used_gpu"]),
-                    gpu_devices=devices,
-                    gpu_in_use=_indices(raw.get("gpu_in_use")) or (),
-                )
-            )
-        except (TypeError, ValueError):
-            raise SpecError(
-                f"agents[{i}] ({raw.get('name')}): cpu, mem, gpu and used_* must be numbers, "
-                f"gpu_devices and gpu_in_use lists of device indices >= 0; got {raw!r}"
-            ) from None
-        inventory[str(raw["name"])] = {
-            "images": raw.get("images") or {},
-            "paths": raw.get("paths") or {},
-        }
-    return agents, existing, inventory
-
-
-def _indices(value) -> tuple[int, ...] | None:
-    """GPU device indices from a list (None stays None: anonymous devices)."""
-    if value is None:
-        return None
-    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
-        raise TypeError("not a list")
-    found = []
-    for item in value:
-        if isinstance(item, bool) or int(item) < 0 or int(item) != float(item):
-            raise ValueError(f"not a device index: {item!r}")
-        found.append(int(item))
-    return tuple(sorted(set(found)))
 
 
 def run(module: AnsibleModule) -> dict:
@@ -336,7 +265,9 @@ def run(module: AnsibleModule) -> dict:
         "size": spec.size,
     }
     try:
-        agents, existing, inventory = _agents(params)
+        agents, existing, inventory = agents_from_info(
+            params["agents"], params["existing"], params["agent_info"]
+        )
     except SpecError as exc:
         module.fail_json(msg=f"bai_session_plan: {exc}")
     if agents is None:

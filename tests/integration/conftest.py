@@ -80,6 +80,16 @@ def ansible_playbook(
 ) -> PlaybookRun:
     """Run ``playbooks/<playbook>`` (or an absolute path) from the repository root;
     never raises on failure."""
+    argv, env = _command(playbook, args, extra_vars, inventory)
+    proc = subprocess.run(
+        argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+    return PlaybookRun(argv[1:], proc.returncode, proc.stdout, proc.stderr, _parse(proc.stdout))
+
+
+def _command(
+    playbook: str, args: Any, extra_vars: dict[str, Any] | None, inventory: str | None
+) -> tuple[list[str], dict[str, str]]:
     path = playbook if os.path.isabs(playbook) else f"playbooks/{playbook}"
     argv = [str(VENV_BIN / "ansible-playbook"), path]
     if inventory:
@@ -96,10 +106,32 @@ def ansible_playbook(
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_FORCE_COLOR": "0",
     }
-    proc = subprocess.run(
-        argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    return argv, env
+
+
+def start_playbook(
+    playbook: str,
+    *args: str,
+    extra_vars: dict[str, Any] | None = None,
+    inventory: str | None = None,
+) -> subprocess.Popen:
+    """Start ``ansible_playbook``'s run in the background (its own process group, so a
+    test can kill it whole); ``finish_playbook`` collects it. For races."""
+    argv, env = _command(playbook, args, extra_vars, inventory)
+    return subprocess.Popen(
+        argv,
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
-    return PlaybookRun(argv[1:], proc.returncode, proc.stdout, proc.stderr, _parse(proc.stdout))
+
+
+def finish_playbook(proc: subprocess.Popen, timeout: int = 900) -> PlaybookRun:
+    out, err = proc.communicate(timeout=timeout)
+    return PlaybookRun(list(proc.args[1:]), proc.returncode, out, err, _parse(out))
 
 
 @pytest.fixture(scope="session")

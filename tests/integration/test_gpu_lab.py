@@ -44,6 +44,7 @@ from pathlib import Path
 import docker
 import pytest
 import yaml
+from conftest import finish_playbook, start_playbook
 
 pytestmark = [pytest.mark.integration]
 
@@ -576,18 +577,11 @@ def test_sim_check_script_passes_the_host_steps_and_stops_at_the_first_failure(s
 
 # --- 2b. GPU sessions on the simulated NVIDIA agent ----------------------------------------
 @pytest.fixture(scope="module")
-def sim_sessions(sim, run_playbook):
-    """SIMULATED GPUs: sessions on the simulated NVIDIA agent above (2 device nodes made
-    with mknod, nvidia-smi replaying a recording, a stub nvidia-container-runtime-hook
-    that does nothing). No machine running these tests has a GPU. What is real: the
-    agent's detection, placement and device assignment, the device requests the inner
-    Docker engine records and runs through its NVIDIA device driver (registered because
-    the hook is installed), the labels and the environment. What a real GPU would add
-    (the device visible inside the container) is check-gpu-node.sh's steps 5-7."""
+def sim_ready(sim):
+    """The simulated agent converged, with the session image loaded into its engine."""
     assert sim["first"].returncode == 0, tail(sim["first"])
-    container = sim["container"]
     load = subprocess.run(
-        f"docker save bai/session:latest | docker exec -i {container.name} docker load -q",
+        f"docker save bai/session:latest | docker exec -i {sim['container'].name} docker load -q",
         shell=True,
         capture_output=True,
         text=True,
@@ -595,6 +589,64 @@ def sim_sessions(sim, run_playbook):
         check=False,
     )
     assert load.returncode == 0, load.stderr
+    return sim
+
+
+def test_sim_concurrent_gpu_creates_never_share_a_device(sim_ready, run_playbook):
+    """SIMULATED GPUs (see sim_sessions): three creates at once, one GPU each, on the agent
+    with two devices. Through the session ledger two get a device each, never the same
+    one, and the third is PENDING and makes nothing. (Before the ledger, all three read
+    two free devices.)"""
+    names = ["gpu-race-a", "gpu-race-b", "gpu-race-c"]
+    procs = [
+        start_playbook(
+            "session_create.yml",
+            extra_vars={
+                "session_name": name,
+                "session_resource_group": "gpu",
+                "session_size": 1,
+                "session_resources": {"cpu": 0.25, "mem": "128m", "gpu": 1},
+            },
+            inventory=sim_ready["inventory"],
+        )
+        for name in names
+    ]
+    runs = dict(zip(names, (finish_playbook(p) for p in procs)))
+    container = sim_ready["container"]
+    try:
+        won = sorted(name for name, run in runs.items() if run.rc == 0)
+        assert len(won) == 2, runs
+        (lost,) = set(names) - set(won)
+        assert "PENDING" in flat(" ".join(runs[lost].failures)), runs[lost]
+        devices = []
+        for name in won:
+            rc, out = sim_exec(container, f"docker inspect bai-{name}-main1")
+            assert rc == 0, out
+            (request,) = json.loads(out)[0]["HostConfig"]["DeviceRequests"]
+            devices += request["DeviceIDs"]
+        assert sorted(devices) == ["0", "1"]  # each device once
+        rc, out = sim_exec(container, f"docker ps -aq --filter name=bai-{lost}-")
+        assert (rc, out.strip()) == (0, ""), out
+    finally:
+        for name in names:
+            run_playbook(
+                "session_destroy.yml",
+                extra_vars={"session_name": name},
+                inventory=sim_ready["inventory"],
+            )
+
+
+@pytest.fixture(scope="module")
+def sim_sessions(sim_ready, run_playbook):
+    """SIMULATED GPUs: sessions on the simulated NVIDIA agent above (2 device nodes made
+    with mknod, nvidia-smi replaying a recording, a stub nvidia-container-runtime-hook
+    that does nothing). No machine running these tests has a GPU. What is real: the
+    agent's detection, placement and device assignment, the device requests the inner
+    Docker engine records and runs through its NVIDIA device driver (registered because
+    the hook is installed), the labels and the environment. What a real GPU would add
+    (the device visible inside the container) is check-gpu-node.sh's steps 5-7."""
+    sim = sim_ready
+    container = sim["container"]
 
     def create(name: str, **variables):
         extra = {"session_name": name, "session_resource_group": "gpu"}

@@ -1,0 +1,265 @@
+"""The reservation ledger (docs/placement.md): what concurrent creates agree on.
+
+Docker labels say what runs; they cannot say what another create, started a moment ago,
+is about to start. So placement and the reservation it makes happen under one lock, in
+one module run on one host of the cluster (the ledger host: the Swarm manager, else the
+first agent), and the ledger file on that host records, per session name, what each of
+its containers was given: agent, CPU, memory, GPU devices.
+
+A new session counts by its reservation until every agent read surely shows its
+containers; from then on, by its running containers' labels, as every other session
+(a stopped session frees its CPUs and memory). A reservation still ``creating`` expires
+after its TTL (the create that made it died), so nothing is blocked for ever and nothing
+leaks; one whose session was removed without destroy is dropped once the reads show it
+gone. destroy drops the reservation.
+
+Pure: the module (plugins/modules/bai_session_ledger.py) does the file and the lock.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ansible_collections.bai.cluster.plugins.module_utils.errors import Pending
+from ansible_collections.bai.cluster.plugins.module_utils.gpu import devices_in_use, holding_labels
+from ansible_collections.bai.cluster.plugins.module_utils.labels import LABEL_SESSION_ID
+from ansible_collections.bai.cluster.plugins.module_utils.placement import used_from_labels
+
+VERSION = 1
+CREATING = "creating"
+READY = "ready"
+# A session's containers exist before its reservation is marked ready, so a read of an
+# agent taken after that moment shows them. Reads are timed by the agent's clock and
+# ready_at by the ledger host's; this margin absorbs the difference between clocks
+# (NTP keeps it far below). Within it a ready session counts by its reservation.
+STALE_MARGIN_S = 5.0
+
+
+class LedgerError(ValueError):
+    """The ledger file cannot be read; the message says what to do."""
+
+
+def empty() -> dict[str, Any]:
+    return {"version": VERSION, "sessions": {}}
+
+
+def loads(text: str) -> dict[str, Any]:
+    """Parse the ledger file's text (empty text: an empty ledger)."""
+    if not text.strip():
+        return empty()
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise LedgerError(f"the ledger is not JSON ({exc})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("sessions"), dict):
+        raise LedgerError("the ledger has no 'sessions' mapping")
+    if data.get("version") != VERSION:
+        raise LedgerError(f"ledger version {data.get('version')!r}, this toolkit reads {VERSION}")
+    return data
+
+
+def dumps(ledger: Mapping[str, Any]) -> str:
+    return json.dumps(ledger, indent=1, sort_keys=True) + "\n"
+
+
+def expire(ledger: dict[str, Any], now: float) -> list[str]:
+    """Drop ``creating`` reservations past their expiry; return their names."""
+    gone = [
+        name
+        for name, entry in ledger["sessions"].items()
+        if entry.get("state") == CREATING and float(entry.get("expires_at") or 0) <= now
+    ]
+    for name in gone:
+        del ledger["sessions"][name]
+    return gone
+
+
+def drop_stale(ledger: dict[str, Any], agent_info: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Drop ``ready`` reservations whose containers are gone from every agent they name,
+    as read after they became ready (+ STALE_MARGIN_S); return their names."""
+    read = {}
+    for result in agent_info:
+        agent = result.get("agent") or {}
+        if "sessions" in result and result.get("read_at") is not None:
+            read[agent.get("name")] = (float(result["read_at"]), result["sessions"])
+    gone = []
+    for name, entry in ledger["sessions"].items():
+        if entry.get("state") != READY:
+            continue
+        agents = {k["agent"] for k in entry["kernels"]}
+        since = _settled(entry)
+        if all(
+            agent in read and read[agent][0] >= since and entry["session_id"] not in read[agent][1]
+            for agent in agents
+        ):
+            gone.append(name)
+    for name in gone:
+        del ledger["sessions"][name]
+    return gone
+
+
+def observed_sessions(containers: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per session id, what an agent's session containers (Docker API list entries:
+    ``State``, ``Labels``) were given: CPU, memory and GPUs of the running ones (as
+    ``used_from_labels`` counts them), the GPU devices held (``holding_labels``), and how
+    many containers there are in any state."""
+    out: dict[str, dict[str, Any]] = {}
+    for item in containers:
+        labels = item.get("Labels") or {}
+        sid = labels.get(LABEL_SESSION_ID)
+        if not sid:
+            continue
+        row = out.setdefault(
+            sid, {"cpu": 0.0, "mem": 0, "gpu": 0, "gpu_devices": [], "containers": 0}
+        )
+        row["containers"] += 1
+        if str(item.get("State") or "").lower() == "running":
+            used = used_from_labels([labels])
+            row["cpu"] = round(row["cpu"] + used.cpu, 6)
+            row["mem"] += used.mem
+            row["gpu"] += used.gpu
+        held = devices_in_use(holding_labels([item]))
+        row["gpu_devices"] = sorted(set(row["gpu_devices"]) | held)
+    return out
+
+
+def adjust(
+    agent_info: Sequence[Mapping[str, Any]], ledger: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """The agents' reads with the sessions they may not show yet counted by reservation.
+
+    An agent's read counts the sessions it sees (``sessions``: session id -> what its
+    running containers were given and the GPU devices they hold). A session still
+    ``creating``, or ``ready`` so recently that the read may predate it (within
+    STALE_MARGIN_S), counts by its reservation instead, which also covers containers not
+    made yet. Every other session counts as read, so a stopped session frees its CPUs
+    and memory as before (docs/placement.md).
+    """
+    by_id = {entry["session_id"]: entry for entry in ledger["sessions"].values()}
+    on_agent: dict[str, list[tuple[Mapping[str, Any], Mapping[str, Any]]]] = {}
+    for entry in by_id.values():
+        for kernel in entry["kernels"]:
+            on_agent.setdefault(kernel["agent"], []).append((entry, kernel))
+    out = []
+    for result in agent_info:
+        if result.get("skipped") or "agent" not in result:
+            out.append(dict(result))
+            continue
+        agent = dict(result["agent"])
+        read_at = float(result.get("read_at") or 0)
+
+        def counts(entry: Mapping[str, Any], read_at: float = read_at) -> bool:
+            return entry.get("state") != READY or read_at < _settled(entry)
+
+        seen = result.get("sessions") or {}
+        replaced = [seen[sid] for sid in seen if sid in by_id and counts(by_id[sid])]
+        mine = [
+            kernel for entry, kernel in on_agent.get(str(agent.get("name")), ()) if counts(entry)
+        ]
+        for key in ("cpu", "mem", "gpu"):
+            used = float(agent.get(f"used_{key}") or 0)
+            used -= sum(float(s.get(key) or 0) for s in replaced)
+            used += sum(float(k.get(key) or 0) for k in mine)
+            used = max(used, 0.0)
+            agent[f"used_{key}"] = round(used, 6) if key == "cpu" else round(used)
+        held = set(agent.get("gpu_in_use") or ())
+        held -= {d for s in replaced for d in s.get("gpu_devices") or ()}
+        held |= {d for k in mine for d in k.get("gpu_devices") or ()}
+        agent["gpu_in_use"] = sorted(held)
+        out.append({**result, "agent": agent})
+    return out
+
+
+def _settled(entry: Mapping[str, Any]) -> float:
+    """When every read of the agents surely shows a ready session."""
+    return float(entry.get("ready_at") or 0) + STALE_MARGIN_S
+
+
+def before_placing(entry: Mapping[str, Any] | None, existing: Sequence[Any], read_at: float) -> str:
+    """What an existing reservation of the same name means for this create.
+
+    Returns "place" (no reservation: place it; or a ready one that the reads prove gone),
+    "exists" (the session is there: the usual rerun), or raises ``Pending`` when another
+    run is creating it right now or made it after this run read the agents (waiting, with
+    session_wait_s, ends in the rerun case).
+    """
+    if entry is None:
+        return "exists" if existing else "place"
+    if entry.get("state") == CREATING:  # not expired (expire() ran first)
+        raise Pending(
+            f"session {entry['name']} is being created by another run (reserved at "
+            f"{_clock(entry.get('reserved_at'))}, until {_clock(entry.get('expires_at'))} at "
+            f"most); wait for it (session_wait_s) or choose another name"
+        )
+    if existing:
+        return "exists"
+    if read_at < _settled(entry):
+        raise Pending(
+            f"session {entry['name']} was created by another run while this one read the "
+            f"agents; run again to see it"
+        )
+    return "place"
+
+
+def reservation(plan: Mapping[str, Any], *, now: float, ttl: float) -> dict[str, Any]:
+    """The ledger entry for a plan (bai_session_plan's result) that is about to be made."""
+    return {
+        "name": plan["summary"]["name"],
+        "session_id": plan["session_id"],
+        "spec_hash": plan["spec_hash"],
+        "state": CREATING,
+        "reserved_at": now,
+        "expires_at": now + ttl,
+        "ready_at": None,
+        "kernels": [
+            {
+                "host": k["hostname"],
+                "agent": k["agent"],
+                "cpu": float(k["resources"]["cpu"]),
+                "mem": int(k["resources"]["mem"]),
+                "gpu": int(k["resources"]["gpu"]),
+                "gpu_devices": sorted(int(d) for d in k.get("gpu_devices") or ()),
+            }
+            for k in plan["kernels"]
+        ],
+    }
+
+
+def mark_ready(ledger: dict[str, Any], name: str, session_id: str, now: float) -> bool:
+    """Turn this run's reservation into the session's (no expiry); True if it changed."""
+    entry = ledger["sessions"].get(name)
+    if entry is None or entry["session_id"] != session_id or entry["state"] == READY:
+        return False
+    entry.update(state=READY, expires_at=None, ready_at=now)
+    return True
+
+
+def release(ledger: dict[str, Any], name: str, session_id: str | None = None) -> bool:
+    """Drop the reservation of ``name`` (only if it is ``session_id``'s, when given)."""
+    entry = ledger["sessions"].get(name)
+    if entry is None or (session_id is not None and entry["session_id"] != session_id):
+        return False
+    del ledger["sessions"][name]
+    return True
+
+
+def given_out(ledger: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per agent, what the reservations give out (CPU, memory, GPU devices)."""
+    out: dict[str, dict[str, Any]] = {}
+    for entry in ledger["sessions"].values():
+        for k in entry["kernels"]:
+            row = out.setdefault(k["agent"], {"cpu": 0.0, "mem": 0, "gpu_devices": []})
+            row["cpu"] += k["cpu"]
+            row["mem"] += k["mem"]
+            row["gpu_devices"] = sorted([*row["gpu_devices"], *k["gpu_devices"]])
+    return out
+
+
+def _clock(epoch: Any) -> str:
+    try:
+        return time.strftime("%H:%M:%S UTC", time.gmtime(float(epoch)))
+    except (TypeError, ValueError):
+        return "?"

@@ -1,0 +1,256 @@
+"""The reservation ledger (module_utils/ledger.py): pure logic, and the property that
+placement through it never gives out more than an agent offers, however stale the
+agents' reads."""
+
+import contextlib
+
+import pytest
+from ansible_collections.bai.cluster.plugins.module_utils import ledger as book
+from ansible_collections.bai.cluster.plugins.module_utils.errors import Pending
+from ansible_collections.bai.cluster.plugins.module_utils.labels import (
+    LABEL_CPU,
+    LABEL_GPU,
+    LABEL_GPU_DEVICES,
+    LABEL_MEM,
+    LABEL_SESSION_ID,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.plan import (
+    agents_from_info,
+    plan_session,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.spec import normalize_spec
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+GI = 1024**3
+
+
+def info(name, cpu=16, mem_g=32, gpus=(), read_at=1000.0, sessions=None, used=(0.0, 0, 0)):
+    """One registered bai_agent_info result, as the agent reported it at read_at."""
+    return {
+        "agent": {
+            "name": name,
+            "group": "default",
+            "cpu": cpu,
+            "mem": mem_g * GI,
+            "gpu": len(gpus),
+            "used_cpu": used[0],
+            "used_mem": used[1],
+            "used_gpu": used[2],
+            "gpu_devices": list(gpus),
+            "gpu_in_use": sorted({d for s in (sessions or {}).values() for d in s["gpu_devices"]}),
+        },
+        "containers": [],
+        "images": {},
+        "paths": {},
+        "sessions": sessions or {},
+        "read_at": read_at,
+    }
+
+
+def place(ledger, name, reads, now=1000.0, **request):
+    """What bai_session_ledger does under the lock: expire, adjust, place, reserve."""
+    spec = normalize_spec({"name": name, **request})
+    book.expire(ledger, now)
+    agents, existing, inventory = agents_from_info(None, None, book.adjust(reads, ledger))
+    plan = {**plan_session(spec, agents, existing, inventory=inventory), "spec_hash": "h"}
+    ledger["sessions"][name] = book.reservation(plan, now=now, ttl=60)
+    return plan
+
+
+def test_loads_and_dumps_round_trip():
+    ledger = book.empty()
+    place(ledger, "s1", [info("a1")], size=2)
+    assert book.loads(book.dumps(ledger)) == ledger
+    assert book.loads("") == book.empty()
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [("{", "not JSON"), ("[]", "no 'sessions'"), ('{"version": 9, "sessions": {}}', "version 9")],
+)
+def test_a_damaged_ledger_is_refused_with_the_reason(text, says):
+    with pytest.raises(book.LedgerError, match=says):
+        book.loads(text)
+
+
+def test_stale_reads_never_overcommit_cpu():
+    """Six creates read the agent before any of them reserved (the race of issue 12):
+    through the ledger the fifth and sixth are PENDING, not placed."""
+    reads = [info("a1", cpu=16)]  # all six read an idle agent
+    ledger = book.empty()
+    placed, pending = [], []
+    for i in range(6):
+        try:
+            place(ledger, f"s{i}", reads, size=2, resources={"cpu": 2})
+            placed.append(i)
+        except Pending as exc:
+            pending.append(str(exc))
+    assert placed == [0, 1, 2, 3]
+    assert len(pending) == 2 and all("PENDING" in p for p in pending)
+    assert book.given_out(ledger)["a1"]["cpu"] == 16.0
+
+
+def test_stale_reads_never_give_one_gpu_twice():
+    reads = [info("a1", gpus=(0, 1, 2, 3))]
+    ledger = book.empty()
+    for i in range(2):
+        place(ledger, f"g{i}", reads, size=2, resources={"gpu": 1})
+    with pytest.raises(Pending):
+        place(ledger, "g2", reads, size=1, resources={"gpu": 1})
+    assert book.given_out(ledger)["a1"]["gpu_devices"] == [0, 1, 2, 3]
+
+
+def test_a_reserved_session_counts_once_when_the_agent_also_sees_it():
+    """The agent reports the session's running containers; the reservation replaces them."""
+    ledger = book.empty()
+    place(ledger, "s1", [info("a1", cpu=8)], size=2, resources={"cpu": 2})
+    sid = ledger["sessions"]["s1"]["session_id"]
+    seen = {sid: {"cpu": 4.0, "mem": 2 * GI, "gpu": 0, "gpu_devices": [], "containers": 2}}
+    reads = [info("a1", cpu=8, sessions=seen, used=(4.0, 2 * GI, 0))]
+    counted = book.adjust(reads, ledger)[0]["agent"]
+    assert counted["used_cpu"] == 4.0 and counted["used_mem"] == 2 * GI
+    place(ledger, "s2", reads, size=2, resources={"cpu": 2})  # 4 of 8 left: fits
+    with pytest.raises(Pending):
+        place(ledger, "s3", reads, size=1, resources={"cpu": 1})
+
+
+def test_sessions_the_ledger_does_not_know_count_as_read():
+    seen = {"old": {"cpu": 6.0, "mem": GI, "gpu": 1, "gpu_devices": [0], "containers": 3}}
+    reads = [info("a1", cpu=8, gpus=(0, 1), sessions=seen, used=(6.0, GI, 1))]
+    counted = book.adjust(reads, book.empty())[0]["agent"]
+    assert (counted["used_cpu"], counted["used_gpu"], counted["gpu_in_use"]) == (6.0, 1, [0])
+
+
+def test_a_creating_reservation_expires_and_frees_its_share():
+    ledger = book.empty()
+    place(ledger, "dead", [info("a1", cpu=4)], now=1000.0, size=1, resources={"cpu": 4})
+    with pytest.raises(Pending):
+        place(ledger, "next", [info("a1", cpu=4)], now=1030.0, size=1, resources={"cpu": 4})
+    place(ledger, "next", [info("a1", cpu=4)], now=1061.0, size=1, resources={"cpu": 4})
+    assert sorted(ledger["sessions"]) == ["next"]
+
+
+def test_a_ready_reservation_does_not_expire():
+    ledger = book.empty()
+    place(ledger, "s1", [info("a1", cpu=4)], size=1, resources={"cpu": 4})
+    sid = ledger["sessions"]["s1"]["session_id"]
+    assert book.mark_ready(ledger, "s1", sid, 1001.0)
+    assert not book.mark_ready(ledger, "s1", sid, 1002.0)  # once
+    assert book.expire(ledger, 10**9) == []
+
+
+def test_release_is_limited_to_the_runs_own_session():
+    ledger = book.empty()
+    place(ledger, "s1", [info("a1")], size=1)
+    assert not book.release(ledger, "s1", "another-run")
+    assert not book.mark_ready(ledger, "s1", "another-run", 1001.0)
+    assert "s1" in ledger["sessions"]
+    assert book.release(ledger, "s1")
+    assert not book.release(ledger, "s1")
+
+
+def test_same_name_while_another_run_creates_it_is_pending():
+    ledger = book.empty()
+    place(ledger, "s1", [info("a1")], size=1)
+    entry = ledger["sessions"]["s1"]
+    with pytest.raises(Pending, match="being created by another run"):
+        book.before_placing(entry, [], read_at=1001.0)
+    with pytest.raises(Pending, match="being created by another run"):
+        book.before_placing(entry, [{"name": "partial"}], read_at=1001.0)
+
+
+def test_same_name_ready_is_a_rerun_or_stale():
+    ledger = book.empty()
+    place(ledger, "s1", [info("a1")], size=1)
+    entry = ledger["sessions"]["s1"]
+    book.mark_ready(ledger, "s1", entry["session_id"], 1000.0)
+    assert book.before_placing(entry, [{"name": "c"}], read_at=1001.0) == "exists"
+    with pytest.raises(Pending, match="run again"):  # made after this run read the agents
+        book.before_placing(entry, [], read_at=1001.0)
+    assert book.before_placing(entry, [], read_at=1000.0 + book.STALE_MARGIN_S) == "place"
+    assert book.before_placing(None, [], read_at=0) == "place"
+    assert book.before_placing(None, [{"name": "c"}], read_at=0) == "exists"
+
+
+def test_ready_reservations_whose_containers_are_gone_are_dropped():
+    ledger = book.empty()
+    place(ledger, "gone", [info("a1")], size=1)
+    place(ledger, "kept", [info("a1")], size=1)
+    for name in ("gone", "kept"):
+        book.mark_ready(ledger, name, ledger["sessions"][name]["session_id"], 1000.0)
+    kept_id = ledger["sessions"]["kept"]["session_id"]
+    seen = {kept_id: {"cpu": 1.0, "mem": GI, "gpu": 0, "gpu_devices": [], "containers": 1}}
+    early = [info("a1", read_at=1000.0 + book.STALE_MARGIN_S / 2, sessions=seen)]
+    assert book.drop_stale(ledger, early) == []  # within the margin: maybe not seen yet
+    later = [info("a1", read_at=1000.0 + book.STALE_MARGIN_S, sessions=seen)]
+    assert book.drop_stale(ledger, later) == ["gone"]
+    assert sorted(ledger["sessions"]) == ["kept"]
+
+
+def test_observed_sessions_from_docker_list_entries():
+    def item(sid, state, cpu, devices=""):
+        labels = {LABEL_SESSION_ID: sid, LABEL_CPU: str(cpu), LABEL_MEM: str(GI), LABEL_GPU: "0"}
+        if devices:
+            labels.update({LABEL_GPU_DEVICES: devices, LABEL_GPU: str(len(devices.split(",")))})
+        return {"State": state, "Labels": labels}
+
+    seen = book.observed_sessions(
+        [
+            item("a", "running", 2),
+            item("a", "exited", 2),
+            item("b", "created", 1, devices="0,1"),
+            {"State": "running", "Labels": {}},
+        ]
+    )
+    assert seen["a"] == {"cpu": 2.0, "mem": GI, "gpu": 0, "gpu_devices": [], "containers": 2}
+    assert seen["b"]["gpu_devices"] == [0, 1] and seen["b"]["cpu"] == 0.0
+    assert sorted(seen) == ["a", "b"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    offered=st.lists(st.integers(1, 16), min_size=1, max_size=4),
+    gpus=st.lists(st.integers(0, 4), min_size=4, max_size=4),
+    requests=st.lists(
+        st.tuples(st.integers(1, 4), st.integers(1, 6), st.integers(0, 2), st.booleans()),
+        min_size=1,
+        max_size=12,
+    ),
+)
+def test_property_reads_taken_before_every_create_never_overcommit(offered, gpus, requests):
+    """Every create read the agents before any reserved; whatever is placed stays within
+    each agent's CPU, memory and GPU devices, and no device is given twice."""
+    reads = [
+        info(f"a{i}", cpu=cpu, mem_g=cpu * 2, gpus=tuple(range(gpus[i])))
+        for i, cpu in enumerate(offered)
+    ]
+    ledger = book.empty()
+    for n, (size, cpu, gpu, multi) in enumerate(requests):
+        with contextlib.suppress(Pending):
+            place(
+                ledger,
+                f"s{n}",
+                reads,
+                size=size,
+                mode="multi-node" if multi else "single-node",
+                resources={"cpu": cpu, "mem": f"{cpu}g", "gpu": gpu},
+            )
+    for agent, out in book.given_out(ledger).items():
+        i = int(agent[1:])
+        assert out["cpu"] <= offered[i]
+        assert out["mem"] <= offered[i] * 2 * GI
+        assert len(out["gpu_devices"]) == len(set(out["gpu_devices"]))
+        assert set(out["gpu_devices"]) <= set(range(gpus[i]))
+
+
+def test_a_settled_ready_session_counts_as_read_so_stopping_it_frees_its_share():
+    ledger = book.empty()
+    place(ledger, "s1", [info("a1", cpu=8)], size=2, resources={"cpu": 2})
+    sid = ledger["sessions"]["s1"]["session_id"]
+    book.mark_ready(ledger, "s1", sid, 1000.0)
+    stopped = {sid: {"cpu": 0.0, "mem": 0, "gpu": 0, "gpu_devices": [], "containers": 2}}
+    recent = info("a1", cpu=8, sessions=stopped, read_at=1000.0 + book.STALE_MARGIN_S / 2)
+    assert book.adjust([recent], ledger)[0]["agent"]["used_cpu"] == 4.0  # read may predate it
+    settled = info("a1", cpu=8, sessions=stopped, read_at=1000.0 + book.STALE_MARGIN_S)
+    assert book.adjust([settled], ledger)[0]["agent"]["used_cpu"] == 0.0
