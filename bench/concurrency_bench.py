@@ -63,7 +63,7 @@ def main() -> None:
         "bai_ledger_path": str(ledger),
         "bai_agent_resources": {**offered, "gpu": 0},
     }
-    start = time.monotonic()
+    began = time.monotonic()
     procs = {
         name: start(
             "session_create.yml",
@@ -77,7 +77,7 @@ def main() -> None:
         for name in names
     }
     outputs = {name: proc.communicate()[0] for name, proc in procs.items()}
-    wall = time.monotonic() - start
+    wall = time.monotonic() - began
     codes = {name: procs[name].returncode for name in names}
     created = [n for n, rc in codes.items() if rc == 0]
     pending = [n for n, rc in codes.items() if rc != 0 and "PENDING" in outputs[n]]
