@@ -37,10 +37,15 @@ site: setup  ## converge site.yml on the default inventory (the lab)
 
 demo: lab-up site demo-session  ## the main job: lab up + site.yml + a demo cluster session
 
+# Through the bai-cluster CLI: progress, then the session's summary (where it runs, the
+# app proxy login), then what to try next. A second run finds the session and says so.
 demo-session: setup
-	@if [ -f playbooks/session_create.yml ]; then \
-	  $(PLAYBOOK) playbooks/session_create.yml -e session_name=$(DEMO_SESSION) -e session_size=3; \
-	fi
+	@bai-cluster session create $(DEMO_SESSION) -n 3
+	@printf '%s\n' '' 'Next:' \
+	  '  .venv/bin/bai-cluster session ssh $(DEMO_SESSION)        # a shell in main1, as user work' \
+	  '  ssh sub1 hostname                                # then, in main1: any container, no prompt' \
+	  '  .venv/bin/bai-cluster session show $(DEMO_SESSION)       # where it runs, the app proxy login' \
+	  '  .venv/bin/bai-cluster session destroy $(DEMO_SESSION)    # remove it'
 
 lint: setup  ## yamllint, ansible-lint, ruff, mypy, role READMEs, ansible-test sanity
 	yamllint -s .
