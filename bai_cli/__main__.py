@@ -237,6 +237,11 @@ def session_text(session: api.Session) -> list[str]:
         "create": "created",
         "exists": "already exists with this spec (nothing changed)",
     }.get(str(session.action), "is up")
+    if session.action == "exists" and session.restarted:
+        verb = (
+            f"already exists with this spec; started again what had stopped: "
+            f"{', '.join(session.restarted)}"
+        )
     network = (
         f"network {session.network} ({session.network_driver})"
         if session.network

@@ -82,6 +82,8 @@ class Session:
     ssh_agent: str | None = None
     # The app proxy route to main1's sshd (roles/appproxy: host, address, port, ssh), if any.
     appproxy_route: dict[str, Any] | None = None
+    # Containers a rerun of the create started again (they had stopped).
+    restarted: list[str] = field(default_factory=list)
 
     @property
     def size(self) -> int:
@@ -128,6 +130,7 @@ class Session:
             ssh_port=data.get("ssh_port"),
             ssh_agent=data.get("ssh_agent"),
             appproxy_route=data.get("appproxy") or None,
+            restarted=[str(name) for name in data.get("restarted") or []],
         )
 
 
@@ -177,8 +180,15 @@ class SessionDetails(Session):
 
     @property
     def state(self) -> str:
-        states = {c.state for c in self.containers}
-        return "running" if states == {"running"} else "partial" if states else "absent"
+        """The session's health, as session list says it of the containers found:
+        running, degraded (some do not run), stopped (none runs) or absent."""
+        states = [c.state for c in self.containers]
+        running = states.count("running")
+        if not states:
+            return "absent"
+        if running == len(states):
+            return "running"
+        return "stopped" if running == 0 else "degraded"
 
     def to_dict(self) -> dict[str, Any]:
         return {**super().to_dict(), "state": self.state}

@@ -53,6 +53,7 @@ STEPS: tuple[tuple[str, str], ...] = (
     ("Remove the session's containers", "containers"),
     ("Remove the session's networks", "network"),
     ("Summarise what was removed", "summary"),
+    ("Fail when an agent or the manager was not reached", "summary"),
     ("Record what was removed", "summary"),
     ("Show what was removed", "summary"),
 )

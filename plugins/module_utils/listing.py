@@ -19,8 +19,11 @@ from ansible_collections.bai.cluster.plugins.module_utils.placement import label
 
 def summarize_sessions(containers: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Group session containers (dicts with agent, name, state and labels, from every
-    agent) into one row per session: name, session_id, size, mode, agents, state
-    ("running", "stopped" or "partial"), running/found counts and the hosts."""
+    agent) into one row per session: name, session_id, size, mode, agents, state, the
+    running/found counts and the hosts. The state is the session's health: "running"
+    (every container runs), "degraded" (every container is there, some do not run: a
+    rerun of the create starts them), "stopped" (none runs) or "incomplete" (containers
+    are missing: destroy and create again)."""
     groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     for container in containers:
         labels = container.get("labels") or {}
@@ -33,12 +36,14 @@ def summarize_sessions(containers: Iterable[Mapping[str, Any]]) -> list[dict[str
         sizes = [int(label_float(str(c["labels"].get(LABEL_SIZE)))) for c in members]
         size = max(sizes) if any(sizes) else len(members)
         running = sum(1 for c in members if c.get("state") == "running")
-        if running == size and len(members) == size:
+        if len(members) < size:
+            state = "incomplete"
+        elif running == size:
             state = "running"
         elif running == 0:
-            state = "stopped" if len(members) == size else "partial"
+            state = "stopped"
         else:
-            state = "partial"
+            state = "degraded"
         master = next(
             (c for c in members if c["labels"].get(LABEL_KERNEL_ID) == sid),
             members[0],

@@ -10,8 +10,10 @@ short_description: Summarise cluster sessions from the containers found on every
 description:
   - Pure computation on the controller (used by C(playbooks/session_list.yml)).
   - Groups session containers by session name and id and returns one row per session
-    with its size, mode (as placed), agents and state (C(running) when every container
-    runs, C(stopped) when none does, else C(partial)), plus a fixed-width table.
+    with its size, mode (as placed), agents and state, the session's health (C(running)
+    when every container runs, C(degraded) when all are there and some do not run,
+    C(stopped) when none does, C(incomplete) when containers are missing), plus a
+    fixed-width table.
 version_added: "0.1.0"
 author: bai-cluster developers (@bai-cluster)
 options:

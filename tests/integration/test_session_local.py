@@ -296,10 +296,14 @@ def test_rerun_is_a_no_op(s2, run_playbook, docker_client, data_dir):
 def test_stopped_container_is_started_again(s2, run_playbook, docker_client, data_dir):
     sub1 = container(docker_client, "it-s2", "sub1")
     sub1.stop(timeout=2)
+    listed = run_playbook("session_list.yml", inventory=LOCAL)
+    (row,) = [r for r in listed.stats["bai_sessions"] if r["name"] == "it-s2"]
+    assert (row["state"], row["running"]) == ("degraded", 1), row
     mounts = [{"src": str(data_dir), "dst": "/home/work/data"}]
     again = create(run_playbook, "it-s2", size=2, mounts=mounts)
     assert again.rc == 0, again
     assert again.changed() >= 1
+    assert again.stats["bai_session"]["restarted"] == ["bai-it-s2-sub1"]
     sub1.reload()
     assert sub1.status == "running"
     check_ssh_mesh(docker_client, "it-s2", ["main1", "sub1"])
@@ -459,6 +463,61 @@ def test_destroy_removes_everything_and_is_idempotent(run_playbook, docker_clien
     assert remade.stats["bai_session"]["session_id"] != made.stats["bai_session"]["session_id"]
     destroy(run_playbook, "it-gone")
     sweep(docker_client, "it-gone")
+
+
+def test_an_agent_that_does_not_answer_is_named_and_the_others_are_still_cleaned(
+    run_playbook, docker_client, tmp_path
+):
+    """Destroy and list run on every agent at once; an inventory agent that cannot be
+    reached (a docker-connected node that does not exist) fails the run with its name,
+    quickly, while the agent that answers is cleaned all the same. The reservation stays
+    until a destroy reaches every agent."""
+    ledger = tmp_path / "ledger.json"
+    inventory = tmp_path / "ghost.yml"
+    local = {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+    }
+    ghost = {"ansible_connection": "community.docker.docker", "ansible_host": "bai-no-such-node"}
+    inventory.write_text(
+        json.dumps(
+            {
+                "all": {
+                    "vars": {"bai_ledger_path": str(ledger)},
+                    "children": {
+                        "manager": {"hosts": {"localhost": local}},
+                        "agents": {"hosts": {"localhost": local, "ghost": ghost}},
+                    },
+                }
+            }
+        )
+    )
+    sweep(docker_client, "it-ghost")
+    made = create(run_playbook, "it-ghost", "-e", f"bai_ledger_path={ledger}", size=2)
+    assert made.rc == 0, made
+    try:
+        started = time.monotonic()
+        listed = run_playbook("session_list.yml", inventory=str(inventory))
+        assert listed.rc != 0 and "could not read ghost" in " ".join(listed.failures), listed
+        gone = run_playbook(
+            "session_destroy.yml", extra_vars={"session_name": "it-ghost"}, inventory=str(inventory)
+        )
+        took = time.monotonic() - started
+        assert gone.rc != 0, gone
+        text = " ".join(gone.failures)
+        assert "not removed from ghost" in text and "2 container(s)" in text, text
+        assert labelled(docker_client, "it-ghost") == ([], [])  # localhost was cleaned
+        assert "it-ghost" in json.loads(ledger.read_text())["sessions"]  # kept for now
+        assert took < 60, f"an unreachable agent took {took:.0f} s to report"
+        done = run_playbook(
+            "session_destroy.yml",
+            extra_vars={"session_name": "it-ghost", "bai_ledger_path": str(ledger)},
+            inventory=LOCAL,
+        )
+        assert done.rc == 0, done
+        assert json.loads(ledger.read_text())["sessions"] == {}
+    finally:
+        sweep(docker_client, "it-ghost")
 
 
 BAD_INPUT = [

@@ -442,3 +442,22 @@ def test_create_summary_text():
     assert "main1  main  1    agent1  bai-s1-main1  K1" in text
     assert "published on agent1 port 30004" in text
     assert session.to_dict()["size"] == 2
+
+
+def test_rerun_summary_says_what_it_started_again():
+    session = api.Session.from_summary(
+        {
+            "name": "s1",
+            "session_id": "K1",
+            "mode": "single-node",
+            "network": None,
+            "network_driver": None,
+            "containers": [],
+            "action": "exists",
+            "restarted": ["bai-s1-sub1"],
+        }
+    )
+    first = cli.session_text(session)[0]
+    assert first == (
+        "session s1 already exists with this spec; started again what had stopped: bai-s1-sub1"
+    )

@@ -229,13 +229,20 @@ def test_sessions_are_summarised_across_agents():
     assert rows[0]["session_id"] == one["session_id"]
     assert (rows[0]["size"], rows[0]["mode"], rows[0]["state"]) == (3, "multi-node", "running")
     assert rows[0]["agents"] == ["a1", "a2"]
-    assert (rows[1]["state"], rows[1]["running"]) == ("partial", 1)
+    assert (rows[1]["state"], rows[1]["running"]) == ("degraded", 1)
     table = format_table(rows)
     assert table[0].split() == ["NAME", "SESSION-ID", "SIZE", "MODE", "AGENTS", "STATE"]
-    assert table[2].endswith("partial (1/2 up)")
+    assert table[2].endswith("degraded (1/2 up)")
 
 
-def test_a_session_missing_containers_is_partial_even_if_all_found_run():
+def test_a_session_missing_containers_is_incomplete_even_if_all_found_run():
     plan = plan_session(spec(size=3), [agent("a1")])
     (row,) = summarize_sessions(as_existing(plan)[:2])
-    assert (row["size"], row["found"], row["state"]) == (3, 2, "partial")
+    assert (row["size"], row["found"], row["state"]) == (3, 2, "incomplete")
+
+
+def test_a_session_whose_containers_all_stopped_is_stopped():
+    plan = plan_session(spec(size=2), [agent("a1")])
+    stopped = [{**c, "state": "exited"} for c in as_existing(plan)]
+    (row,) = summarize_sessions(stopped)
+    assert (row["state"], row["running"]) == ("stopped", 0)
