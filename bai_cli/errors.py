@@ -79,7 +79,13 @@ class BaiClusterError(Exception):
 
 
 def _last_placement(result: PlaybookResult) -> dict[str, Any]:
-    found = result.ok_results.get(PLACEMENT) or []
+    """The last result of a placement task (each round's name starts with PLACEMENT)."""
+    found = [
+        res
+        for task, results in result.ok_results.items()
+        if task.startswith(PLACEMENT)
+        for res in results
+    ]
     return dict(found[-1]) if found else {}
 
 

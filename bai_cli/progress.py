@@ -24,10 +24,10 @@ STEPS: tuple[tuple[str, str], ...] = (
     ("Note until when a PENDING session may wait", "placing"),
     ("Place the session", "placing"),
     ("Read capacity and this session's containers", "placing"),
+    ("Read the agents and place", "placing"),
+    ("Note the agents the ledger asks to read", "placing"),
+    ("Fail when an agent was not read", "placing"),
     ("Place the session on the agents", "placing"),
-    ("Wait before placing again", "placing"),
-    ("Place again", "placing"),
-    ("Wait for capacity and try again", "placing"),
     ("Stop when the session cannot be placed", "placing"),
     ("Make the session", "containers"),
     ("Make the containers", "containers"),
@@ -52,6 +52,8 @@ STEPS: tuple[tuple[str, str], ...] = (
     ("Show the session", "summary"),
     ("Remove the session's containers", "containers"),
     ("Remove the session's networks", "network"),
+    ("Look up the session's agents", "check"),
+    ("Choose the agents to clean", "check"),
     ("Summarise what was removed", "summary"),
     ("Fail when an agent or the manager was not reached", "summary"),
     ("Record what was removed", "summary"),
@@ -113,6 +115,10 @@ class SessionProgress:
             return self._start(task, step)
         if kind == "runner_item_on_ok":
             return self._item_ok(task, res)
+        if kind == "runner_retry" and task.startswith("Place the session on the agents"):
+            return [f"placing: still PENDING after {self.pending_wait()}, trying again"]
+        if kind == "runner_on_ok" and task.startswith("Read capacity"):
+            return self._read_ok(res)  # one event per agent read (a play over them)
         if kind == "runner_on_ok":
             return self._ok(task, res)
         failed = kind in ("runner_on_failed", "runner_item_on_failed")
@@ -122,34 +128,33 @@ class SessionProgress:
 
     def _start(self, task: str, step: str | None) -> list[str]:
         lines = [f"task: {task}"] if self.verbose else []
-        if task.startswith("Read capacity") and not self.agents:
-            lines.append("placing: reading the agents' capacity")
-        elif task.startswith("Create the containers on their agent") and len(self.agents) == 1:
+        if task.startswith("Create the containers on their agent") and len(self.agents) == 1:
             lines.append(f"containers {self.done}/{self.total}: creating on {self.agents[0]}")
         elif task.startswith("Create the containers on every agent") and len(self.agents) > 1:
             lines.append(
                 f"containers {self.done}/{self.total}: creating on "
                 f"{', '.join(self.agents)} in parallel"
             )
-        elif task.startswith("Check that main1 reaches"):
+        elif task.startswith("Check that main1 reaches") and len(self.agents) > 1:
             lines.append("SSH check: main1 -> every container")
         elif step == "cleanup" and not self.cleanup_shown:
             self.cleanup_shown = True
             lines.append("cleanup: a step failed, removing what this run made")
         return lines
 
+    def _read_ok(self, res: Mapping[str, Any]) -> list[str]:
+        agent = res.get("agent") or {}
+        if not agent or not self.verbose:
+            return []
+        free_cpu = float(agent.get("cpu") or 0) - float(agent.get("used_cpu") or 0)
+        free_mem = float(agent.get("mem") or 0) - float(agent.get("used_mem") or 0)
+        free_gpu = int(agent.get("gpu") or 0) - int(agent.get("used_gpu") or 0)
+        return [
+            f"placing: {agent.get('name')} (group {agent.get('group')}) free cpu "
+            f"{_num(free_cpu)}, mem {_mem(free_mem)}, gpu {free_gpu}"
+        ]
+
     def _item_ok(self, task: str, res: Mapping[str, Any]) -> list[str]:
-        if task.startswith("Read capacity"):
-            agent = res.get("agent") or {}
-            if not agent:
-                return []
-            free_cpu = float(agent.get("cpu") or 0) - float(agent.get("used_cpu") or 0)
-            free_mem = float(agent.get("mem") or 0) - float(agent.get("used_mem") or 0)
-            free_gpu = int(agent.get("gpu") or 0) - int(agent.get("used_gpu") or 0)
-            return [
-                f"placing: {agent.get('name')} (group {agent.get('group')}) free cpu "
-                f"{_num(free_cpu)}, mem {_mem(free_mem)}, gpu {free_gpu}"
-            ]
         if task.startswith("Wait for every agent"):
             containers = res.get("containers") or []
             self.done += len(containers)
@@ -162,9 +167,13 @@ class SessionProgress:
             self.total = int(res.get("size") or 0)
             hosts = ", ".join(res.get("hosts") or [])
             return [f"check: request ok, {self.total} container(s): {hosts}"]
-        if task.startswith("Wait before placing again"):
-            return [f"placing: still PENDING after {self.pending_wait()}, trying again"]
         if task.startswith("Place the session on the agents"):
+            if res.get("need_read"):
+                names = list(res["need_read"])
+                shown = ", ".join(names[:8]) + (
+                    f" and {len(names) - 8} more" if len(names) > 8 else ""
+                )
+                return [f"placing: reading {len(names)} agent(s): {shown}"]
             if res.get("failed") or res.get("pending") or res.get("msg"):
                 # The final error says it; shown here only with -v.
                 return [f"placing: {res.get('msg')}"] if self.verbose else []
@@ -181,19 +190,22 @@ class SessionProgress:
         if task.startswith("Generate the session's SSH keys"):
             return ["keys: generated the session's SSH keys (in memory, never printed)"]
         if task.startswith("Create the session network"):
-            net = res.get("network") or {}
-            subnet = f", {net['subnet']}" if net.get("subnet") else ""
-            return [f"network: {net.get('name')} ({net.get('driver')}{subnet})"]
+            return _network_line(res.get("network") or {})
         if task.startswith("Create the containers on their agent"):
+            # One agent: the same module run made the bridge and ran the SSH check.
             containers = res.get("containers") or []
             self.done = len(containers)
             created = len(res.get("created") or [])
             restarted = len(res.get("restarted") or [])
             agent = containers[0].get("agent") if containers else "?"
-            return [
+            lines = _network_line(res.get("network") or {})
+            lines.append(
                 f"containers {self.done}/{self.total or self.done} on {agent} "
                 f"({created} created, {restarted} restarted)"
-            ]
+            )
+            if res.get("mesh"):
+                lines.append(f"SSH check: ok, main1 reaches {', '.join(_reached(res['mesh']))}")
+            return lines
         if task.startswith("Record the session summary"):
             summary = ((res.get("ansible_stats") or {}).get("data") or {}).get("bai_session") or {}
             route = summary.get("appproxy") or {}
@@ -201,9 +213,20 @@ class SessionProgress:
                 return [f"app proxy: users reach main1 with {route['ssh']}"]
             return []
         if task.startswith("Check that main1 reaches"):
-            reached = [line[3:] for line in res.get("stdout_lines") or [] if line.startswith("ok ")]
+            reached = _reached(res.get("stdout_lines") or [])
             return [f"SSH check: ok, main1 reaches {', '.join(reached)}"]
         return []
+
+
+def _network_line(net: Mapping[str, Any]) -> list[str]:
+    if not net:
+        return []
+    subnet = f", {net['subnet']}" if net.get("subnet") else ""
+    return [f"network: {net.get('name')} ({net.get('driver')}{subnet})"]
+
+
+def _reached(lines: list[str]) -> list[str]:
+    return [line[3:] for line in lines if line.startswith("ok ")]
 
 
 class PlayProgress:

@@ -11,8 +11,10 @@ For each size N, three ways to get N running containers with sshd up, on one eng
            through the Docker SDK, in parallel threads, and waits for sshd
 
 Each point is the median of --repeat runs of wall-clock time (create only; removal is
-timed separately for the toolkit). Results go to bench/results/<stamp>.json, a Markdown
-table to stdout and, when matplotlib is installed (bench/requirements.txt), a PNG.
+timed separately for the toolkit). An empty play over the same inventory is timed beside
+them: the fixed cost of starting ansible-playbook. Results go to
+bench/results/<stamp>.json, a Markdown table to stdout and, when matplotlib is installed
+(bench/requirements.txt), a PNG.
 
   .venv/bin/python bench/session_bench.py --sizes 1,2,4,8,16 --repeat 3 [--lab]
 """
@@ -59,18 +61,28 @@ def hosts(n: int) -> list[str]:
     return ["main1"] + [f"sub{i}" for i in range(1, n)]
 
 
+EMPTY_PLAY = REPO / "bench" / "empty_play.yml"
+
+
 def toolkit(n: int, inventory: str | None, extra: dict, repeat: int) -> dict[str, float]:
-    """Medians over `repeat` runs of create, the same create again (a no-op), destroy."""
+    """Medians over `repeat` runs of an empty play, create, the same create again (a
+    no-op), destroy."""
     name = f"bench-tk{n}"
     spec = {"session_name": name, "session_size": n, **extra}
     runs = []
     for _run in range(repeat):
+        empty = playbook(str(EMPTY_PLAY), inventory)
         made = playbook("playbooks/session_create.yml", inventory, **spec)
         again = playbook("playbooks/session_create.yml", inventory, **spec)
         gone = playbook("playbooks/session_destroy.yml", inventory, session_name=name)
-        runs.append((made, again, gone))
-    made, again, gone = (median(list(times)) for times in zip(*runs))
-    return {"toolkit_s": made, "toolkit_noop_s": again, "toolkit_destroy_s": gone}
+        runs.append((empty, made, again, gone))
+    empty, made, again, gone = (median(list(times)) for times in zip(*runs))
+    return {
+        "empty_s": empty,
+        "toolkit_s": made,
+        "toolkit_noop_s": again,
+        "toolkit_destroy_s": gone,
+    }
 
 
 def naive(n: int) -> float:
@@ -182,17 +194,17 @@ def main() -> int:
     meta = {"cpus": os.cpu_count(), "repeat": args.repeat, "stamp": stamp}
     (RESULTS / f"{stamp}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
     print(
-        "| where | N | toolkit create (s) | no-op rerun (s) | destroy (s) "
-        "| naive (s) | SDK floor (s) | toolkit / floor | naive / toolkit |"
+        "| where | N | empty play (s) | create (s) | no-op rerun (s) | destroy (s) "
+        "| naive (s) | SDK floor (s) | create - empty play, in floors | naive / create |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        floor = f"{r['toolkit_s'] / r['sdk_s']:.2f}x" if r.get("sdk_s") else "-"
+        floors = f"{(r['toolkit_s'] - r['empty_s']) / r['sdk_s']:.2f}x" if r.get("sdk_s") else "-"
         speedup = f"{r['naive_s'] / r['toolkit_s']:.1f}x" if r.get("naive_s") else "-"
         print(
-            f"| {r['where']} | {r['n']} | {r['toolkit_s']} | {r['toolkit_noop_s']} | "
-            f"{r['toolkit_destroy_s']} | {r.get('naive_s', '-')} | {r.get('sdk_s', '-')} | "
-            f"{floor} | {speedup} |"
+            f"| {r['where']} | {r['n']} | {r['empty_s']} | {r['toolkit_s']} | "
+            f"{r['toolkit_noop_s']} | {r['toolkit_destroy_s']} | {r.get('naive_s', '-')} | "
+            f"{r.get('sdk_s', '-')} | {floors} | {speedup} |"
         )
     try:
         import matplotlib

@@ -13,6 +13,15 @@ after its TTL (the create that made it died), so nothing is blocked for ever and
 leaks; one whose session was removed without destroy is dropped once the reads show it
 gone. destroy drops the reservation.
 
+The ledger also keeps each agent's last read (``agents``: capacity, GPU devices, the
+sessions it showed, which images and mount sources it has), so that a create need not
+read every agent: placement uses a kept read where it is recent enough
+(``read_max_age``) and knows the request's images and paths, and reads afresh only the
+agents it must (:func:`to_read`). A kept read is trusted only to say yes: every
+session of the ledger counts on it by its reservation, whatever its state, and a
+placement that finds no room with kept reads asks for fresh ones before it says
+PENDING. destroy removes the session from the kept reads.
+
 Pure: the module (plugins/modules/bai_session_ledger.py) does the file and the lock.
 """
 
@@ -25,7 +34,10 @@ from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils.errors import Pending
 from ansible_collections.bai.cluster.plugins.module_utils.gpu import devices_in_use, holding_labels
-from ansible_collections.bai.cluster.plugins.module_utils.labels import LABEL_SESSION_ID
+from ansible_collections.bai.cluster.plugins.module_utils.labels import (
+    LABEL_SESSION,
+    LABEL_SESSION_ID,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.placement import used_from_labels
 
 VERSION = 1
@@ -43,7 +55,7 @@ class LedgerError(ValueError):
 
 
 def empty() -> dict[str, Any]:
-    return {"version": VERSION, "sessions": {}}
+    return {"version": VERSION, "sessions": {}, "agents": {}}
 
 
 def loads(text: str) -> dict[str, Any]:
@@ -83,6 +95,8 @@ def drop_stale(ledger: dict[str, Any], agent_info: Sequence[Mapping[str, Any]]) 
     read = {}
     for result in agent_info:
         agent = result.get("agent") or {}
+        if result.get("kept"):
+            continue
         if "sessions" in result and result.get("read_at") is not None:
             read[agent.get("name")] = (float(result["read_at"]), result["sessions"])
     gone = []
@@ -113,7 +127,15 @@ def observed_sessions(containers: Sequence[Mapping[str, Any]]) -> dict[str, dict
         if not sid:
             continue
         row = out.setdefault(
-            sid, {"cpu": 0.0, "mem": 0, "gpu": 0, "gpu_devices": [], "containers": 0}
+            sid,
+            {
+                "name": labels.get(LABEL_SESSION),
+                "cpu": 0.0,
+                "mem": 0,
+                "gpu": 0,
+                "gpu_devices": [],
+                "containers": 0,
+            },
         )
         row["containers"] += 1
         if str(item.get("State") or "").lower() == "running":
@@ -136,7 +158,8 @@ def adjust(
     ``creating``, or ``ready`` so recently that the read may predate it (within
     STALE_MARGIN_S), counts by its reservation instead, which also covers containers not
     made yet. Every other session counts as read, so a stopped session frees its CPUs
-    and memory as before (docs/placement.md).
+    and memory as before (docs/placement.md). On a kept read (``kept``: from the ledger,
+    not read by this run) every session of the ledger counts by its reservation.
     """
     by_id = {entry["session_id"]: entry for entry in ledger["sessions"].values()}
     on_agent: dict[str, list[tuple[Mapping[str, Any], Mapping[str, Any]]]] = {}
@@ -151,8 +174,12 @@ def adjust(
         agent = dict(result["agent"])
         read_at = float(result.get("read_at") or 0)
 
-        def counts(entry: Mapping[str, Any], read_at: float = read_at) -> bool:
-            return entry.get("state") != READY or read_at < _settled(entry)
+        def counts(
+            entry: Mapping[str, Any],
+            read_at: float = read_at,
+            kept: bool = bool(result.get("kept")),
+        ) -> bool:
+            return kept or entry.get("state") != READY or read_at < _settled(entry)
 
         seen = result.get("sessions") or {}
         replaced = [seen[sid] for sid in seen if sid in by_id and counts(by_id[sid])]
@@ -243,7 +270,131 @@ def release(ledger: dict[str, Any], name: str, session_id: str | None = None) ->
     if entry is None or (session_id is not None and entry["session_id"] != session_id):
         return False
     del ledger["sessions"][name]
+    forget_session(ledger, entry["session_id"])
     return True
+
+
+# --- Kept reads of the agents -------------------------------------------------------
+
+
+def remember(
+    ledger: dict[str, Any],
+    agent_info: Sequence[Mapping[str, Any]],
+    now: float,
+    declared: Mapping[str, Any] | None = None,
+) -> None:
+    """Keep each fresh read (bai_agent_info results) as the agent's record, stamped
+    ``stored_at`` by the ledger host's clock, with what the inventory declared for it
+    (``declared``: agent -> {group, resources}; a record whose declaration changed is
+    read again). What an older record knew of images and paths this read did not ask
+    about is kept."""
+    agents = ledger.setdefault("agents", {})
+    for result in agent_info:
+        if result.get("skipped") or result.get("kept") or "agent" not in result:
+            continue
+        name = str(result["agent"].get("name"))
+        old = agents.get(name) or {}
+        images = {
+            **(old.get("images") or {}),
+            **{
+                ref: {"present": bool((found or {}).get("present"))}
+                for ref, found in (result.get("images") or {}).items()
+            },
+        }
+        agents[name] = {
+            "stored_at": now,
+            "read_at": float(result.get("read_at") or now),
+            "agent": dict(result["agent"]),
+            "sessions": dict(result.get("sessions") or {}),
+            "images": images,
+            "paths": {**(old.get("paths") or {}), **dict(result.get("paths") or {})},
+            "declared": (declared or {}).get(name),
+        }
+
+
+def forget_session(ledger: dict[str, Any], session_id: str) -> None:
+    """Take a removed session out of the kept reads (what it used is free again)."""
+    for record in (ledger.get("agents") or {}).values():
+        row = (record.get("sessions") or {}).pop(session_id, None)
+        if row is None:
+            continue
+        agent = record["agent"]
+        for key in ("cpu", "mem", "gpu"):
+            left = max(float(agent.get(f"used_{key}") or 0) - float(row.get(key) or 0), 0.0)
+            agent[f"used_{key}"] = round(left, 6) if key == "cpu" else round(left)
+        freed = set(row.get("gpu_devices") or ())
+        agent["gpu_in_use"] = sorted(set(agent.get("gpu_in_use") or ()) - freed)
+
+
+def kept_result(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A kept record in the shape of a bai_agent_info result, marked ``kept``. It shows
+    no containers: agents that may hold the session are always read afresh."""
+    return {
+        "agent": dict(record["agent"]),
+        "sessions": dict(record.get("sessions") or {}),
+        "read_at": record.get("read_at"),
+        "images": dict(record.get("images") or {}),
+        "paths": dict(record.get("paths") or {}),
+        "containers": [],
+        "kept": True,
+    }
+
+
+def holders(ledger: Mapping[str, Any], name: str) -> set[str]:
+    """Agents that may hold session ``name``: those of its reservation and those whose
+    kept read showed a session of that name."""
+    entry = ledger["sessions"].get(name)
+    found = {k["agent"] for k in entry["kernels"]} if entry else set()
+    for agent, record in (ledger.get("agents") or {}).items():
+        if any(row.get("name") == name for row in (record.get("sessions") or {}).values()):
+            found.add(agent)
+    return found
+
+
+def to_read(
+    ledger: Mapping[str, Any],
+    agents: Sequence[Mapping[str, Any]],
+    *,
+    name: str,
+    images: Sequence[str],
+    paths: Sequence[str],
+    fresh: set[str],
+    now: float,
+    max_age: float,
+) -> list[str]:
+    """The agents (names, in inventory order) a create must read before it can place
+    ``name``. ``agents`` are the inventory's ({name, group, resources}). To read: an
+    agent without a kept read, or with one older than ``max_age`` seconds, taken under
+    another declaration, or that does not know the request's images and paths; and
+    every agent that may hold the session (its containers decide what a rerun does).
+    Agents in ``fresh`` were read by this run."""
+    records = ledger.get("agents") or {}
+    holding = holders(ledger, name)
+    out = []
+    for declared in agents:
+        agent = str(declared["name"])
+        if agent in fresh:
+            continue
+        record = records.get(agent)
+        if (
+            record is None
+            or agent in holding
+            or record.get("declared") != _declaration(declared)
+            or now - float(record.get("stored_at") or 0) > max_age
+            or any(ref not in (record.get("images") or {}) for ref in images)
+            or any(path not in (record.get("paths") or {}) for path in paths)
+        ):
+            out.append(agent)
+    return out
+
+
+def _declaration(agent: Mapping[str, Any]) -> dict[str, Any]:
+    return {"group": agent.get("group") or "default", "resources": agent.get("resources")}
+
+
+def declarations(agents: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """agent name -> what the inventory declares for it, as records keep it."""
+    return {str(a["name"]): _declaration(a) for a in agents}
 
 
 def given_out(ledger: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

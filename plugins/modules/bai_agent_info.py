@@ -190,9 +190,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.docker_api import (
     DOCKER_ARGUMENT_SPEC,
     DockerException,
     connect,
+    container_row,
     error_text,
     image_env,
-    session_containers,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.errors import SpecError
 from ansible_collections.bai.cluster.plugins.module_utils.gpu import (
@@ -212,8 +212,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.placement import (
 )
 
 
-def gpu_capacity(module: AnsibleModule, api, declared: int | None) -> dict:
-    """The agent's GPU devices (detected, else declared) and which of them are held."""
+def gpu_capacity(module: AnsibleModule, listed: list, declared: int | None) -> dict:
+    """The agent's GPU devices (detected, else declared) and which of them the session
+    containers ``listed`` (this agent's, any state) hold."""
     facts = (
         detect(HostProbe(module.params["gpu_detect_timeout"], module=module))
         if module.params["gpu_detect"]
@@ -225,11 +226,7 @@ def gpu_capacity(module: AnsibleModule, api, declared: int | None) -> dict:
         raise SpecError(f"bai_agent_resources.gpu: {exc}") from None
     if offer["warning"]:
         module.warn(f"agent {module.params['agent_name']}: {offer['warning']}")
-    holders = [
-        item
-        for item in api.containers(all=True, filters={"label": [LABEL_GPU_DEVICES]})
-        if on_this_agent(item, module.params["agent_name"])
-    ]
+    holders = [item for item in listed if LABEL_GPU_DEVICES in (item.get("Labels") or {})]
     held = devices_in_use(holding_labels(holders))
     return {
         "gpu_devices": offer["devices"],
@@ -256,7 +253,9 @@ def run(module: AnsibleModule) -> dict:
     running = [item for item in listed if str(item.get("State") or "").lower() == "running"]
     used = used_from_labels(item.get("Labels") or {} for item in running)
     agent = params["agent_name"]
-    gpus = gpu_capacity(module, api, capacity.gpu if _declares_gpu(params["resources"]) else None)
+    gpus = gpu_capacity(
+        module, listed, capacity.gpu if _declares_gpu(params["resources"]) else None
+    )
     images = {}
     for ref in dict.fromkeys(params["images"]):
         env = image_env(api, ref)
@@ -277,11 +276,16 @@ def run(module: AnsibleModule) -> dict:
         # Per session id, for the reservation ledger (module_utils/ledger.py).
         "sessions": observed_sessions(listed),
         "read_at": read_at,
-        "containers": [
-            row
-            for row in session_containers(api, params["name"], agent)
-            if on_this_agent({"Labels": row["labels"]}, agent)
-        ],
+        # One list of the engine's session containers serves use, GPUs and this.
+        "containers": sorted(
+            (
+                container_row(item, agent)
+                for item in listed
+                if params["name"] is None
+                or (item.get("Labels") or {}).get(LABEL_SESSION) == params["name"]
+            ),
+            key=lambda row: row["name"],
+        ),
         "images": images,
         "paths": {path: os.path.exists(path) for path in dict.fromkeys(params["paths"])},
     }

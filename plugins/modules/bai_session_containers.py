@@ -34,8 +34,14 @@ description:
     (started if stopped), so a re-run changes nothing. A container of the same name from
     another session instance makes the module fail without touching anything.
   - Any failure removes every container this call created before the module fails.
+  - With O(network_spec), the session's bridge O(network) is made first, in the same call
+    (a single-agent session then costs one module run on its agent); with O(mesh_check),
+    once sshd listens, the master (which must be on this agent) logs in over SSH as user
+    C(work) to every container of O(kernels), all at once, and the module fails (removing
+    what it made) naming any container it cannot reach.
   - O(state=absent) removes (force) every container labelled with session O(session) on
-    this agent and reports which.
+    this agent and reports which; with O(networks), the session's networks on this agent
+    too.
 version_added: "0.1.0"
 author: bai-cluster developers (@bai-cluster)
 options:
@@ -127,6 +133,25 @@ options:
     description: Seconds to wait for sshd to listen in every container.
     type: int
     default: 60
+  network_spec:
+    description:
+      - Make the session network O(network) on this agent before the containers, with
+        these options of M(bai.cluster.bai_session_network) - C(driver) (C(bridge)),
+        C(labels), C(subnet_pool), C(subnet_prefix), C(mtu). It is removed again if the
+        call fails.
+    type: dict
+  mesh_check:
+    description:
+      - After sshd listens, check from the master that it reaches every container of the
+        session over SSH as user C(work) (RV(mesh)).
+    type: bool
+    default: false
+  networks:
+    description:
+      - With O(state=absent), also remove the session's networks on this agent (not an
+        overlay, which M(bai.cluster.bai_session_network) removes on a Swarm manager).
+    type: bool
+    default: false
   workers:
     description: Containers created at the same time.
     type: int
@@ -196,6 +221,22 @@ removed:
   returned: always
   type: list
   elements: str
+network:
+  description:
+    - The network O(network_spec) made or found (as M(bai.cluster.bai_session_network)
+      returns it).
+  returned: O(network_spec) and containers were created
+  type: dict
+mesh:
+  description: One line per container, C(ok HOST), from the master's SSH check.
+  returned: O(mesh_check) and containers were created or started
+  type: list
+  elements: str
+networks_removed:
+  description: The session's networks removed with O(networks).
+  returned: O(state=absent)
+  type: list
+  elements: str
 ssh_port:
   description: Host port of the master's sshd when the master runs on this agent, else null.
   returned: state=present
@@ -207,6 +248,7 @@ import threading
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.bai.cluster.plugins.module_utils import session_network
 from ansible_collections.bai.cluster.plugins.module_utils.appproxy import (
     authorized_keys_tar,
     public_key_errors,
@@ -255,6 +297,22 @@ KEY_FILES = {
     "host_key.pub": "host_public_key",
 }
 SSHD_READY = b"Server listening on"
+# Run in the master as user work with the session's hostnames as arguments: one SSH login
+# to each, all at once; prints "ok HOST" or "FAILED HOST: what ssh said" per host.
+MESH_CHECK = r"""set -u
+dir=$(mktemp -d)
+for h in "$@"; do
+  ( ssh -o BatchMode=yes -o ConnectTimeout=10 "$h" hostname > "$dir/$h" 2>&1 ) &
+done
+wait
+rc=0
+for h in "$@"; do
+  got=$(tr '\n' ' ' < "$dir/$h" | sed 's/ *$//')
+  if [ "$got" = "$h" ]; then echo "ok $h"; else echo "FAILED $h: $got"; rc=1; fi
+done
+rm -rf "$dir"
+exit $rc
+"""
 
 
 def to_kernel(raw: dict) -> Kernel:
@@ -288,6 +346,7 @@ class Session:
             k for k in self.kernels if self.raw[k.hostname].get("agent") == self.p["agent"]
         ]
         self.created: list[str] = []
+        self.network_made = False
         self.lock = threading.Lock()
         # hostname -> (docker host_config options, environment) for its GPUs; gpu_setup.
         self.gpus: dict[str, tuple[dict, dict[str, str]]] = {}
@@ -559,6 +618,39 @@ class Session:
                 )
             time.sleep(0.1)
 
+    def ensure_network(self) -> dict | None:
+        """The session's bridge, when this call is to make it (O(network_spec))."""
+        spec = self.p["network_spec"]
+        if not spec or not self.p["network"]:
+            return None
+        params = {
+            **spec,
+            "session": self.p["session"],
+            "session_id": self.p["session_id"],
+            "name": self.p["network"],
+        }
+        made = session_network.present(self.docker.api, params, self.module.check_mode)
+        self.network_made = bool(made["changed"]) and not self.module.check_mode
+        return made
+
+    def mesh_check(self) -> list[str]:
+        """From the master (on this agent), one SSH login as user work to every container
+        of the session; the lines of MESH_CHECK. Raises Failure when one fails."""
+        api = self.docker.api
+        master = next(k for k in self.mine if k.rank == 0)
+        name = self.raw[master.hostname]["container_name"]
+        hosts = [k.hostname for k in sorted(self.kernels, key=lambda k: k.rank)]
+        exec_id = api.exec_create(name, ["bash", "-c", MESH_CHECK, "mesh", *hosts], user="work")
+        out = api.exec_start(exec_id).decode("utf-8", "replace")
+        code = api.exec_inspect(exec_id).get("ExitCode")
+        lines = [line for line in out.splitlines() if line.strip()]
+        if code != 0:
+            broken = [line for line in lines if not line.startswith("ok ")] or [f"exit {code}"]
+            raise Failure(
+                f"SSH from {master.hostname} does not reach every container: " + "; ".join(broken)
+            )
+        return lines
+
     def present(self) -> dict:
         create, start, _keep = self.sort_existing()
         result = {
@@ -568,6 +660,9 @@ class Session:
         }
         if not create and not start:
             return {"changed": False, **result, **self.report()}
+        made = self.ensure_network() if create else None
+        if made is not None:
+            result["network"] = made["network"]
         envs = self.precheck(create) if create else {}
         self.gpu_setup(create)
         self.gpu_check_restart(start)
@@ -603,6 +698,8 @@ class Session:
         targets = [(name, cid, None) for name, cid in zip(result["created"], outcomes)]
         targets += [(c["name"], c["id"], since) for _kernel, c in start]
         self.wait_ssh(targets)
+        if self.p["mesh_check"]:
+            result["mesh"] = self.mesh_check()
         return {"changed": True, **result, **self.report()}
 
     def report(self) -> dict:
@@ -635,7 +732,13 @@ class Session:
     def cleanup(self) -> list[str]:
         """Remove what this call created; returns the failures, for the message."""
         failed = remove_containers(self.docker, list(self.created), self.p["workers"])
-        return [f"{cid[:12]}: {err}" for cid, err in failed]
+        problems = [f"{cid[:12]}: {err}" for cid, err in failed]
+        if self.network_made and not problems:
+            try:
+                session_network.absent(self.docker.api, self.p["session"], self.p["network"])
+            except (Failure, DockerException) as exc:
+                problems.append(f"network {self.p['network']}: {exc}")
+        return problems
 
 
 def _recreate_hint(session: str) -> str:
@@ -663,7 +766,12 @@ def absent(module: AnsibleModule, docker_) -> dict:
                 f"could not remove container(s) of session {session}: "
                 + "; ".join(f"{cid}: {err}" for cid, err in failed)
             )
-    return {"changed": bool(names), "removed": names}
+    networks: list[str] = []
+    if module.params["networks"]:
+        networks = session_network.absent(
+            docker_.api, session, None, module.check_mode, local_only=True
+        )["removed"]
+    return {"changed": bool(names or networks), "removed": names, "networks_removed": networks}
 
 
 def main() -> None:
@@ -688,6 +796,9 @@ def main() -> None:
                 "default": "device_request",
             },
             "ssh_timeout": {"type": "int", "default": 60},
+            "network_spec": {"type": "dict"},
+            "mesh_check": {"type": "bool", "default": False},
+            "networks": {"type": "bool", "default": False},
             "workers": {"type": "int", "default": 8},
             **DOCKER_ARGUMENT_SPEC,
         },
@@ -708,9 +819,11 @@ def main() -> None:
         result = session.present()
     except (Failure, DockerException) as exc:
         msg = str(exc) if isinstance(exc, Failure) else f"Docker error: {error_text(exc)}"
-        if session is not None and session.created:
+        if session is not None and (session.created or session.network_made):
             leftovers = session.cleanup()
             msg += f"; removed the {len(session.created)} container(s) this run had created"
+            if session.network_made:
+                msg += f" and network {module.params['network']}"
             if leftovers:
                 msg += f" (except: {'; '.join(leftovers)})"
         module.fail_json(msg=msg)

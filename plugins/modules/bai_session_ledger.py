@@ -22,11 +22,21 @@ description:
     reservation is written as C(creating) and expires after O(ttl) seconds unless
     O(state=ready) confirms it. A session found on the agents but not in the ledger (made
     before it) is taken into the ledger as it is.
+  - With O(agents) (the inventory's agents), the ledger also keeps each agent's last read
+    and places with kept reads where they are recent enough (O(read_max_age)), taken under
+    the same declaration and know the request's images and mount sources. When it needs
+    fresh reads it places nothing and returns RV(need_read), the agents to read (with
+    M(bai.cluster.bai_agent_info)) and pass in O(agent_info) next time; agents that may
+    hold the session are always among them. A kept read only ever says yes - every
+    reserved session counts on it by its reservation, and a placement that fails with
+    kept reads asks for those agents afresh before it reports PENDING. So a create reads
+    only the agents it must, whatever the size of the cluster.
   - O(state=ready) confirms this run's reservation (matched by O(session_id)); it lasts
     until the session is destroyed.
   - O(state=absent) drops the reservation of O(name) (only O(session_id)'s when given, so a
     failed create never drops the session of a run that won the name).
-  - O(state=read) returns the ledger.
+  - O(state=read) returns the ledger; with O(name), only that session's reservation
+    and the agents that may hold it (RV(holders)).
 version_added: "1.0.0"
 author: bai-cluster developers (@bai-cluster)
 options:
@@ -40,7 +50,7 @@ options:
     type: path
     default: /var/lib/bai-cluster/ledger.json
   name:
-    description: Session name, for O(state=ready) and O(state=absent).
+    description: Session name, for O(state=ready), O(state=absent) and O(state=read).
     type: str
   session_id:
     description: The session id that O(state=ready) confirms or O(state=absent) limits itself to.
@@ -56,6 +66,24 @@ options:
         O(state=reserved).
     type: list
     elements: dict
+  agents:
+    description:
+      - The inventory's agents, each C(name), C(group) (C(bai_resource_group)) and
+        C(resources) (C(bai_agent_resources), or null), for O(state=reserved); turns on
+        kept reads (see above). Without it, O(agent_info) must hold every agent.
+    type: list
+    elements: dict
+  read_max_age:
+    description: Seconds a kept read of an agent may be used for (0 reads every agent each time).
+    type: int
+    default: 300
+  final:
+    description:
+      - Place by the kept reads alone, and fail PENDING when they find no room (a create
+        that waits retries with this); ask for reads (RV(need_read)) only of the agents
+        that may hold the session, once no other run is creating it.
+    type: bool
+    default: false
   ttl:
     description:
       - Seconds a C(creating) reservation lasts unless confirmed; longer than a create
@@ -106,13 +134,37 @@ action:
 reservation:
   description:
     - The session's ledger entry (name, session_id, state, kernels with agent and
-      resources).
-  returned: O(state=reserved), O(state=ready)
+      resources); null when O(state=read) finds none.
+  returned: O(state=reserved), O(state=ready), O(state=read) with O(name)
   type: dict
 ledger:
   description: Every reservation by session name, and per agent what they give out.
-  returned: O(state=read)
+  returned: O(state=read) without O(name)
   type: dict
+holders:
+  description:
+    - The agents that may hold session O(name) (its reservation's, and those whose kept
+      read showed it).
+  returned: O(state=read) with O(name)
+  type: list
+  elements: str
+need_read:
+  description:
+    - The agents to read before this module can place the session (nothing was placed);
+      only with O(agents) and without O(final).
+  returned: when reads are needed
+  type: list
+  elements: str
+read:
+  description: The agents whose fresh reads this placement used (null without O(agents)).
+  returned: O(state=reserved), placed
+  type: list
+  elements: str
+kept:
+  description: The agents whose kept reads this placement used.
+  returned: O(state=reserved), placed
+  type: list
+  elements: str
 dropped:
   description: Reservations this run found expired or stale and removed.
   returned: O(state=reserved)
@@ -206,8 +258,56 @@ def reserve(module: AnsibleModule, ledger: dict, now: float) -> dict:
         spec = normalize_spec(dict(params["spec"] or {}))
     except SpecError as exc:
         module.fail_json(msg=f"invalid session spec: {exc}")
-    info = list(params["agent_info"] or [])
-    dropped = book.expire(ledger, now) + book.drop_stale(ledger, info)
+    final = params["final"] and params["agents"] is not None
+    # A waiting create (final) places by the kept reads alone: they follow destroys
+    # (forget_session), the reads it made before waiting do not.
+    fresh = [] if final else [r for r in params["agent_info"] or [] if not r.get("skipped")]
+    dropped = book.expire(ledger, now) + book.drop_stale(ledger, fresh)
+    info, kept = fresh, []
+    if params["agents"] is not None:  # the inventory's agents: kept reads for the rest
+        try:
+            declared = book.declarations(params["agents"])
+        except (KeyError, TypeError):
+            module.fail_json(
+                msg="bai_session_ledger: agents must be a list of {name, group, resources}"
+            )
+        book.remember(ledger, fresh, now, declared)
+        read = {str((r.get("agent") or {}).get("name")) for r in fresh}
+        need = (
+            []
+            if final
+            else book.to_read(
+                ledger,
+                params["agents"],
+                name=spec.name,
+                images=[role.image for role in spec.roles],
+                paths=[mount.src for mount in spec.mounts],
+                fresh=read,
+                now=now,
+                max_age=params["read_max_age"],
+            )
+        )
+        if need:
+            return {
+                "changed": bool(dropped),
+                "save": bool(fresh),
+                "need_read": need,
+                "dropped": dropped,
+            }
+        # Only a fresh read of its agents tells a rerun from a race: a session this run
+        # has not seen is read first (a waiting run meets it once the other run made it).
+        holding = book.holders(ledger, spec.name) - read
+        held = ledger["sessions"].get(spec.name)
+        if holding and not (held and held.get("state") == book.CREATING):
+            return {
+                "changed": bool(dropped),
+                "save": bool(fresh),
+                "need_read": sorted(holding),
+                "dropped": dropped,
+            }
+        records = ledger.get("agents") or {}
+        kept = [a for a in declared if a not in read and a in records]
+        info = fresh + [book.kept_result(records[a]) for a in kept]
     entry = ledger["sessions"].get(spec.name)
     counted = book.adjust(info, ledger)
     try:
@@ -221,24 +321,35 @@ def reserve(module: AnsibleModule, ledger: dict, now: float) -> dict:
         if book.before_placing(entry, existing, read_at) == "place" and entry is not None:
             del ledger["sessions"][spec.name]  # stale: its containers are gone
         plan = plan_session(spec, agents or [], existing, inventory=inventory)
-    except Pending as exc:
-        module.fail_json(
-            msg=f"session {spec.name}: {exc}",
-            pending=True,
-            permanent=exc.permanent,
-            dropped=dropped,
-        )
+    except (Pending, SpecError) as exc:
+        if kept and not final:
+            # Kept reads only ever say yes: read those agents before saying no.
+            return {
+                "changed": bool(dropped),
+                "save": bool(fresh),
+                "need_read": kept,
+                "dropped": dropped,
+            }
+        if isinstance(exc, Pending):
+            module.fail_json(
+                msg=f"session {spec.name}: {exc}",
+                pending=True,
+                permanent=exc.permanent,
+                dropped=dropped,
+            )
+        module.fail_json(msg=f"session {spec.name}: {exc}; nothing was created")
     except SessionConflict as exc:
         module.fail_json(msg=str(exc), conflict=True)
-    except SpecError as exc:
-        module.fail_json(msg=f"session {spec.name}: {exc}; nothing was created")
     plan = {
         **plan,
         "requested_mode": spec.mode,
         "spec": spec_canonical(spec),
         "spec_hash": spec_hash(spec),
         "size": spec.size,
+        "read": sorted(read) if params["agents"] is not None else None,
+        "kept": kept,
     }
+    # Keeping the agents' reads is bookkeeping, not a change to the cluster.
     changed = bool(dropped)
     if spec.name not in ledger["sessions"]:
         entry = book.reservation(plan, now=now, ttl=params["ttl"])
@@ -251,6 +362,7 @@ def reserve(module: AnsibleModule, ledger: dict, now: float) -> dict:
         "changed": changed,
         "reservation": ledger["sessions"][spec.name],
         "dropped": dropped,
+        "save": bool(fresh),
     }
 
 
@@ -261,9 +373,15 @@ def run(module: AnsibleModule) -> dict:
         module.fail_json(msg=f"bai_session_ledger: state={state} needs name")
     if state == "ready" and not params["session_id"]:
         module.fail_json(msg="bai_session_ledger: state=ready needs session_id")
-    if state == "reserved" and (params["spec"] is None or params["agent_info"] is None):
-        module.fail_json(msg="bai_session_ledger: state=reserved needs spec and agent_info")
+    if state == "reserved" and (
+        params["spec"] is None or (params["agent_info"] is None and params["agents"] is None)
+    ):
+        module.fail_json(
+            msg="bai_session_ledger: state=reserved needs spec and agent_info or agents"
+        )
     if state == "read" and not os.path.exists(path):
+        if params["name"]:
+            return {"changed": False, "reservation": None, "holders": []}
         return {"changed": False, "ledger": {"sessions": {}, "given_out": {}}}
     try:
         with locked(path, params["lock_timeout"]):
@@ -277,12 +395,18 @@ def run(module: AnsibleModule) -> dict:
             elif state == "absent":
                 changed = book.release(ledger, params["name"], params["session_id"])
                 result = {"changed": changed}
+            elif params["name"]:
+                result = {
+                    "changed": False,
+                    "reservation": ledger["sessions"].get(params["name"]),
+                    "holders": sorted(book.holders(ledger, params["name"])),
+                }
             else:
                 result = {
                     "changed": False,
                     "ledger": {"sessions": ledger["sessions"], "given_out": book.given_out(ledger)},
                 }
-            if result["changed"] and not module.check_mode:
+            if (result.pop("save", False) or result["changed"]) and not module.check_mode:
                 save(path, ledger)
     except Busy:
         module.fail_json(
@@ -307,6 +431,9 @@ ARGUMENT_SPEC = {
     "session_id": {"type": "str"},
     "spec": {"type": "dict"},
     "agent_info": {"type": "list", "elements": "dict"},
+    "agents": {"type": "list", "elements": "dict"},
+    "read_max_age": {"type": "int", "default": 300},
+    "final": {"type": "bool", "default": False},
     "ttl": {"type": "int", "default": 900},
     "lock_timeout": {"type": "int", "default": 60},
 }

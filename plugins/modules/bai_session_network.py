@@ -118,181 +118,22 @@ removed:
   elements: str
 """
 
-import random
-
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.bai.cluster.plugins.module_utils.docker_api import (
     DOCKER_ARGUMENT_SPEC,
-    APIError,
     DockerException,
-    NotFound,
     connect,
-    engine_subnets,
     error_text,
-    find_network,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.errors import (
     Failure,
     SpecError,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.labels import (
-    LABEL_SESSION,
-    LABEL_SESSION_ID,
+from ansible_collections.bai.cluster.plugins.module_utils.session_network import (
+    absent,
+    present,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.naming import network_name
-from ansible_collections.bai.cluster.plugins.module_utils.subnets import (
-    DEFAULT_SUBNET_POOL,
-    pick_subnet,
-)
-
-SUBNET_ATTEMPTS = 32
-# Docker's overlay driver gives containers its com.docker.network.driver.mtu option minus
-# the VXLAN header (vxlanEncap in libnetwork's overlay driver).
-VXLAN_OVERHEAD = 50
-
-
-def describe(item: dict) -> dict:
-    configs = (item.get("IPAM") or {}).get("Config") or []
-    return {
-        "name": item.get("Name"),
-        "id": (item.get("Id") or "")[:12],
-        "driver": item.get("Driver"),
-        "subnet": configs[0].get("Subnet") if configs else None,
-        "labels": item.get("Labels") or {},
-    }
-
-
-def present(module: AnsibleModule, api) -> dict:
-    params = module.params
-    session, session_id = params["session"], params["session_id"]
-    name = params["name"] or network_name(session)
-    labels = {**params["labels"], LABEL_SESSION: session, LABEL_SESSION_ID: session_id}
-    changed = False
-    current = find_network(api, name)
-    if current is not None:
-        found = current.get("Labels") or {}
-        if found.get(LABEL_SESSION) != session:
-            raise Failure(
-                f"network {name} exists but is not a network of session {session} "
-                f"(its labels: {found}); remove or rename it, the toolkit will not touch it"
-            )
-        if found.get(LABEL_SESSION_ID) == session_id:
-            return {"changed": False, "network": describe(current), "removed": []}
-        detail = api.inspect_network(current["Id"])
-        if detail.get("Containers"):
-            raise Failure(
-                f"network {name} belongs to another instance of session {session} "
-                f"(session id {found.get(LABEL_SESSION_ID)}) and still has containers; "
-                f"destroy that session first"
-            )
-        changed = True
-        if not module.check_mode:
-            api.remove_network(current["Id"])
-    if module.check_mode:
-        return {
-            "changed": True,
-            "network": {"name": name, "id": None, "driver": params["driver"], "labels": labels},
-            "removed": [],
-        }
-    created = create(module, api, name, labels)
-    return {"changed": True, "network": describe(created), "removed": [name] if changed else []}
-
-
-def create(module: AnsibleModule, api, name: str, labels: dict) -> dict:
-    import docker
-
-    params = module.params
-    options = {}
-    if params["mtu"]:
-        # The option is the MTU the driver starts from: an overlay subtracts VXLAN's header.
-        extra = VXLAN_OVERHEAD if params["driver"] == "overlay" else 0
-        options["com.docker.network.driver.mtu"] = str(params["mtu"] + extra)
-    if params["driver"] == "overlay":
-        try:
-            api.create_network(
-                name,
-                driver="overlay",
-                attachable=True,
-                labels=labels,
-                options=options or None,
-                check_duplicate=True,
-            )
-        except APIError as exc:
-            text = error_text(exc)
-            if "swarm" in text.lower():
-                raise Failure(
-                    f"cannot create overlay network {name}: {text}; overlay networks are "
-                    f"created on a Docker Swarm manager (run site.yml so the docker_swarm "
-                    f"role sets up the Swarm)"
-                ) from None
-            raise
-        return find_network(api, name) or {"Name": name}
-    tried: list[str] = []
-    for attempt in range(SUBNET_ATTEMPTS):
-        # First try the lowest free subnet; after losing a race, a random one of the
-        # next few, so that concurrent creates stop colliding.
-        subnet = pick_subnet(
-            params["subnet_pool"],
-            params["subnet_prefix"],
-            engine_subnets(api),
-            skip=tried,
-            spread=1 if attempt == 0 else 16,
-            rng=random,
-        )
-        ipam = docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(subnet=subnet)])
-        try:
-            api.create_network(
-                name,
-                driver="bridge",
-                ipam=ipam,
-                labels=labels,
-                options=options or None,
-                check_duplicate=True,
-            )
-        except APIError as exc:
-            text = error_text(exc).lower()
-            if "overlap" in text:
-                tried.append(subnet)  # lost a race for this subnet: take the next
-                continue
-            if "already exists" in text:
-                raced = find_network(api, name)
-                if (
-                    raced
-                    and (raced.get("Labels") or {}).get(LABEL_SESSION_ID)
-                    == labels[LABEL_SESSION_ID]
-                ):
-                    return raced
-            raise
-        return find_network(api, name) or {"Name": name}
-    raise Failure(
-        f"could not create network {name}: {SUBNET_ATTEMPTS} subnets of "
-        f"{params['subnet_pool']} were taken concurrently ({', '.join(tried)})"
-    )
-
-
-def absent(module: AnsibleModule, api) -> dict:
-    session = module.params["session"]
-    name = module.params["name"] or network_name(session)
-    found = {n["Id"]: n for n in api.networks(filters={"label": [f"{LABEL_SESSION}={session}"]})}
-    named = find_network(api, name)
-    if named and (named.get("Labels") or {}).get(LABEL_SESSION) == session:
-        found[named["Id"]] = named
-    removed = []
-    for net_id, item in sorted(found.items(), key=lambda kv: kv[1].get("Name", "")):
-        if not module.check_mode:
-            try:
-                api.remove_network(net_id)
-            except APIError as exc:
-                # NotFound is an APIError (and, without the SDK, both are the stand-in
-                # DockerException): a network that is gone already is not an error.
-                if isinstance(exc, NotFound):
-                    continue
-                raise Failure(
-                    f"cannot remove network {item.get('Name')}: {error_text(exc)}; remove the "
-                    f"session's containers first (bai_session_containers state=absent)"
-                ) from None
-        removed.append(item.get("Name"))
-    return {"changed": bool(removed), "network": None, "removed": removed}
+from ansible_collections.bai.cluster.plugins.module_utils.subnets import DEFAULT_SUBNET_POOL
 
 
 def main() -> None:
@@ -315,9 +156,11 @@ def main() -> None:
     docker_ = connect(module)
     try:
         if module.params["state"] == "present":
-            result = present(module, docker_.api)
+            result = present(docker_.api, module.params, module.check_mode)
         else:
-            result = absent(module, docker_.api)
+            result = absent(
+                docker_.api, module.params["session"], module.params["name"], module.check_mode
+            )
     except (Failure, SpecError) as exc:
         module.fail_json(msg=str(exc))
     except DockerException as exc:

@@ -38,6 +38,11 @@ class PlaybookRun:
         """set_stats data recorded with per_host: false."""
         return self.result.get("global_custom_stats") or {}
 
+    @property
+    def hosts(self) -> list[str]:
+        """The hosts in the play recap: those some play ran on (delegation not counted)."""
+        return sorted(self.result.get("stats", {}))
+
     def changed(self, host: str = "localhost") -> int:
         return self.result.get("stats", {}).get(host, {}).get("changed", -1)
 

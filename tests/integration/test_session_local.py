@@ -468,10 +468,11 @@ def test_destroy_removes_everything_and_is_idempotent(run_playbook, docker_clien
 def test_an_agent_that_does_not_answer_is_named_and_the_others_are_still_cleaned(
     run_playbook, docker_client, tmp_path
 ):
-    """Destroy and list run on every agent at once; an inventory agent that cannot be
-    reached (a docker-connected node that does not exist) fails the run with its name,
-    quickly, while the agent that answers is cleaned all the same. The reservation stays
-    until a destroy reaches every agent."""
+    """Destroy reaches the agents the session ledger says hold the session, list every
+    agent, all at once; an agent among them that cannot be reached (a docker-connected
+    node that does not exist) fails the run with its name, quickly, while the agent that
+    answers is cleaned all the same. The reservation stays until a destroy reaches every
+    agent. An agent that does not hold the session is not reached at all."""
     ledger = tmp_path / "ledger.json"
     inventory = tmp_path / "ghost.yml"
     local = {
@@ -499,6 +500,10 @@ def test_an_agent_that_does_not_answer_is_named_and_the_others_are_still_cleaned
         started = time.monotonic()
         listed = run_playbook("session_list.yml", inventory=str(inventory))
         assert listed.rc != 0 and "could not read ghost" in " ".join(listed.failures), listed
+        # The ledger says one of the two containers is on ghost: both agents are reached.
+        book = json.loads(ledger.read_text())
+        book["sessions"]["it-ghost"]["kernels"][1]["agent"] = "ghost"
+        ledger.write_text(json.dumps(book))
         gone = run_playbook(
             "session_destroy.yml", extra_vars={"session_name": "it-ghost"}, inventory=str(inventory)
         )
@@ -515,6 +520,16 @@ def test_an_agent_that_does_not_answer_is_named_and_the_others_are_still_cleaned
             inventory=LOCAL,
         )
         assert done.rc == 0, done
+        assert json.loads(ledger.read_text())["sessions"] == {}
+        # Held by localhost alone: the destroy never reaches ghost, and succeeds.
+        again = create(run_playbook, "it-ghost", "-e", f"bai_ledger_path={ledger}", size=2)
+        assert again.rc == 0, again
+        quiet = run_playbook(
+            "session_destroy.yml", extra_vars={"session_name": "it-ghost"}, inventory=str(inventory)
+        )
+        assert quiet.rc == 0, quiet
+        assert quiet.hosts == ["localhost"], quiet.hosts
+        assert labelled(docker_client, "it-ghost") == ([], [])
         assert json.loads(ledger.read_text())["sessions"] == {}
     finally:
         sweep(docker_client, "it-ghost")

@@ -36,7 +36,7 @@ def task_names(node) -> list[str]:
     "playbook",
     [
         "playbooks/session_create.yml",
-        "playbooks/tasks/session_place.yml",
+        "playbooks/session_place_reads.yml",
         "playbooks/session_destroy.yml",
     ],
 )
@@ -74,7 +74,7 @@ AGENT = {
     "used_mem": 2 * 1024**3,
     "used_gpu": 0,
 }
-READ = "Read capacity and this session's containers on every agent"
+READ = "Read capacity and this session's containers on this agent"
 PLACE = "Place the session on the agents"
 ONE = "Create the containers on their agent"
 MANY = "Create the containers on every agent, in parallel"
@@ -98,42 +98,58 @@ def test_single_agent_create():
             "Check the session request",
             {"size": 3, "hosts": ["main1", "sub1", "sub2"]},
         ),
+        ev("playbook_on_task_start", PLACE),
+        ev("runner_on_ok", PLACE, {"need_read": ["agent1"], "changed": False}),
         ev("playbook_on_task_start", READ),
-        ev("runner_item_on_ok", READ, {"agent": AGENT}),
+        ev("runner_on_ok", READ, {"agent": AGENT}),  # one event per agent read
         ev("playbook_on_task_start", PLACE),
         ev("runner_on_ok", PLACE, placed),
-        ev("playbook_on_task_start", "Wait before placing again"),
-        ev("runner_on_skipped", "Wait before placing again"),
         ev("playbook_on_task_start", "Generate the session's SSH keys (secret, never printed)"),
         ev(
             "runner_on_ok",
             "Generate the session's SSH keys (secret, never printed)",
             {"censored": "the output has been hidden"},
         ),
-        ev("playbook_on_task_start", "Create the session network"),
+        ev("playbook_on_task_start", "Create the session network (an overlay, on the manager)"),
+        ev("runner_on_skipped", "Create the session network (an overlay, on the manager)"),
+        ev("playbook_on_task_start", ONE),
         ev(
             "runner_on_ok",
-            "Create the session network",
-            {"network": {"name": "bai-s-net", "driver": "bridge", "subnet": "10.224.0.0/24"}},
+            ONE,
+            {
+                "containers": containers,
+                "created": [1, 2, 3],
+                "restarted": [],
+                # One agent: its bridge and the SSH check come from the same module run.
+                "network": {"name": "bai-s-net", "driver": "bridge", "subnet": "10.224.0.0/24"},
+                "mesh": ["ok main1", "ok sub1", "ok sub2"],
+            },
         ),
-        ev("playbook_on_task_start", ONE),
-        ev("runner_on_ok", ONE, {"containers": containers, "created": [1, 2, 3], "restarted": []}),
         ev("playbook_on_task_start", MANY),
         ev("runner_on_skipped", MANY),
         ev("playbook_on_task_start", MESH),
-        ev("runner_on_ok", MESH, {"stdout_lines": ["ok main1", "ok sub1", "ok sub2"]}),
+        ev("runner_on_skipped", MESH),
     ]
     assert feed_all(SessionProgress(), events) == [
         "check: request ok, 3 container(s): main1, sub1, sub2",
-        "placing: reading the agents' capacity",
-        "placing: agent1 (group default) free cpu 2.5, mem 6g, gpu 0",
+        "placing: reading 1 agent(s): agent1",
         "placing: placed 3 container(s) on agent1 (single-node)",
         "keys: generated the session's SSH keys (in memory, never printed)",
-        "network: bai-s-net (bridge, 10.224.0.0/24)",
         "containers 0/3: creating on agent1",
+        "network: bai-s-net (bridge, 10.224.0.0/24)",
         "containers 3/3 on agent1 (3 created, 0 restarted)",
-        "SSH check: main1 -> every container",
         "SSH check: ok, main1 reaches main1, sub1, sub2",
+    ]
+
+
+def test_agents_read_show_their_room_with_verbose_and_many_are_abbreviated():
+    many = [f"va{i}" for i in range(1, 65)]
+    assert SessionProgress().feed(ev("runner_on_ok", PLACE, {"need_read": many})) == [
+        "placing: reading 64 agent(s): va1, va2, va3, va4, va5, va6, va7, va8 and 56 more"
+    ]
+    assert SessionProgress().feed(ev("runner_on_ok", READ, {"agent": AGENT})) == []
+    assert SessionProgress(verbose=1).feed(ev("runner_on_ok", READ, {"agent": AGENT})) == [
+        "placing: agent1 (group default) free cpu 2.5, mem 6g, gpu 0"
     ]
 
 
@@ -159,7 +175,11 @@ def test_multi_agent_containers_count_up_per_agent():
 def test_existing_session_and_pending_retry():
     progress = SessionProgress()
     assert progress.feed(ev("runner_on_ok", PLACE, {"msg": "PENDING: full", "pending": True})) == []
-    assert progress.feed(ev("runner_on_ok", "Wait before placing again")) == [
+    waiting = (
+        "Place the session on the agents once capacity frees (PENDING, waiting up to "
+        "session_wait_s)"
+    )
+    assert progress.feed(ev("runner_retry", waiting, {"pending": True})) == [
         "placing: still PENDING after 1 wait(s), trying again"
     ]
     assert progress.feed(

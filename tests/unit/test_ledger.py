@@ -191,6 +191,7 @@ def test_ready_reservations_whose_containers_are_gone_are_dropped():
 def test_observed_sessions_from_docker_list_entries():
     def item(sid, state, cpu, devices=""):
         labels = {LABEL_SESSION_ID: sid, LABEL_CPU: str(cpu), LABEL_MEM: str(GI), LABEL_GPU: "0"}
+        labels["ai.backend.cluster.session"] = f"name-{sid}"
         if devices:
             labels.update({LABEL_GPU_DEVICES: devices, LABEL_GPU: str(len(devices.split(",")))})
         return {"State": state, "Labels": labels}
@@ -203,7 +204,14 @@ def test_observed_sessions_from_docker_list_entries():
             {"State": "running", "Labels": {}},
         ]
     )
-    assert seen["a"] == {"cpu": 2.0, "mem": GI, "gpu": 0, "gpu_devices": [], "containers": 2}
+    assert seen["a"] == {
+        "name": "name-a",
+        "cpu": 2.0,
+        "mem": GI,
+        "gpu": 0,
+        "gpu_devices": [],
+        "containers": 2,
+    }
     assert seen["b"]["gpu_devices"] == [0, 1] and seen["b"]["cpu"] == 0.0
     assert sorted(seen) == ["a", "b"]
 
@@ -254,3 +262,163 @@ def test_a_settled_ready_session_counts_as_read_so_stopping_it_frees_its_share()
     assert book.adjust([recent], ledger)[0]["agent"]["used_cpu"] == 4.0  # read may predate it
     settled = info("a1", cpu=8, sessions=stopped, read_at=1000.0 + book.STALE_MARGIN_S)
     assert book.adjust([settled], ledger)[0]["agent"]["used_cpu"] == 0.0
+
+
+# --- Kept reads: what lets a create read only the agents it must ---------------------
+
+AGENTS = [{"name": "a1", "group": "default", "resources": {"cpu": 8}}]
+
+
+def test_a_kept_read_counts_every_reserved_session_even_one_it_saw_stopped():
+    """A live read lets a stopped session's share go; a kept one never does, since the
+    session may have been started again since: kept reads only ever say yes."""
+    ledger = book.empty()
+    place(ledger, "s1", [info("a1", cpu=8)], size=2, resources={"cpu": 2})
+    sid = ledger["sessions"]["s1"]["session_id"]
+    book.mark_ready(ledger, "s1", sid, 1000.0)
+    stopped = {
+        sid: {"name": "s1", "cpu": 0.0, "mem": 0, "gpu": 0, "gpu_devices": [], "containers": 2}
+    }
+    settled = info("a1", cpu=8, sessions=stopped, read_at=1000.0 + book.STALE_MARGIN_S)
+    assert book.adjust([settled], ledger)[0]["agent"]["used_cpu"] == 0.0
+    book.remember(ledger, [settled], 1010.0, book.declarations(AGENTS))
+    kept = book.kept_result(ledger["agents"]["a1"])
+    assert kept["kept"] and kept["containers"] == []
+    assert book.adjust([kept], ledger)[0]["agent"]["used_cpu"] == 4.0
+
+
+def test_destroy_frees_what_kept_reads_saw_the_session_use():
+    ledger = book.empty()
+    place(ledger, "s1", [info("a1", cpu=8)], size=2, resources={"cpu": 2})
+    sid = ledger["sessions"]["s1"]["session_id"]
+    running = {
+        sid: {"name": "s1", "cpu": 4.0, "mem": 0, "gpu": 1, "gpu_devices": [1], "containers": 2}
+    }
+    read = info("a1", cpu=8, gpus=(0, 1), sessions=running, used=(4.0, 0, 1))
+    book.remember(ledger, [read], 1000.0)
+    assert ledger["agents"]["a1"]["agent"]["gpu_in_use"] == [1]
+    assert book.release(ledger, "s1", sid)
+    record = ledger["agents"]["a1"]
+    assert record["sessions"] == {}
+    assert record["agent"]["used_cpu"] == 0.0 and record["agent"]["used_gpu"] == 0
+    assert record["agent"]["gpu_in_use"] == []
+    kept = book.adjust([book.kept_result(record)], ledger)[0]["agent"]
+    assert kept["used_cpu"] == 0.0
+
+
+def test_remember_keeps_what_an_older_read_knew_of_images_and_paths():
+    ledger = book.empty()
+    first = {
+        **info("a1"),
+        "images": {"img:1": {"present": True, "env": ["A=1"]}},
+        "paths": {"/d": True},
+    }
+    book.remember(ledger, [first], 1000.0)
+    second = {**info("a1"), "images": {"img:2": {"present": False}}, "paths": {}}
+    book.remember(ledger, [second], 1001.0)
+    record = ledger["agents"]["a1"]
+    assert record["images"] == {"img:1": {"present": True}, "img:2": {"present": False}}
+    assert record["paths"] == {"/d": True}
+    assert record["stored_at"] == 1001.0
+    book.remember(ledger, [book.kept_result(record)], 1002.0)  # kept results are not reads
+    assert ledger["agents"]["a1"]["stored_at"] == 1001.0
+
+
+@pytest.mark.parametrize(
+    ("why", "change", "expected"),
+    [
+        ("recent, knows the image and path", {}, []),
+        ("no kept read", {"drop": True}, ["a1"]),
+        ("older than max_age", {"now": 1000.0 + 301}, ["a1"]),
+        ("another image", {"images": ["img:2"]}, ["a1"]),
+        ("another mount source", {"paths": ["/e"]}, ["a1"]),
+        ("declared capacity changed", {"resources": {"cpu": 4}}, ["a1"]),
+        ("another resource group", {"group": "gpu"}, ["a1"]),
+        ("read by this run already", {"drop": True, "fresh": {"a1"}}, []),
+    ],
+)
+def test_to_read_names_the_agents_a_create_must_read(why, change, expected):
+    ledger = book.empty()
+    read = {**info("a1"), "images": {"img:1": {"present": True}}, "paths": {"/d": False}}
+    book.remember(ledger, [read], 1000.0, book.declarations(AGENTS))
+    if change.get("drop"):
+        ledger["agents"].clear()
+    agents = [
+        {
+            **AGENTS[0],
+            "group": change.get("group", "default"),
+            "resources": change.get("resources", AGENTS[0]["resources"]),
+        }
+    ]
+    need = book.to_read(
+        ledger,
+        agents,
+        name="s1",
+        images=change.get("images", ["img:1"]),
+        paths=change.get("paths", ["/d"]),
+        fresh=change.get("fresh", set()),
+        now=change.get("now", 1000.0 + 300),
+        max_age=300,
+    )
+    assert need == expected, why
+
+
+def test_agents_that_may_hold_the_session_are_always_read():
+    ledger = book.empty()
+    reads = [info("a1", cpu=2), info("a2", cpu=8), info("a3", cpu=8)]
+    place(ledger, "s1", reads, size=2, resources={"cpu": 1})  # on a2 (roomiest)
+    other = {
+        "x": {"name": "s2", "cpu": 1.0, "mem": 0, "gpu": 0, "gpu_devices": [], "containers": 1}
+    }
+    agents = [{"name": a, "group": "default", "resources": None} for a in ("a1", "a2", "a3")]
+    kept = [reads[0], reads[1], info("a3", cpu=8, sessions=other)]
+    book.remember(ledger, kept, 1000.0, book.declarations(agents))
+    assert book.holders(ledger, "s1") == {"a2"}  # its reservation
+    assert book.holders(ledger, "s2") == {"a3"}  # a kept read saw it (made before the ledger)
+    for name, holder in (("s1", "a2"), ("s2", "a3"), ("s3", None)):
+        need = book.to_read(
+            ledger, agents, name=name, images=[], paths=[], fresh=set(), now=1000.0, max_age=300
+        )
+        assert need == ([holder] if holder else []), name
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    offered=st.lists(st.integers(1, 16), min_size=1, max_size=4),
+    gpus=st.lists(st.integers(0, 4), min_size=4, max_size=4),
+    requests=st.lists(
+        st.tuples(st.integers(1, 4), st.integers(1, 6), st.integers(0, 2), st.booleans()),
+        min_size=1,
+        max_size=12,
+    ),
+)
+def test_property_creates_that_place_by_kept_reads_never_overcommit(offered, gpus, requests):
+    """One read of every agent kept before the first create, then every create places by
+    the kept reads alone (no agent read again): the reservations still never give out
+    more than an agent offers, nor one GPU device twice."""
+    reads = [
+        info(f"a{i}", cpu=cpu, mem_g=cpu * 2, gpus=tuple(range(gpus[i])))
+        for i, cpu in enumerate(offered)
+    ]
+    ledger = book.empty()
+    book.remember(ledger, reads, 1000.0)
+    for n, (size, cpu, gpu, multi) in enumerate(requests):
+        kept = [book.kept_result(record) for record in ledger["agents"].values()]
+        with contextlib.suppress(Pending):
+            place(
+                ledger,
+                f"s{n}",
+                kept,
+                size=size,
+                mode="multi-node" if multi else "single-node",
+                resources={"cpu": cpu, "mem": f"{cpu}g", "gpu": gpu},
+            )
+        if n % 3 == 2 and ledger["sessions"]:  # now and then a session is destroyed
+            gone = sorted(ledger["sessions"])[0]
+            book.release(ledger, gone)
+    for agent, out in book.given_out(ledger).items():
+        i = int(agent[1:])
+        assert out["cpu"] <= offered[i]
+        assert out["mem"] <= offered[i] * 2 * GI
+        assert len(out["gpu_devices"]) == len(set(out["gpu_devices"]))
+        assert set(out["gpu_devices"]) <= set(range(gpus[i]))

@@ -1,0 +1,30 @@
+"""Filters of the session playbooks."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+
+def agents(names: Sequence[str], hostvars: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """What the inventory declares for each agent, for bai_session_ledger's ``agents``:
+    [{name, group, resources}] (``bai_resource_group``, default ``default``;
+    ``bai_agent_resources``, default null). Read on the controller: no agent is reached."""
+    out = []
+    for name in names:
+        host = hostvars[name]
+        out.append(
+            {
+                "name": name,
+                "group": host.get("bai_resource_group") or "default",
+                "resources": host.get("bai_agent_resources"),
+            }
+        )
+    return out
+
+
+class FilterModule:
+    """Ansible entry point."""
+
+    def filters(self) -> dict[str, Any]:
+        return {"bai_session_agents": agents}
