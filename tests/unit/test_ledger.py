@@ -216,8 +216,9 @@ def test_observed_sessions_from_docker_list_entries():
     assert sorted(seen) == ["a", "b"]
 
 
-@settings(max_examples=60, deadline=None)
-@given(
+# Random clusters (CPUs per agent, GPU devices per agent) and create requests (size,
+# CPUs, GPUs, multi-node), for the two properties below.
+clusters_and_requests = given(
     offered=st.lists(st.integers(1, 16), min_size=1, max_size=4),
     gpus=st.lists(st.integers(0, 4), min_size=4, max_size=4),
     requests=st.lists(
@@ -226,6 +227,21 @@ def test_observed_sessions_from_docker_list_entries():
         max_size=12,
     ),
 )
+
+
+def assert_within_offer(ledger, offered, gpus):
+    """What the reservations give out stays within each agent ``a<i>``'s CPUs (offered),
+    memory (2 GiB per CPU) and GPU devices, and no device is given twice."""
+    for agent, out in book.given_out(ledger).items():
+        i = int(agent[1:])
+        assert out["cpu"] <= offered[i]
+        assert out["mem"] <= offered[i] * 2 * GI
+        assert len(out["gpu_devices"]) == len(set(out["gpu_devices"]))
+        assert set(out["gpu_devices"]) <= set(range(gpus[i]))
+
+
+@settings(max_examples=60, deadline=None)
+@clusters_and_requests
 def test_property_reads_taken_before_every_create_never_overcommit(offered, gpus, requests):
     """Every create read the agents before any reserved; whatever is placed stays within
     each agent's CPU, memory and GPU devices, and no device is given twice."""
@@ -244,12 +260,7 @@ def test_property_reads_taken_before_every_create_never_overcommit(offered, gpus
                 mode="multi-node" if multi else "single-node",
                 resources={"cpu": cpu, "mem": f"{cpu}g", "gpu": gpu},
             )
-    for agent, out in book.given_out(ledger).items():
-        i = int(agent[1:])
-        assert out["cpu"] <= offered[i]
-        assert out["mem"] <= offered[i] * 2 * GI
-        assert len(out["gpu_devices"]) == len(set(out["gpu_devices"]))
-        assert set(out["gpu_devices"]) <= set(range(gpus[i]))
+    assert_within_offer(ledger, offered, gpus)
 
 
 def test_a_settled_ready_session_counts_as_read_so_stopping_it_frees_its_share():
@@ -383,15 +394,7 @@ def test_agents_that_may_hold_the_session_are_always_read():
 
 
 @settings(max_examples=60, deadline=None)
-@given(
-    offered=st.lists(st.integers(1, 16), min_size=1, max_size=4),
-    gpus=st.lists(st.integers(0, 4), min_size=4, max_size=4),
-    requests=st.lists(
-        st.tuples(st.integers(1, 4), st.integers(1, 6), st.integers(0, 2), st.booleans()),
-        min_size=1,
-        max_size=12,
-    ),
-)
+@clusters_and_requests
 def test_property_creates_that_place_by_kept_reads_never_overcommit(offered, gpus, requests):
     """One read of every agent kept before the first create, then every create places by
     the kept reads alone (no agent read again): the reservations still never give out
@@ -416,9 +419,4 @@ def test_property_creates_that_place_by_kept_reads_never_overcommit(offered, gpu
         if n % 3 == 2 and ledger["sessions"]:  # now and then a session is destroyed
             gone = sorted(ledger["sessions"])[0]
             book.release(ledger, gone)
-    for agent, out in book.given_out(ledger).items():
-        i = int(agent[1:])
-        assert out["cpu"] <= offered[i]
-        assert out["mem"] <= offered[i] * 2 * GI
-        assert len(out["gpu_devices"]) == len(set(out["gpu_devices"]))
-        assert set(out["gpu_devices"]) <= set(range(gpus[i]))
+    assert_within_offer(ledger, offered, gpus)
