@@ -22,16 +22,15 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import session_bench  # bench/, next to this script
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-VENV_BIN = REPO / ".venv" / "bin"
 RESULTS = REPO / "bench" / "results"
 EMPTY_PLAY = REPO / "bench" / "empty_play.yml"
 
@@ -62,18 +61,7 @@ def inventory(folder: Path, agents: int) -> Path:
 
 def playbook(path: str | Path, inv: Path, **extra) -> float:
     """Run a playbook quietly; its wall-clock seconds (raise on failure)."""
-    argv = [str(VENV_BIN / "ansible-playbook"), "-i", str(inv), str(path), "-e", json.dumps(extra)]
-    env = {
-        **os.environ,
-        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-        "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.null",
-    }
-    start = time.perf_counter()
-    proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, check=False)
-    took = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)} failed:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
-    return took
+    return session_bench.playbook(str(path), str(inv), **extra)
 
 
 def one_count(agents: int, repeat: int, folder: Path) -> dict:
