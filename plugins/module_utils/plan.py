@@ -103,11 +103,10 @@ def container_labels(
 
 def network_plan(
     spec: SessionSpec, agents_used: Sequence[str], *, session_id: str
-) -> dict[str, Any] | None:
-    """The session network (docs/networks.md): none for size 1, a bridge when every
-    container is on one agent, an attachable overlay when they are spread."""
-    if spec.size == 1:
-        return None
+) -> dict[str, Any]:
+    """The session network (docs/networks.md): a bridge when every container is on one
+    agent (a size-1 session too: on its own network it reaches no other session, whatever
+    the engine's default bridge allows), an attachable overlay when they are spread."""
     return {
         "name": network_name(spec.name),
         "driver": "bridge" if len(agents_used) <= 1 else "overlay",

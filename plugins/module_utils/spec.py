@@ -27,6 +27,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.model import (
     SessionSpec,
     format_cpu,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.mounts import destination_error
 from ansible_collections.bai.cluster.plugins.module_utils.naming import parse_session_name
 from ansible_collections.bai.cluster.plugins.module_utils.parse import (
     parse_count,
@@ -41,6 +42,12 @@ DEFAULT_IMAGE = "bai/session:latest"
 SSH_PORT = 2200
 DEFAULT_RESOURCE_GROUP = "default"
 MAX_SIZE = 64
+# The user's environment (session_env): Linux refuses one environment string over
+# 128 KiB and all of them together over a quarter of the stack limit, and sshd passes at
+# most 1000 variables to a login; these limits stay well inside all three.
+MAX_ENV_VARS = 256
+MAX_ENV_VALUE_BYTES = 32 * 1024
+MAX_ENV_BYTES = 128 * 1024
 _ROLE_RE = re.compile(r"^[a-z][a-z0-9]{0,15}$")
 _ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _IMAGE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]*$")
@@ -204,10 +211,18 @@ def _check_env_port(spec: SessionSpec) -> None:
 
 def _parse_env(value: Any) -> tuple[tuple[str, str], ...]:
     env = require_mapping(value, "env")
+    if len(env) > MAX_ENV_VARS:
+        raise SpecError(f"env: {len(env)} variables; at most {MAX_ENV_VARS} per session")
     pairs = []
     for key, val in env.items():
         _check_env_key(key)
         pairs.append((key, _check_env_value(key, val)))
+    total = sum(len(f"{key}={val}".encode()) for key, val in pairs)
+    if total > MAX_ENV_BYTES:
+        raise SpecError(
+            f"env: {total} bytes in all (KEY=VALUE); at most {MAX_ENV_BYTES} per session "
+            f"(pass larger data through a mounted file)"
+        )
     return tuple(sorted(pairs))
 
 
@@ -239,6 +254,12 @@ def _check_env_value(key: str, value: Any) -> str:
         raise SpecError(f"env.{key}: got {type_name(value)} {value!r}; expected a string")
     if "\0" in value or "\n" in value or "\r" in value:
         raise SpecError(f"env.{key}: value contains a NUL or newline, which is not allowed")
+    size = len(value.encode())
+    if size > MAX_ENV_VALUE_BYTES:
+        raise SpecError(
+            f"env.{key}: value of {size} bytes; at most {MAX_ENV_VALUE_BYTES} (pass larger "
+            f"data through a mounted file)"
+        )
     return value
 
 
@@ -260,8 +281,9 @@ def _parse_mount(item: Any, where: str) -> Mount:
         raise SpecError(f"{where}.readonly: got {readonly!r}; expected true or false")
     src = _parse_path(item.get("src"), f"{where}.src")
     dst = _parse_path(item.get("dst"), f"{where}.dst")
-    if dst == "/":
-        raise SpecError(f"{where}.dst: cannot mount over the container's root '/'")
+    problem = destination_error(dst, f"{where}.dst")
+    if problem:
+        raise SpecError(problem)
     return Mount(src, dst, readonly)
 
 

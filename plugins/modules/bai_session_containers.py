@@ -11,10 +11,11 @@ description:
   - Runs on a compute agent (usually with C(delegate_to)).
   - O(state=present) creates, in one call and in parallel, every kernel of O(kernels) whose
     C(agent) is O(agent) - checks first that each image is on this agent and each mount
-    source exists; derives the environment (the image's C(ENV), then the cluster variables
-    of docs/environment.md); creates the container with its labels, hostname, CPU and memory
-    limits (no swap), the mounts, C(init), attached B(only) to the session network
-    O(network) with its hostname as alias (the default bridge for size 1); copies the
+    source exists and lies under one of O(data_roots) once symbolic links are resolved
+    (then mounts the resolved path); derives the environment (the image's C(ENV), then
+    the cluster variables of docs/environment.md); creates the container with its
+    labels, hostname, CPU and memory limits (no swap), the mounts, C(init), attached
+    B(only) to the session network O(network) with its hostname as alias; copies the
     session keys into C(/opt/bai/session) (an in-memory tar, root-only files) before the
     first start; starts it; then waits until sshd listens in every container.
   - GPUs - each container gets exactly the GPU devices of this agent that the plan gave
@@ -28,8 +29,12 @@ description:
     C(NVIDIA_VISIBLE_DEVICES=void). If a device is not among the detected ones (e.g.
     the agent's GPUs were only declared in C(bai_agent_resources.gpu)), the module fails
     before creating anything.
+  - Confinement (docs/security.md) - every capability dropped but O(capabilities) (plus
+    C(IPC_LOCK) and C(SYS_NICE) for a container given GPUs), C(no-new-privileges) (setuid
+    programs gain nothing), at most O(pids_limit) processes and threads.
   - Only the master (rank 0, C(main1)) publishes a port - 2200/tcp on a host port from
-    O(port_range). Other containers publish nothing.
+    O(port_range), on O(publish_address) or this agent's address in O(publish_network).
+    Other containers publish nothing.
   - Containers of the same session and kernel id that already exist are left alone
     (started if stopped), so a re-run changes nothing. A container of the same name from
     another session instance makes the module fail without touching anything.
@@ -81,7 +86,7 @@ options:
     type: str
     choices: [single-node, multi-node]
   network:
-    description: The session network to attach to; omit (size 1) for the engine's default bridge.
+    description: The session network to attach to (omit for the engine's default bridge).
     type: str
   env:
     description: The user's environment variables (bai_session_plan's C(spec.env)).
@@ -94,6 +99,15 @@ options:
     type: list
     elements: dict
     default: []
+  data_roots:
+    description:
+      - This agent's data roots (C(bai_data_roots)); every mount source must lie under one
+        of them, as given and once symbolic links are resolved here, and be a folder or a
+        regular file. A root may not be, hold or lie under a system path (C(/etc),
+        C(/proc), C(/var/lib/docker), ...).
+    type: list
+    elements: str
+    default: [/srv/bai-data]
   keypair:
     description:
       - The session keys from M(bai.cluster.bai_session_keypair) (C(private_key),
@@ -117,9 +131,33 @@ options:
     type: str
     default: 30000-31000
   publish_address:
-    description: Host address the master's port is published on.
+    description:
+      - Host address the master's port is published on. Default this agent's address in
+        O(publish_network), else every address (C(0.0.0.0)).
     type: str
-    default: 0.0.0.0
+  publish_network:
+    description:
+      - The compute zone (a CIDR); without O(publish_address), the master's port is
+        published on this agent's address in it, and the module fails if it has none.
+    type: str
+  capabilities:
+    description:
+      - The Linux capabilities session containers keep (all others are dropped); the
+        default is what the entrypoint and sshd need (docs/security.md). C(IPC_LOCK) and
+        C(SYS_NICE) are added for containers given GPUs.
+    type: list
+    elements: str
+    default: [CHOWN, DAC_OVERRIDE, FOWNER, SETUID, SETGID, SYS_CHROOT, KILL, AUDIT_WRITE]
+  no_new_privileges:
+    description:
+      - Start containers with C(no-new-privileges) (setuid programs and file capabilities
+        gain nothing).
+    type: bool
+    default: true
+  pids_limit:
+    description: Processes and threads per container (C(0) for no limit).
+    type: int
+    default: 16384
   gpu_method:
     description:
       - How NVIDIA GPUs are handed to a container - V(device_request) (any engine >= 19.03
@@ -244,6 +282,7 @@ ssh_port:
 """
 
 import os
+import stat
 import threading
 import time
 
@@ -288,6 +327,18 @@ from ansible_collections.bai.cluster.plugins.module_utils.labels import (
     LABEL_SESSION_ID,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.model import Kernel, Resources, nano_cpus
+from ansible_collections.bai.cluster.plugins.module_utils.mounts import (
+    DEFAULT_DATA_ROOT,
+    data_roots,
+    resolved_source_error,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.security import (
+    DEFAULT_CAPABILITIES,
+    DEFAULT_PIDS_LIMIT,
+    capabilities,
+    host_security,
+    publish_address,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.spec import SSH_PORT
 
 KEY_FILES = {
@@ -302,13 +353,15 @@ SSHD_READY = b"Server listening on"
 MESH_CHECK = r"""set -u
 dir=$(mktemp -d)
 for h in "$@"; do
-  ( ssh -o BatchMode=yes -o ConnectTimeout=10 "$h" hostname > "$dir/$h" 2>&1 ) &
+  ( ssh -o BatchMode=yes -o ConnectTimeout=10 "$h" hostname > "$dir/$h" 2> "$dir/$h.err" ) &
 done
 wait
 rc=0
 for h in "$@"; do
-  got=$(tr '\n' ' ' < "$dir/$h" | sed 's/ *$//')
-  if [ "$got" = "$h" ]; then echo "ok $h"; else echo "FAILED $h: $got"; rc=1; fi
+  got=$(tail -n 1 "$dir/$h")
+  if [ "$got" = "$h" ]; then echo "ok $h"; else
+    echo "FAILED $h: $(cat "$dir/$h" "$dir/$h.err" | tail -n 5 | tr '\n' ' ' | sed 's/ *$//')"; rc=1
+  fi
 done
 rm -rf "$dir"
 exit $rc
@@ -350,6 +403,14 @@ class Session:
         self.lock = threading.Lock()
         # hostname -> (docker host_config options, environment) for its GPUs; gpu_setup.
         self.gpus: dict[str, tuple[dict, dict[str, str]]] = {}
+        # Mount source -> the path it resolves to on this agent; check_mounts.
+        self.sources: dict[str, str] = {}
+        try:
+            self.caps = capabilities(self.p["capabilities"])
+            host_security(self.caps, pids_limit=self.p["pids_limit"])
+        except SpecError as exc:
+            raise Failure(f"{exc}; nothing was changed") from None
+        self.publish_address = "0.0.0.0"
 
     # --- what exists ------------------------------------------------------------------
     def sort_existing(self) -> tuple[list, list, list]:
@@ -401,16 +462,11 @@ class Session:
                 )
             else:
                 envs[image] = parse_image_env(found)
-        for i, mount in enumerate(self.p["mounts"]):
-            src = mount.get("src")
-            if not src or not os.path.exists(src):
-                problems.append(
-                    f"mounts[{i}].src: {src} does not exist on agent {agent}; create the "
-                    f"data folder there first"
-                )
+        problems += self.check_mounts()
         network = self.p["network"]
         if (
             network
+            and not self.p["network_spec"]
             and not self.module.check_mode
             and find_network(api, network) is None
             and not in_swarm(api)
@@ -435,6 +491,32 @@ class Session:
                 + "; nothing was created"
             )
         return envs
+
+    def check_mounts(self) -> list[str]:
+        """The mount policy, here on the agent: each source exists, and lies under a data
+        root as given and once resolved. Fills self.sources (src -> resolved path)."""
+        agent = self.p["agent"]
+        problems = []
+        try:
+            roots = [os.path.realpath(root) for root in data_roots(self.p["data_roots"])]
+        except SpecError as exc:
+            return [f"{exc} (agent {agent})"]
+        for i, mount in enumerate(self.p["mounts"]):
+            src = str(mount.get("src") or "")
+            where = f"mounts[{i}].src"
+            if not src.startswith("/") or not os.path.lexists(src):
+                problems.append(
+                    f"{where}: {src} does not exist on agent {agent}; create the data "
+                    f"folder there first"
+                )
+                continue
+            real = os.path.realpath(src)
+            problem = resolved_source_error(src, real, file_kind(real), roots, where)
+            if problem:
+                problems.append(problem)
+            else:
+                self.sources[src] = real
+        return problems
 
     # --- GPUs -------------------------------------------------------------------------
     def gpu_devices(self, kernel: Kernel) -> list[int]:
@@ -544,9 +626,16 @@ class Session:
         master = kernel.rank == 0
         network = self.p["network"]
         binds = [
-            f"{m['src']}:{m['dst']}:{'ro' if m.get('readonly') else 'rw'}" for m in self.p["mounts"]
+            f"{self.sources[m['src']]}:{m['dst']}:{'ro' if m.get('readonly') else 'rw'}"
+            for m in self.p["mounts"]
         ]
         extra = self.gpu_host_options(kernel, docker)
+        confinement = host_security(
+            self.caps,
+            no_new_privileges=self.p["no_new_privileges"],
+            pids_limit=self.p["pids_limit"],
+            devices=bool(self.gpu_devices(kernel)),
+        )
         host_config = api.create_host_config(
             network_mode=network or None,
             init=True,
@@ -555,8 +644,9 @@ class Session:
             memswap_limit=kernel.resources.mem,
             binds=binds or None,
             port_bindings=(
-                {SSH_PORT: (self.p["publish_address"], self.p["port_range"])} if master else None
+                {SSH_PORT: (self.publish_address, self.p["port_range"])} if master else None
             ),
+            **confinement,
             **extra,
         )
         networking = None
@@ -618,6 +708,27 @@ class Session:
                 )
             time.sleep(0.1)
 
+    def find_publish_address(self) -> str:
+        """O(publish_address), else this agent's address in O(publish_network)."""
+        explicit, network = self.p["publish_address"], self.p["publish_network"]
+        addresses: list[str] = []
+        if network and not explicit:
+            rc, out, err = self.module.run_command(["ip", "-o", "-4", "addr", "show"])
+            if rc != 0:
+                raise Failure(
+                    f"cannot read the addresses of agent {self.p['agent']} (ip addr: "
+                    f"{err.strip()}); set publish_address; nothing was created"
+                )
+            addresses = [
+                fields[3].split("/")[0]
+                for fields in map(str.split, out.splitlines())
+                if len(fields) > 3
+            ]
+        try:
+            return publish_address(explicit, network, addresses)
+        except SpecError as exc:
+            raise Failure(f"agent {self.p['agent']}: {exc}; nothing was created") from None
+
     def ensure_network(self) -> dict | None:
         """The session's bridge, when this call is to make it (O(network_spec))."""
         spec = self.p["network_spec"]
@@ -660,12 +771,14 @@ class Session:
         }
         if not create and not start:
             return {"changed": False, **result, **self.report()}
-        made = self.ensure_network() if create else None
-        if made is not None:
-            result["network"] = made["network"]
         envs = self.precheck(create) if create else {}
         self.gpu_setup(create)
         self.gpu_check_restart(start)
+        if any(k.rank == 0 for k in create):
+            self.publish_address = self.find_publish_address()
+        made = self.ensure_network() if create else None
+        if made is not None:
+            result["network"] = made["network"]
         try:
             plans = [(k, self.environment(k, envs[k.image])) for k in create]
         except SpecError as exc:
@@ -741,6 +854,22 @@ class Session:
         return problems
 
 
+def file_kind(path: str) -> str:
+    """What ``path`` is on this agent: directory, file, socket, device, ..."""
+    mode = os.stat(path).st_mode
+    for test, kind in (
+        (stat.S_ISDIR, "directory"),
+        (stat.S_ISREG, "file"),
+        (stat.S_ISSOCK, "socket"),
+        (stat.S_ISCHR, "character device"),
+        (stat.S_ISBLK, "block device"),
+        (stat.S_ISFIFO, "named pipe"),
+    ):
+        if test(mode):
+            return kind
+    return "special file"
+
+
 def _recreate_hint(session: str) -> str:
     return (
         f"destroy the session (playbooks/session_destroy.yml -e session_name={session}) "
@@ -788,8 +917,17 @@ def main() -> None:
             "mounts": {"type": "list", "elements": "dict", "default": []},
             "keypair": {"type": "dict", "no_log": True},
             "authorized_keys": {"type": "list", "elements": "str", "default": [], "no_log": False},
+            "data_roots": {"type": "list", "elements": "str", "default": [DEFAULT_DATA_ROOT]},
             "port_range": {"type": "str", "default": "30000-31000"},
-            "publish_address": {"type": "str", "default": "0.0.0.0"},
+            "publish_address": {"type": "str"},
+            "publish_network": {"type": "str"},
+            "capabilities": {
+                "type": "list",
+                "elements": "str",
+                "default": list(DEFAULT_CAPABILITIES),
+            },
+            "no_new_privileges": {"type": "bool", "default": True},
+            "pids_limit": {"type": "int", "default": DEFAULT_PIDS_LIMIT},
             "gpu_method": {
                 "type": "str",
                 "choices": ["device_request", "cdi"],

@@ -63,6 +63,14 @@ options:
       - A spec in canonical form (RV(spec) of an earlier call), instead of the separate
         options above; it validates to the very same session.
     type: dict
+  data_roots:
+    description:
+      - The data roots of the agents (their C(bai_data_roots)); when given, each mount
+        source must lie under one of them, else the request is refused before any agent is
+        contacted. The agent checks again, after resolving symbolic links
+        (M(bai.cluster.bai_session_containers)).
+    type: list
+    elements: str
   agents:
     description:
       - Candidate agents, each C(name), C(group), C(cpu), C(mem), C(gpu) and optional
@@ -233,6 +241,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.errors import (
     SessionConflict,
     SpecError,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.mounts import data_roots, source_error
 from ansible_collections.bai.cluster.plugins.module_utils.plan import agents_from_info, plan_session
 from ansible_collections.bai.cluster.plugins.module_utils.spec import (
     SPEC_KEYS,
@@ -255,6 +264,14 @@ def run(module: AnsibleModule) -> dict:
         raw = dict(params["spec"])
     try:
         spec = normalize_spec(raw)
+        if params["data_roots"] is not None:
+            roots = data_roots(params["data_roots"])
+            problems = [
+                source_error(mount.src, roots, f"mounts[{i}].src")
+                for i, mount in enumerate(spec.mounts)
+            ]
+            if any(problems):
+                raise SpecError("; ".join(p for p in problems if p))
     except SpecError as exc:
         module.fail_json(msg=f"invalid session spec: {exc}")
     common = {
@@ -295,6 +312,7 @@ ARGUMENT_SPEC = {
     "mounts": {"type": "raw"},
     "roles": {"type": "raw"},
     "spec": {"type": "dict"},
+    "data_roots": {"type": "list", "elements": "str"},
     "agents": {"type": "list", "elements": "dict"},
     "existing": {"type": "list", "elements": "dict", "default": []},
     "agent_info": {"type": "list", "elements": "dict"},

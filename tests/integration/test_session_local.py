@@ -13,8 +13,11 @@ import io
 import ipaddress
 import itertools
 import json
+import shutil
+import tempfile
 import time
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -26,6 +29,14 @@ LABEL_KERNEL_ID = "ai.backend.cluster.kernel-id"
 IMAGE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 GI = 1024**3
 MI = 1024**2
+# The local agent's data root (no bai_data_roots in inventories/local): sessions may
+# mount only folders under it. site.yml creates it; the tests do too, to stand alone.
+DATA_ROOT = "/srv/bai-data"
+
+
+def ensure_dir(path: str) -> str:
+    Path(path).mkdir(parents=True, exist_ok=True)
+    return path
 
 
 # --- helpers --------------------------------------------------------------------------
@@ -138,10 +149,12 @@ def check_ssh_mesh(docker_client, name, hosts):
 
 # --- shared sessions ------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def data_dir(tmp_path_factory):
-    path = tmp_path_factory.mktemp("bai-data")
+def data_dir():
+    """A data folder under the local agent's default data root (docs/mounts.md)."""
+    path = Path(tempfile.mkdtemp(prefix="it-", dir=ensure_dir(DATA_ROOT)))
     path.chmod(0o777)
-    return path
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -372,11 +385,13 @@ def test_list_shows_the_session(s2, run_playbook):
 def test_size1_is_a_plain_session(run_playbook, docker_client):
     with session(run_playbook, docker_client, "it-s1", size=1) as run:
         summary = run.stats["bai_session"]
-        assert summary["network"] is None
+        # A bridge of its own: on the default one, an engine with icc on (this one) lets
+        # size-1 sessions reach each other (test_tenancy_local.py probes that).
+        assert (summary["network"], summary["network_driver"]) == ("bai-it-s1-net", "bridge")
         assert [c["host"] for c in summary["containers"]] == ["main1"]
         check_env(docker_client, "it-s1", ["main1"], "main:1")
         main1 = container(docker_client, "it-s1", "main1")
-        assert list(main1.attrs["NetworkSettings"]["Networks"]) == ["bridge"]
+        assert list(main1.attrs["NetworkSettings"]["Networks"]) == ["bai-it-s1-net"]
         assert main1.attrs["NetworkSettings"]["Ports"]["2200/tcp"]
         assert run_in(main1, "ssh main1 hostname") == (0, "main1")
         assert labelled(docker_client, "it-s1")[1] == []
@@ -543,8 +558,8 @@ BAD_INPUT = [
     ("image", {"size": 2, "image": "bai/nope:1"}, "image bai/nope:1 not on agent localhost"),
     (
         "mount",
-        {"size": 2, "mounts": [{"src": "/nonexistent/bai-data", "dst": "/data"}]},
-        "/nonexistent/bai-data does not exist on agent localhost",
+        {"size": 2, "mounts": [{"src": "/srv/bai-data/it-nonexistent", "dst": "/data"}]},
+        "/srv/bai-data/it-nonexistent does not exist on agent localhost",
     ),
     ("mount-relative", {"size": 2, "mounts": [{"src": "data", "dst": "/data"}]}, "absolute path"),
     ("cpu", {"size": 2, "resources": {"cpu": 1000}}, "PENDING"),

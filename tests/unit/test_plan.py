@@ -87,10 +87,12 @@ def test_new_session_is_planned_on_one_agent_with_a_bridge():
     }
 
 
-def test_size_1_has_no_network():
+def test_size_1_has_a_bridge_of_its_own():
+    """Not the engine's default bridge, where an engine with icc on lets every size-1
+    session reach the others (docs/networks.md#isolation-between-sessions)."""
     got = plan_session(spec(size=1), [agent("a1")])
-    assert got["network"] is None
-    assert got["summary"]["network"] is None
+    assert (got["network"]["name"], got["network"]["driver"]) == ("bai-s1-net", "bridge")
+    assert got["summary"]["network"] == "bai-s1-net"
 
 
 def test_spread_session_plans_an_overlay():
