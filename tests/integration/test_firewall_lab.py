@@ -21,6 +21,7 @@ bring it back through the boot script, then through a restart of agent1's inner 
 
 from __future__ import annotations
 
+import json
 import re
 import time
 
@@ -122,9 +123,10 @@ def session(lab, converged, run_playbook):
         agent = main1["agent"]
         code, out = on_agent(lab[agent], "docker", "port", f"bai-{SINGLE}-main1", "2200/tcp")
         assert code == 0, out
-        port = int(out.splitlines()[0].rsplit(":", 1)[1])
-        assert 30000 <= port <= 31000
-        yield agent, port
+        address, _sep, port = out.splitlines()[0].rpartition(":")
+        # Published on the agent's compute address only, not on every address (0.0.0.0).
+        assert (address, 30000 <= int(port) <= 31000) == (AGENT_IPS[agent], True), out
+        yield agent, int(port)
     finally:
         run_playbook("session_destroy.yml", extra_vars={"session_name": SINGLE})
         sweep(lab, SINGLE)
@@ -450,6 +452,54 @@ def test_published_container_port_only_from_the_app_proxy(lab, session):
     assert user[(ip, port)] in ("noroute", "timeout"), user
     code, out = on_agent(lab[agent], "nft", "list", "chain", "inet", TABLE, "forward")
     assert code == 0 and re.search(r"counter packets [1-9]\d* .* drop", out), out
+
+
+def test_another_session_cannot_reach_the_published_port(lab, session, run_playbook):
+    """From a container of another session, wherever it runs: the agents' forward chain
+    lets only the app proxy reach a published port."""
+    agent, port = session
+    other = "fw-other"
+    sweep(lab, other)
+    run = run_playbook(
+        "session_create.yml",
+        extra_vars={"session_name": other, "session_size": 1, "session_resources": {"cpu": 0.5}},
+    )
+    try:
+        assert run.rc == 0, run
+        (main1,) = run.stats["bai_session"]["containers"]
+        script = (
+            f"timeout 3 bash -c 'exec 3<>/dev/tcp/{AGENT_IPS[agent]}/{port}' "
+            "&& echo open || echo closed"
+        )
+        code, out = in_session(lab[main1["agent"]], f"bai-{other}-main1", script)
+        assert out.strip().endswith("closed"), (main1["agent"], out)
+    finally:
+        run_playbook("session_destroy.yml", extra_vars={"session_name": other})
+        sweep(lab, other)
+
+
+def test_link_local_egress_is_dropped_for_containers(lab, converged):
+    """Proved from the loaded ruleset (no packet is sent to 169.254.0.0/16): in the
+    forward hook of every agent, traffic to link-local addresses meets a drop."""
+    for name in AGENT_IPS:
+        code, out = on_agent(lab[name], "nft", "-j", "list", "chain", "inet", TABLE, "forward")
+        assert code == 0, out
+        items = json.loads(out)["nftables"]
+        chain = next(i["chain"] for i in items if "chain" in i)
+        assert (chain["hook"], chain["type"]) == ("forward", "filter"), chain
+        drops = []
+        for item in items:
+            rule = item.get("rule", {})
+            exprs = rule.get("expr", [])
+            dests = [
+                e["match"]["right"]
+                for e in exprs
+                if "match" in e and e["match"]["left"].get("payload", {}).get("field") == "daddr"
+            ]
+            if any("drop" in e for e in exprs):
+                drops += dests
+        assert {"prefix": {"addr": "169.254.0.0", "len": 16}} in drops, (name, drops)
+        assert {"prefix": {"addr": "fe80::", "len": 10}} in drops, (name, drops)
 
 
 def test_multi_node_session_works_with_the_firewall_on(lab, converged, run_playbook):

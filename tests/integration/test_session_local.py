@@ -394,7 +394,7 @@ def test_size1_is_a_plain_session(run_playbook, docker_client):
         assert list(main1.attrs["NetworkSettings"]["Networks"]) == ["bai-it-s1-net"]
         assert main1.attrs["NetworkSettings"]["Ports"]["2200/tcp"]
         assert run_in(main1, "ssh main1 hostname") == (0, "main1")
-        assert labelled(docker_client, "it-s1")[1] == []
+        assert [n.name for n in labelled(docker_client, "it-s1")[1]] == ["bai-it-s1-net"]
     assert labelled(docker_client, "it-s1") == ([], [])
 
 
