@@ -245,7 +245,7 @@ def session_text(session: api.Session) -> list[str]:
     network = (
         f"network {session.network} ({session.network_driver})"
         if session.network
-        else "no session network (size 1)"
+        else "no session network (the engine's default bridge)"
     )
     lines = [
         f"session {session.name} {verb}",

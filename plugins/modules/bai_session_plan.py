@@ -169,7 +169,7 @@ hosts:
   sample: [main1, sub1, sub2]
 network:
   description:
-    - The session network (C(name), C(driver) bridge or overlay, C(labels)); null for size 1.
+    - The session network (C(name), C(driver) bridge or overlay, C(labels)).
   returned: when O(agents) or O(agent_info) was given
   type: dict
 agents:

@@ -471,7 +471,7 @@ def test_another_session_cannot_reach_the_published_port(lab, session, run_playb
             f"timeout 3 bash -c 'exec 3<>/dev/tcp/{AGENT_IPS[agent]}/{port}' "
             "&& echo open || echo closed"
         )
-        code, out = in_session(lab[main1["agent"]], f"bai-{other}-main1", script)
+        _code, out = in_session(lab[main1["agent"]], f"bai-{other}-main1", script)
         assert out.strip().endswith("closed"), (main1["agent"], out)
     finally:
         run_playbook("session_destroy.yml", extra_vars={"session_name": other})

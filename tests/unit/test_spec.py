@@ -457,3 +457,22 @@ def test_canonical_spec_validates_to_the_same_session():
     again = normalize_spec(spec_canonical(first))
     assert again == first
     assert spec_hash(again) == spec_hash(first)
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"BIG": "x" * 32769}, "env.BIG: value of 32769 bytes; at most 32768"),
+        ({f"K{i}": "v" for i in range(257)}, "env: 257 variables; at most 256"),
+        ({f"K{i}": "x" * 30000 for i in range(5)}, "bytes in all (KEY=VALUE); at most 131072"),
+    ],
+    ids=["one-value", "count", "total"],
+)
+def test_env_beyond_what_docker_and_sshd_take_is_refused(env, message):
+    with pytest.raises(SpecError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        normalize_spec({"name": "s", "size": 1, "env": env})
+
+
+def test_env_at_the_limits_is_accepted():
+    spec = normalize_spec({"name": "s", "size": 1, "env": {"BIG": "é" * 16384}})
+    assert len(spec.env_dict["BIG"].encode()) == 32768
