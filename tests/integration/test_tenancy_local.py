@@ -190,6 +190,7 @@ def test_ssh_audit_finds_no_failure(ta, docker_client):
         capture_output=True,
         text=True,
         timeout=120,
+        check=False,
     )
     print(done.stdout)
     # Exit codes: 0 good, 2 warnings only (curve25519 is kept first on purpose: the
@@ -217,7 +218,7 @@ def test_sshd_settings_forwarding_and_login_limits(ta, docker_client):
 def test_one_source_gets_at_most_ten_unauthenticated_connections(ta, docker_client):
     port = _ssh_port(docker_client, "it-ta")
 
-    def banner(_):
+    def banner(_attempt):
         with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
             time.sleep(1.0)  # hold the connection open, unauthenticated
             try:
