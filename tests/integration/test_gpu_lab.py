@@ -705,6 +705,9 @@ def test_sim_each_gpu_container_gets_exactly_its_own_device(sim_sessions):
         assert "NVIDIA_VISIBLE_DEVICES" not in env  # the engine's NVIDIA driver sets it
         assert info["Config"]["Labels"][LABEL_GPU_DEVICES] == request["DeviceIDs"][0]
         assert info["State"]["Running"], info["State"]
+        # Pinned memory and driver threads' priority, for GPU containers only.
+        assert {"IPC_LOCK", "SYS_NICE"} <= set(info["HostConfig"]["CapAdd"]), info["HostConfig"]
+        assert info["HostConfig"]["CapDrop"] == ["ALL"]
     assert seen == {"main1": ["0"], "sub1": ["1"]}
 
 
@@ -723,6 +726,7 @@ def test_sim_a_container_without_gpus_on_a_gpu_agent_gets_none(sim_sessions):
     assert runs["none"].rc == 0, runs["none"]
     info = inspect("bai-gpu-sim-none-main1")
     assert not info["HostConfig"]["DeviceRequests"] and not info["HostConfig"]["Devices"]
+    assert not {"IPC_LOCK", "SYS_NICE"} & set(info["HostConfig"]["CapAdd"])
     env = dict(item.split("=", 1) for item in info["Config"]["Env"])
     assert (env["GPU_COUNT"], env["N_GPUS"]) == ("0", "0")
     # A CUDA image's NVIDIA_VISIBLE_DEVICES=all must not reach the GPUs of an NVIDIA agent.
