@@ -17,6 +17,17 @@ DEFAULT_MASTER_PORT = 29500
 # The one BACKENDAI_* variable a user may set: it chooses the rendezvous port.
 DIST_MASTER_PORT_VAR = "BACKENDAI_DIST_MASTER_PORT"
 DIST_VARS = ("MASTER_ADDR", "MASTER_PORT", "TF_CONFIG")
+# The session network's interface in every container: the containers are attached to the
+# session network alone, so it is the first one Docker makes (an overlay's containers also
+# get docker_gwbridge, as eth1, for their way out).
+SESSION_IFNAME = "eth0"
+# Launchers that pick an interface by themselves, told to use the session network's.
+IFNAME_VARS = (
+    "NCCL_SOCKET_IFNAME",
+    "GLOO_SOCKET_IFNAME",
+    "OMPI_MCA_btl_tcp_if_include",
+    "OMPI_MCA_oob_tcp_if_include",
+)
 # Set by the toolkit from the GPUs a container is given (upstream names); not user input.
 GPU_ENV_VARS = ("GPU_COUNT", "N_GPUS")
 
@@ -71,8 +82,9 @@ def cluster_env(
 
     * BACKENDAI_CLUSTER_* / BACKENDAI_KERNEL_ID / BACKENDAI_SESSION_* always come from
       the toolkit (they override any user or image value).
-    * Only when N > 1: MASTER_ADDR (first host), MASTER_PORT (see ``master_port``) and
-      TF_CONFIG (worker i at P+i, task index = LOCAL_RANK). Each one is left out of the
+    * Only when N > 1: MASTER_ADDR (first host), MASTER_PORT (see ``master_port``),
+      TF_CONFIG (worker i at P+i, task index = LOCAL_RANK) and IFNAME_VARS (the session
+      network's interface, SESSION_IFNAME). Each one is left out of the
       toolkit values if the user or image env already defines it, even as "" - a value
       from user_env then stays in the result, one from image_env reaches the container
       through the caller's merge. TF_CONFIG's P is the effective MASTER_PORT when that
@@ -119,7 +131,8 @@ def _dist_env(
     user_env: Mapping[str, str],
     image_env: Mapping[str, str],
 ) -> dict[str, str]:
-    """MASTER_ADDR, MASTER_PORT, TF_CONFIG minus those the user or image preset."""
+    """MASTER_ADDR, MASTER_PORT, TF_CONFIG and the interface variables, minus those the
+    user or image preset."""
     preset = {**image_env, **user_env}
     port = master_port(user_env, image_env, len(hosts))
     if "MASTER_PORT" in preset:
@@ -132,6 +145,7 @@ def _dist_env(
         "MASTER_ADDR": hosts[0],
         "MASTER_PORT": str(port),
         "TF_CONFIG": json.dumps(tf_config),
+        **dict.fromkeys(IFNAME_VARS, SESSION_IFNAME),
     }
     return {key: value for key, value in values.items() if key not in preset}
 

@@ -13,15 +13,21 @@ MODE_MULTI = "multi-node"
 MODES = (MODE_SINGLE, MODE_MULTI)
 # CPU shares are compared as floats; this absorbs rounding noise such as 0.1 + 0.2.
 CPU_EPSILON = 1e-6
+# Docker's own /dev/shm size when none is given.
+DOCKER_SHM = 64 * 1024**2
 
 
 @dataclass(frozen=True)
 class Resources:
-    """What one container is given (or what an agent has free): CPUs, bytes, GPUs."""
+    """What one container is given (or what an agent has free): CPUs, bytes, GPUs, and
+    for a container the size of its /dev/shm in bytes (None: the default, half of mem).
+    /dev/shm is part of mem (its pages count toward the container's memory limit), so
+    placement counts mem alone and shm never adds to it."""
 
     cpu: float
     mem: int
     gpu: int
+    shm: int | None = None
 
     def __add__(self, other: Resources) -> Resources:
         cpu = _round_cpu(self.cpu + other.cpu)
@@ -37,7 +43,16 @@ class Resources:
 
     def describe(self) -> str:
         """Human form used in messages, e.g. ``cpu 1.5, mem 512m, gpu 0``."""
-        return f"cpu {format_cpu(self.cpu)}, mem {format_mem(self.mem)}, gpu {self.gpu}"
+        text = f"cpu {format_cpu(self.cpu)}, mem {format_mem(self.mem)}, gpu {self.gpu}"
+        return text if self.shm is None else f"{text}, shm {format_mem(self.shm)}"
+
+    @property
+    def shm_size(self) -> int:
+        """The size of /dev/shm: shm when given, else half of mem (at least Docker's 64m
+        when mem allows it)."""
+        if self.shm is not None:
+            return self.shm
+        return min(self.mem, max(self.mem // 2, DOCKER_SHM))
 
 
 ZERO = Resources(0.0, 0, 0)

@@ -23,7 +23,9 @@ _DIGITS_RE = re.compile(r"^[0-9]+$")
 _MEM_RE = re.compile(r"^([0-9]+(?:\.[0-9]+)?) ?(?:([kmgtp])i?b?|b)?$", re.IGNORECASE)
 _MEM_UNITS = {None: 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 _MEM_UNITS["p"] = 1024**5
-RESOURCE_KEYS = ("cpu", "mem", "gpu")
+RESOURCE_KEYS = ("cpu", "mem", "gpu", "shm")
+# The smallest /dev/shm worth asking for.
+MIN_SHM = 1024**2
 
 
 def type_name(value: Any) -> str:
@@ -159,4 +161,10 @@ def parse_resources(
     gpu = base.gpu
     if "gpu" in given:
         gpu = parse_count(given["gpu"], f"{field_name}.gpu", minimum=0)
-    return Resources(cpu, mem, gpu)
+    shm = parse_mem(given["shm"], f"{field_name}.shm") if "shm" in given else base.shm
+    if shm is not None and not MIN_SHM <= shm <= mem:
+        raise SpecError(
+            f"{field_name}.shm: got {format_mem(shm)} ({shm} bytes); /dev/shm is part of "
+            f"the container's memory, so it must lie between 1m and mem ({format_mem(mem)})"
+        )
+    return Resources(cpu, mem, gpu, shm)

@@ -168,6 +168,7 @@ def plan_session(
                     "cpu": kernel.resources.cpu,
                     "mem": kernel.resources.mem,
                     "gpu": kernel.resources.gpu,
+                    "shm": kernel.resources.shm_size,
                 },
                 # The agent's GPU device indices this container is given ([] for none).
                 "gpu_devices": list(gpu_devices.get(kernel.hostname, [])),

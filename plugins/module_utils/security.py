@@ -32,6 +32,9 @@ DEVICE_CAPABILITIES = ("IPC_LOCK", "SYS_NICE")
 # workers, NCCL and OpenMP threads), low enough that a fork bomb stays in its container.
 DEFAULT_PIDS_LIMIT = 16384
 
+# Open files per process: sockets of many peers (NCCL, gloo, MPI) and data-loader files.
+DEFAULT_NOFILE = 1048576
+
 _CAP_RE = re.compile(r"^(CAP_)?[A-Z][A-Z_]*[A-Z]$")
 
 
@@ -71,6 +74,18 @@ def host_security(
     if pids_limit:
         options["pids_limit"] = pids_limit
     return options
+
+
+def ulimits(*, memlock: int = -1, nofile: int = DEFAULT_NOFILE) -> list[dict[str, Any]]:
+    """Docker's Ulimits (soft = hard): locked memory (-1: none) and open files."""
+    if memlock < -1:
+        raise SpecError(f"memlock: got {memlock}; expected -1 (no limit) or bytes")
+    if nofile < 1024:
+        raise SpecError(f"nofile: got {nofile}; expected at least 1024")
+    return [
+        {"name": "memlock", "soft": memlock, "hard": memlock},
+        {"name": "nofile", "soft": nofile, "hard": nofile},
+    ]
 
 
 def publish_address(explicit: str | None, network: str | None, addresses: Iterable[str]) -> str:

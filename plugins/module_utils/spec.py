@@ -339,11 +339,15 @@ def spec_canonical(spec: SessionSpec) -> dict[str, Any]:
 
 
 def _resources_canonical(resources: Resources) -> dict[str, Any]:
-    return {
+    canonical: dict[str, Any] = {
         "cpu": format_cpu(resources.cpu),
         "mem": resources.mem,
         "gpu": resources.gpu,
     }
+    # Only when given: requests made before shm existed keep their hash.
+    if resources.shm is not None:
+        canonical["shm"] = resources.shm
+    return canonical
 
 
 def spec_hash(spec: SessionSpec) -> str:

@@ -32,6 +32,8 @@ description:
   - Confinement (docs/security.md) - every capability dropped but O(capabilities) (plus
     C(IPC_LOCK) and C(SYS_NICE) for a container given GPUs), C(no-new-privileges) (setuid
     programs gain nothing), at most O(pids_limit) processes and threads.
+  - For distributed jobs - C(/dev/shm) of C(kernels[].resources.shm) bytes (part of the
+    memory limit), locked memory O(memlock) and open files O(nofile).
   - Only the master (rank 0, C(main1)) publishes a port - 2200/tcp on a host port from
     O(port_range), on O(publish_address) or this agent's address in O(publish_network).
     Other containers publish nothing.
@@ -158,6 +160,16 @@ options:
     description: Processes and threads per container (C(0) for no limit).
     type: int
     default: 16384
+  memlock:
+    description:
+      - Bytes of memory a process may lock (C(ulimit -l)), soft and hard; C(-1) for no
+        limit (what NCCL, RDMA and pinned-memory data loaders need).
+    type: int
+    default: -1
+  nofile:
+    description: Open files per process (C(ulimit -n)), soft and hard.
+    type: int
+    default: 1048576
   gpu_method:
     description:
       - How NVIDIA GPUs are handed to a container - V(device_request) (any engine >= 19.03
@@ -334,10 +346,12 @@ from ansible_collections.bai.cluster.plugins.module_utils.mounts import (
 )
 from ansible_collections.bai.cluster.plugins.module_utils.security import (
     DEFAULT_CAPABILITIES,
+    DEFAULT_NOFILE,
     DEFAULT_PIDS_LIMIT,
     capabilities,
     host_security,
     publish_address,
+    ulimits,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.spec import SSH_PORT
 
@@ -377,7 +391,12 @@ def to_kernel(raw: dict) -> Kernel:
             hostname=str(raw["hostname"]),
             rank=int(raw["rank"]),
             image=str(raw["image"]),
-            resources=Resources(float(res["cpu"]), int(res["mem"]), int(res.get("gpu") or 0)),
+            resources=Resources(
+                float(res["cpu"]),
+                int(res["mem"]),
+                int(res.get("gpu") or 0),
+                int(res["shm"]) if res.get("shm") is not None else None,
+            ),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise Failure(
@@ -408,6 +427,7 @@ class Session:
         try:
             self.caps = capabilities(self.p["capabilities"])
             host_security(self.caps, pids_limit=self.p["pids_limit"])
+            self.ulimits = ulimits(memlock=self.p["memlock"], nofile=self.p["nofile"])
         except SpecError as exc:
             raise Failure(f"{exc}; nothing was changed") from None
         self.publish_address = "0.0.0.0"
@@ -642,6 +662,8 @@ class Session:
             nano_cpus=nano_cpus(kernel.resources),
             mem_limit=kernel.resources.mem,
             memswap_limit=kernel.resources.mem,
+            shm_size=kernel.resources.shm_size,
+            ulimits=[docker.types.Ulimit(**u) for u in self.ulimits],
             binds=binds or None,
             port_bindings=(
                 {SSH_PORT: (self.publish_address, self.p["port_range"])} if master else None
@@ -928,6 +950,8 @@ def main() -> None:
             },
             "no_new_privileges": {"type": "bool", "default": True},
             "pids_limit": {"type": "int", "default": DEFAULT_PIDS_LIMIT},
+            "memlock": {"type": "int", "default": -1},
+            "nofile": {"type": "int", "default": DEFAULT_NOFILE},
             "gpu_method": {
                 "type": "str",
                 "choices": ["device_request", "cdi"],

@@ -37,14 +37,11 @@ TORCHRUN = (
     '--master-port=\\$MASTER_PORT /opt/bai-tests/allreduce.py" 2>/dev/null & done; wait'
 )
 TORCHRUN = f"timeout 180 bash -c {shlex.quote(TORCHRUN)}"
-# Containers of a multi-node session also sit on docker_gwbridge (outbound traffic), an
-# address the other agents cannot reach: Open MPI must use the interface that routes to
-# the session's hosts (README, "Multi-node sessions").
+# No interface flags: containers of a multi-node session also sit on docker_gwbridge, and
+# the toolkit's OMPI_MCA_btl_tcp_if_include / OMPI_MCA_oob_tcp_if_include (like NCCL's and
+# gloo's variables) name the session network's interface (docs/environment.md).
 MPIRUN = (
-    'dev=$(ip -o route get "$(getent hosts main1 | cut -d" " -f1)" | '
-    "sed -n 's/.* dev \\([^ ]*\\).*/\\1/p'); [ \"$dev\" = lo ] && dev=eth0; "
     "timeout 120 mpirun --host $BACKENDAI_CLUSTER_HOSTS -np $BACKENDAI_CLUSTER_SIZE "
-    "--mca btl_tcp_if_include $dev --mca oob_tcp_if_include $dev "
     "python3 /opt/bai-tests/mpi_allreduce.py"
 )
 

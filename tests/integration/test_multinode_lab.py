@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import shlex
 import threading
 import time
 
@@ -291,6 +292,31 @@ def test_ssh_between_every_pair_across_agents(session, lab):
             f"ssh -o BatchMode=yes {target} 'echo $BACKENDAI_CLUSTER_HOST'",
         )
         assert (code, out) == (0, target), (source, target, out)
+
+
+# In every container: the interface the toolkit names carries main1's address (main1) or
+# the route to it (the others), over SSH logins as in docker exec; prints the name.
+IFNAME_CHECK = (
+    'ip=$(getent hosts main1 | cut -d" " -f1); dev=$NCCL_SOCKET_IFNAME; '
+    'test "$GLOO_SOCKET_IFNAME $OMPI_MCA_btl_tcp_if_include $OMPI_MCA_oob_tcp_if_include" '
+    '= "$dev $dev $dev" && { ip -o -4 addr show dev "$dev" | grep -q "inet $ip/" '
+    '|| ip -o route get "$ip" | grep -q " dev $dev "; } && echo "$dev"'
+)
+
+
+def test_interface_variables_name_the_overlay_in_every_container(session, lab):
+    """Not docker_gwbridge's interface, which the other agents cannot reach: launchers
+    need no interface flags (test_distributed.py runs mpirun and torchrun without)."""
+    _run, _extra, _summary, where = session
+    for host, agent in where.items():
+        container = f"bai-{NAME}-{host}"
+        code, out = in_session(lab[agent], container, IFNAME_CHECK)
+        assert (code, out) == (0, "eth0"), (host, out)
+        code, out = in_session(lab[agent], container, f"ssh {host} {shlex.quote(IFNAME_CHECK)}")
+        assert (code, out) == (0, "eth0"), (host, out)
+        # The other interface is docker_gwbridge's: the toolkit must not name it.
+        code, out = in_session(lab[agent], container, "ip -o -4 addr show dev eth1")
+        assert code == 0 and "inet 10.2" in out, (host, out)
 
 
 def test_data_folder_is_shared_across_agents(session, lab):

@@ -122,6 +122,14 @@ def expected_env(name, hosts, roles, host, kernel_ids, *, mode="single-node", ex
             "cluster": {"worker": [f"{h}:{port + i}" for i, h in enumerate(hosts)]},
             "task": {"type": "worker", "index": rank},
         }
+        # The session network's interface, for launchers that pick one by themselves.
+        for var in (
+            "NCCL_SOCKET_IFNAME",
+            "GLOO_SOCKET_IFNAME",
+            "OMPI_MCA_btl_tcp_if_include",
+            "OMPI_MCA_oob_tcp_if_include",
+        ):
+            env[var] = "eth0"
     env.update(extra or {})
     return env
 
@@ -173,7 +181,8 @@ def _data_src(docker_client):
 @pytest.fixture(scope="module")
 def s5(run_playbook, docker_client):
     env = {"BACKENDAI_DIST_MASTER_PORT": "40000", "TF_CONFIG": "", "HELLO": "world"}
-    resources = {"cpu": 0.5, "mem": "256m"}
+    env["NCCL_SOCKET_IFNAME"] = "ib0"
+    resources = {"cpu": 0.5, "mem": "256m", "shm": "100m"}
     with session(run_playbook, docker_client, "it-s5", size=5, env=env, resources=resources) as run:
         yield run
 
@@ -269,6 +278,34 @@ def test_size2_limits(s2, docker_client):
         assert host_config["Memory"] == GI
         assert host_config["MemorySwap"] == GI
         assert host_config["Init"] is True
+
+
+def test_size2_limits_for_distributed_jobs(s2, docker_client):
+    """What a process sees: /dev/shm of half the memory (512m of 1g, not Docker's 64m),
+    unlimited locked memory and 1048576 open files, in docker exec and SSH logins."""
+    script = "df -B1 --output=size /dev/shm | tail -n 1; ulimit -l; ulimit -n"
+    want = (0, f"{512 * MI}\nunlimited\n1048576")
+    for host in ("main1", "sub1"):
+        ctr = container(docker_client, "it-s2", host)
+        assert ctr.attrs["HostConfig"]["ShmSize"] == 512 * MI
+        assert run_in(ctr, script) == want, host
+        assert run_in(ctr, f"ssh {host} '{script}'") == want, host
+
+
+# The interface the toolkit names carries main1's address (main1) or the route to it.
+IFNAME_CHECK = (
+    'ip=$(getent hosts main1 | cut -d" " -f1); dev=$NCCL_SOCKET_IFNAME; '
+    'test "$GLOO_SOCKET_IFNAME $OMPI_MCA_btl_tcp_if_include $OMPI_MCA_oob_tcp_if_include" '
+    '= "$dev $dev $dev" && { ip -o -4 addr show dev "$dev" | grep -q "inet $ip/" '
+    '|| ip -o route get "$ip" | grep -q " dev $dev "; } && echo "$dev"'
+)
+
+
+def test_interface_variables_name_the_session_network(s2, docker_client):
+    for host in ("main1", "sub1"):
+        ctr = container(docker_client, "it-s2", host)
+        assert run_in(ctr, IFNAME_CHECK) == (0, "eth0"), host
+        assert run_in(ctr, f"ssh {host} '{IFNAME_CHECK}'") == (0, "eth0"), host
 
 
 def test_only_main1_publishes_sshd(s2, docker_client):
@@ -401,6 +438,7 @@ def test_size1_is_a_plain_session(run_playbook, docker_client):
 def test_size5_env_and_precedence(s5, docker_client):
     hosts = ["main1", "sub1", "sub2", "sub3", "sub4"]
     user = {"BACKENDAI_DIST_MASTER_PORT": "40000", "HELLO": "world", "TF_CONFIG": ""}
+    user["NCCL_SOCKET_IFNAME"] = "ib0"  # a user's interface wins too
     ctrs = {h: container(docker_client, "it-s5", h) for h in hosts}
     kernel_ids = {h: c.labels[LABEL_KERNEL_ID] for h, c in ctrs.items()}
     for host in hosts:
@@ -416,6 +454,7 @@ def test_size5_ssh_mesh_and_limits(s5, docker_client):
         host_config = container(docker_client, "it-s5", host).attrs["HostConfig"]
         assert host_config["NanoCpus"] == 500_000_000
         assert host_config["Memory"] == 256 * MI
+        assert host_config["ShmSize"] == 100 * MI  # session_resources.shm
     code, out = run_in(
         container(docker_client, "it-s5", "sub2"), "ssh sub4 'echo $MASTER_PORT/$TF_CONFIG/$HELLO'"
     )

@@ -3,7 +3,11 @@
 import json
 
 import pytest
-from ansible_collections.bai.cluster.plugins.module_utils.env import cluster_env, parse_image_env
+from ansible_collections.bai.cluster.plugins.module_utils.env import (
+    IFNAME_VARS,
+    cluster_env,
+    parse_image_env,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.errors import SpecError
 from ansible_collections.bai.cluster.plugins.module_utils.spec import expand_kernels, normalize_spec
 
@@ -69,6 +73,10 @@ def test_size_2_exact():
             '{"cluster": {"worker": ["main1:29500", "sub1:29501"]}, '
             '"task": {"type": "worker", "index": 1}}'
         ),
+        "NCCL_SOCKET_IFNAME": "eth0",
+        "GLOO_SOCKET_IFNAME": "eth0",
+        "OMPI_MCA_btl_tcp_if_include": "eth0",
+        "OMPI_MCA_oob_tcp_if_include": "eth0",
     }
 
 
@@ -142,10 +150,20 @@ def test_image_tf_config_is_not_set_by_the_toolkit():
 
 def test_image_and_user_preset_all_distributed_variables():
     preset = {"MASTER_ADDR": "", "MASTER_PORT": "", "TF_CONFIG": ""}
+    preset |= dict.fromkeys(IFNAME_VARS, "")
     for where in ("user_env", "image_env"):
         got = env_for(kernels_for(2), "sub1", **{where: dict(preset)})
         mine = {k: v for k, v in got.items() if not k.startswith("BACKENDAI_")}
         assert mine == (preset if where == "user_env" else {})
+
+
+def test_interface_variables_name_the_session_network_and_a_preset_wins():
+    got = env_for(kernels_for(3), "sub2", user_env={"NCCL_SOCKET_IFNAME": "ib0"})
+    assert got["NCCL_SOCKET_IFNAME"] == "ib0"
+    assert {k: got[k] for k in IFNAME_VARS[1:]} == dict.fromkeys(IFNAME_VARS[1:], "eth0")
+    from_image = env_for(kernels_for(2), "main1", image_env={"GLOO_SOCKET_IFNAME": "eth1"})
+    assert "GLOO_SOCKET_IFNAME" not in from_image  # the image's value reaches the container
+    assert not set(IFNAME_VARS) & set(env_for(kernels_for(1), "main1"))
 
 
 def test_dist_master_port_sets_master_port_and_tf_ports():

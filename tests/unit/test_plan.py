@@ -71,7 +71,8 @@ def test_new_session_is_planned_on_one_agent_with_a_bridge():
     assert len({k["kernel_id"] for k in got["kernels"]}) == 3
     sub2 = got["kernels"][2]
     assert sub2["container_name"] == "bai-s1-sub2"
-    assert sub2["resources"] == {"cpu": 1.0, "mem": GI, "gpu": 0}
+    # /dev/shm: half of the memory when not asked for.
+    assert sub2["resources"] == {"cpu": 1.0, "mem": GI, "gpu": 0, "shm": GI // 2}
     assert sub2["labels"][LABEL_HOST] == "sub2"
     assert sub2["labels"][LABEL_SIZE] == "3"
     assert sub2["labels"][LABEL_MODE] == "single-node"

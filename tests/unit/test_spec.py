@@ -476,3 +476,35 @@ def test_env_beyond_what_docker_and_sshd_take_is_refused(env, message):
 def test_env_at_the_limits_is_accepted():
     spec = normalize_spec({"name": "s", "size": 1, "env": {"BIG": "é" * 16384}})
     assert len(spec.env_dict["BIG"].encode()) == 32768
+
+
+def test_shm_defaults_to_half_the_memory_and_is_given_per_role():
+    spec = normalize_spec(
+        {
+            "name": "s",
+            "resources": {"mem": "4g"},
+            "roles": [
+                {"role": "main", "replicas": 1, "resources": {"shm": "3g"}},
+                {"role": "sub", "replicas": 1},
+                {"role": "tiny", "replicas": 1, "resources": {"mem": "100m"}},
+            ],
+        }
+    )
+    sizes = {role.role: role.resources.shm_size for role in spec.roles}
+    assert sizes == {"main": 3 * 1024**3, "sub": 2 * 1024**3, "tiny": 64 * 1024**2}
+    # Given: part of the request (its hash); not given: requests keep their old hash.
+    assert spec_canonical(spec)["roles"][0]["resources"]["shm"] == 3 * 1024**3
+    assert "shm" not in spec_canonical(spec)["roles"][1]["resources"]
+
+
+@pytest.mark.parametrize(
+    ("resources", "message"),
+    [
+        ({"mem": "1g", "shm": "2g"}, r"resources\.shm: got 2g .*between 1m and mem \(1g\)"),
+        ({"shm": "lots"}, r"resources\.shm: cannot read 'lots'"),
+        ({"shm": "512k"}, r"resources\.shm: got 512k"),
+    ],
+)
+def test_bad_shm_is_refused(resources, message):
+    with pytest.raises(SpecError, match=message):
+        normalize_spec({"name": "s", "size": 1, "resources": resources})
