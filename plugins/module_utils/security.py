@@ -76,16 +76,33 @@ def host_security(
     return options
 
 
-def ulimits(*, memlock: int = -1, nofile: int = DEFAULT_NOFILE) -> list[dict[str, Any]]:
-    """Docker's Ulimits (soft = hard): locked memory (-1: none) and open files."""
+def ulimits(
+    *,
+    memlock: int = -1,
+    nofile: int = DEFAULT_NOFILE,
+    ceiling: dict[str, int] | None = None,
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Docker's Ulimits (soft = hard): locked memory in bytes (-1: none) and open files,
+    and warnings. ``ceiling`` (name -> hard limit, -1 for none) is what the engine can
+    grant when it cannot raise limits (no CAP_SYS_RESOURCE, e.g. some VMs and unprivileged
+    Docker-in-Docker nodes): a value above it is lowered to it, with a warning, since
+    the container would not start otherwise."""
     if memlock < -1:
         raise SpecError(f"memlock: got {memlock}; expected -1 (no limit) or bytes")
     if nofile < 1024:
         raise SpecError(f"nofile: got {nofile}; expected at least 1024")
-    return [
-        {"name": "memlock", "soft": memlock, "hard": memlock},
-        {"name": "nofile", "soft": nofile, "hard": nofile},
-    ]
+    wanted = {"memlock": memlock, "nofile": nofile}
+    warnings = []
+    for name, value in wanted.items():
+        top = (ceiling or {}).get(name, -1)
+        if top != -1 and (value == -1 or value > top):
+            warnings.append(
+                f"{name} lowered from {'unlimited' if value == -1 else value} to {top}: "
+                f"this agent cannot raise resource limits (CAP_SYS_RESOURCE is not in its "
+                f"bounding set)"
+            )
+            wanted[name] = top
+    return [{"name": k, "soft": v, "hard": v} for k, v in wanted.items()], warnings
 
 
 def publish_address(explicit: str | None, network: str | None, addresses: Iterable[str]) -> str:

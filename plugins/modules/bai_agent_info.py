@@ -150,6 +150,12 @@ agent:
         - C(detected), C(declared) (the C(gpu) count of O(resources), nothing detected) or
           C(none).
       type: str
+    rdma_devices:
+      description:
+        - The agent's RDMA device nodes under C(/dev/infiniband) (C(uverbs0), C(rdma_cm),
+          ...), given to session containers unless turned off; empty when it has none.
+      type: list
+      elements: str
 sessions:
   description:
     - Per session id on this engine, what its running containers were given (C(cpu),
@@ -210,6 +216,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.placement import (
     agent_capacity,
     used_from_labels,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.rdma import rdma_devices
 
 
 def gpu_capacity(module: AnsibleModule, listed: list, declared: int | None) -> dict:
@@ -272,6 +279,8 @@ def run(module: AnsibleModule) -> dict:
             "used_mem": used.mem,
             "used_gpu": used.gpu,
             **gpus,
+            # Shared by every session container of this agent (not counted).
+            "rdma_devices": rdma_devices(),
         },
         # Per session id, for the reservation ledger (module_utils/ledger.py).
         "sessions": observed_sessions(listed),

@@ -30,8 +30,10 @@ description:
     the agent's GPUs were only declared in C(bai_agent_resources.gpu)), the module fails
     before creating anything.
   - Confinement (docs/security.md) - every capability dropped but O(capabilities) (plus
-    C(IPC_LOCK) and C(SYS_NICE) for a container given GPUs), C(no-new-privileges) (setuid
-    programs gain nothing), at most O(pids_limit) processes and threads.
+    C(IPC_LOCK) and C(SYS_NICE) for a container given GPUs or RDMA devices),
+    C(no-new-privileges) (setuid programs gain nothing), at most O(pids_limit) processes
+    and threads. With O(rdma), the agent's RDMA devices (C(/dev/infiniband/*)) are passed
+    to every container.
   - For distributed jobs - C(/dev/shm) of C(kernels[].resources.shm) bytes (part of the
     memory limit), locked memory O(memlock) and open files O(nofile).
   - Only the master (rank 0, C(main1)) publishes a port - 2200/tcp on a host port from
@@ -170,6 +172,13 @@ options:
     description: Open files per process (C(ulimit -n)), soft and hard.
     type: int
     default: 1048576
+  rdma:
+    description:
+      - Give every container this agent's RDMA devices (every character device under
+        C(/dev/infiniband)) when it has any, with C(IPC_LOCK) and C(SYS_NICE); false gives
+        none.
+    type: bool
+    default: true
   gpu_method:
     description:
       - How NVIDIA GPUs are handed to a container - V(device_request) (any engine >= 19.03
@@ -344,6 +353,10 @@ from ansible_collections.bai.cluster.plugins.module_utils.mounts import (
     data_roots,
     resolved_source_error,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.rdma import (
+    device_mappings,
+    rdma_devices,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.security import (
     DEFAULT_CAPABILITIES,
     DEFAULT_NOFILE,
@@ -427,10 +440,16 @@ class Session:
         try:
             self.caps = capabilities(self.p["capabilities"])
             host_security(self.caps, pids_limit=self.p["pids_limit"])
-            self.ulimits = ulimits(memlock=self.p["memlock"], nofile=self.p["nofile"])
+            self.ulimits, warnings = ulimits(
+                memlock=self.p["memlock"], nofile=self.p["nofile"], ceiling=limits_ceiling()
+            )
         except SpecError as exc:
             raise Failure(f"{exc}; nothing was changed") from None
+        for warning in warnings:
+            module.warn(warning)
         self.publish_address = "0.0.0.0"
+        # This agent's RDMA devices, for every container (O(rdma)).
+        self.rdma = rdma_devices() if self.p["rdma"] else []
 
     # --- what exists ------------------------------------------------------------------
     def sort_existing(self) -> tuple[list, list, list]:
@@ -650,11 +669,13 @@ class Session:
             for m in self.p["mounts"]
         ]
         extra = self.gpu_host_options(kernel, docker)
+        if self.rdma:
+            extra["devices"] = list(extra.get("devices") or []) + device_mappings(self.rdma)
         confinement = host_security(
             self.caps,
             no_new_privileges=self.p["no_new_privileges"],
             pids_limit=self.p["pids_limit"],
-            devices=bool(self.gpu_devices(kernel)),
+            devices=bool(self.gpu_devices(kernel) or self.rdma),
         )
         host_config = api.create_host_config(
             network_mode=network or None,
@@ -876,6 +897,27 @@ class Session:
         return problems
 
 
+def limits_ceiling() -> dict[str, int] | None:
+    """This agent's own hard limits (bytes for memlock, -1 for none) when it cannot raise
+    them - CAP_SYS_RESOURCE (bit 24) missing from the bounding set, as on some VMs and in
+    unprivileged Docker-in-Docker nodes; then the engine cannot grant more either. None
+    when it can."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            bounding = next(line for line in status if line.startswith("CapBnd:"))
+    except (OSError, StopIteration):
+        return None
+    if int(bounding.split()[1], 16) & (1 << 24):
+        return None
+    import resource
+
+    def hard(kind: int) -> int:
+        value = resource.getrlimit(kind)[1]
+        return -1 if value == resource.RLIM_INFINITY else value
+
+    return {"memlock": hard(resource.RLIMIT_MEMLOCK), "nofile": hard(resource.RLIMIT_NOFILE)}
+
+
 def file_kind(path: str) -> str:
     """What ``path`` is on this agent: directory, file, socket, device, ..."""
     mode = os.stat(path).st_mode
@@ -951,6 +993,7 @@ def main() -> None:
             "no_new_privileges": {"type": "bool", "default": True},
             "pids_limit": {"type": "int", "default": DEFAULT_PIDS_LIMIT},
             "memlock": {"type": "int", "default": -1},
+            "rdma": {"type": "bool", "default": True},
             "nofile": {"type": "int", "default": DEFAULT_NOFILE},
             "gpu_method": {
                 "type": "str",

@@ -142,6 +142,25 @@ def test_lab_agents_report_zero_gpus(lab):
 
 
 @pytest.mark.lab
+def test_lab_agents_have_no_rdma_device(lab):
+    """The plain agents: nothing under /dev/infiniband, so sessions get no device."""
+    run = ansible(
+        "ansible",
+        "agents",
+        "-m",
+        "bai.cluster.bai_agent_info",
+        "-a",
+        "gpu_detect=false",
+        env={"ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "ANSIBLE_STDOUT_CALLBACK": "json"},
+    )
+    assert run.returncode == 0, tail(run)
+    document, _end = json.JSONDecoder().raw_decode(run.stdout[run.stdout.index("{") :])
+    hosts = document["plays"][0]["tasks"][0]["hosts"]
+    for node in AGENTS:
+        assert hosts[node]["agent"]["rdma_devices"] == [], hosts[node]["agent"]
+
+
+@pytest.mark.lab
 @pytest.mark.parametrize("node", AGENTS)
 def test_lab_daemon_json_has_no_nvidia_runtime(lab, client, node):
     res = client.containers.get(f"bai-lab-{node}").exec_run(["cat", "/etc/docker/daemon.json"])
@@ -749,6 +768,86 @@ def test_sim_a_stopped_container_whose_gpu_was_taken_is_not_started_again(sim_se
     assert "the existing session was left as it was" in text, text
     states = dict(line.split() for line in runs["after_rerun"].splitlines())
     assert states == {"bai-gpu-sim-two-main1": "exited", "bai-gpu-sim-two-sub1": "running"}
+
+
+# --- 2b. RDMA on the simulated agent --------------------------------------------------------
+@pytest.fixture(scope="module")
+def rdma(sim_ready, sim_sessions, run_playbook):
+    """SIMULATED RDMA devices: /dev/infiniband/uverbs0 (231:192) and rdma_cm (10:58) made
+    with mknod on the simulated agent, no InfiniBand driver or adapter behind them. What is
+    real: the agent's detection (bai_agent_info), the device nodes Docker makes inside the
+    containers, the capabilities, and the inventory switch (bai_session_rdma). Made after
+    the GPU sessions above exist, which therefore have no RDMA device."""
+    container = sim_ready["container"]
+    rc, out = sim_exec(
+        container,
+        "mkdir -p /dev/infiniband && mknod -m 666 /dev/infiniband/uverbs0 c 231 192 && "
+        "mknod -m 666 /dev/infiniband/rdma_cm c 10 58",
+    )
+    assert rc == 0, out
+
+    def create(name: str, *args: str):
+        extra = {"session_name": name, "session_resource_group": "gpu", "session_size": 1}
+        extra["session_resources"] = {"cpu": 0.25, "mem": "128m"}
+        return run_playbook(
+            "session_create.yml", *args, extra_vars=extra, inventory=sim_ready["inventory"]
+        )
+
+    info = ansible(
+        "ansible",
+        "-i",
+        sim_ready["inventory"],
+        "gpusim",
+        "-m",
+        "bai.cluster.bai_agent_info",
+        "-a",
+        "agent_name=gpusim gpu_detect=false",
+        env={"ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "ANSIBLE_STDOUT_CALLBACK": "json"},
+    )
+    runs = {
+        "info": info,
+        "on": create("rdma-on"),
+        "off": create("rdma-off", "-e", "bai_session_rdma=false"),
+    }
+    try:
+        yield runs
+    finally:
+        for name in ("rdma-on", "rdma-off"):
+            run_playbook(
+                "session_destroy.yml",
+                extra_vars={"session_name": name},
+                inventory=sim_ready["inventory"],
+            )
+        sim_exec(container, "rm -rf /dev/infiniband")
+
+
+def _sim_inspect(sim, name: str) -> dict:
+    rc, out = sim_exec(sim["container"], f"docker inspect {name}")
+    assert rc == 0, out
+    return json.loads(out)[0]
+
+
+def test_sim_rdma_devices_are_reported_and_given_to_containers(sim_ready, rdma):
+    assert rdma["info"].returncode == 0, tail(rdma["info"])
+    document, _end = json.JSONDecoder().raw_decode(
+        rdma["info"].stdout[rdma["info"].stdout.index("{") :]
+    )
+    agent = document["plays"][0]["tasks"][0]["hosts"]["gpusim"]["agent"]
+    assert agent["rdma_devices"] == ["/dev/infiniband/rdma_cm", "/dev/infiniband/uverbs0"]
+    assert rdma["on"].rc == 0, rdma["on"]
+    host = _sim_inspect(sim_ready, "bai-rdma-on-main1")["HostConfig"]
+    assert sorted(d["PathInContainer"] for d in host["Devices"]) == agent["rdma_devices"]
+    assert {"IPC_LOCK", "SYS_NICE"} <= set(host["CapAdd"]), host["CapAdd"]
+    inside = "docker exec bai-rdma-on-main1 bash -c 'ls /dev/infiniband'"
+    rc, out = sim_exec(sim_ready["container"], inside)
+    assert (rc, out.split()) == (0, ["rdma_cm", "uverbs0"]), out
+
+
+def test_sim_rdma_can_be_turned_off_per_agent(sim_ready, rdma):
+    assert rdma["off"].rc == 0, rdma["off"]
+    host = _sim_inspect(sim_ready, "bai-rdma-off-main1")["HostConfig"]
+    assert not host["Devices"]
+    assert not {"IPC_LOCK", "SYS_NICE"} & set(host["CapAdd"]), host["CapAdd"]
 
 
 # --- 3. a simulated AMD agent ------------------------------------------------------------

@@ -7,6 +7,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.security import (
     capabilities,
     host_security,
     publish_address,
+    ulimits,
 )
 
 
@@ -48,3 +49,20 @@ def test_publish_address_prefers_explicit_then_the_compute_zone():
         publish_address(None, "10.9.0.0/16", addrs)
     with pytest.raises(SpecError, match="expected an IP address"):
         publish_address("agent1", None, addrs)
+
+
+def test_ulimits_default_and_ceiling():
+    limits, notes = ulimits()
+    assert limits == [
+        {"name": "memlock", "soft": -1, "hard": -1},
+        {"name": "nofile", "soft": 1048576, "hard": 1048576},
+    ]
+    assert notes == []
+    # An agent that cannot raise limits: lowered to what it has, and said.
+    limits, notes = ulimits(ceiling={"memlock": 8 * 1024**2, "nofile": 20000})
+    assert [lim["hard"] for lim in limits] == [8 * 1024**2, 20000]
+    assert len(notes) == 2 and "CAP_SYS_RESOURCE" in notes[0]
+    limits, notes = ulimits(nofile=4096, ceiling={"memlock": -1, "nofile": 20000})
+    assert [lim["hard"] for lim in limits] == [-1, 4096] and notes == []
+    with pytest.raises(SpecError, match="nofile"):
+        ulimits(nofile=10)
