@@ -172,6 +172,16 @@ options:
     description: Open files per process (C(ulimit -n)), soft and hard.
     type: int
     default: 1048576
+  restart_policy:
+    description:
+      - Docker's restart policy for the containers. V(unless-stopped) brings a session back
+        whole after its agent's engine (or the agent) restarts - the containers start
+        again with the same environment, keys, hostnames and sshd - while a
+        container someone stopped stays stopped (list and show report the session
+        C(degraded); creating it again starts it).
+    type: str
+    choices: ["no", unless-stopped, always]
+    default: unless-stopped
   rdma:
     description:
       - Give every container this agent's RDMA devices (every character device under
@@ -684,6 +694,7 @@ class Session:
             mem_limit=kernel.resources.mem,
             memswap_limit=kernel.resources.mem,
             shm_size=kernel.resources.shm_size,
+            restart_policy={"Name": self.p["restart_policy"]},
             ulimits=[docker.types.Ulimit(**u) for u in self.ulimits],
             binds=binds or None,
             port_bindings=(
@@ -994,6 +1005,11 @@ def main() -> None:
             "pids_limit": {"type": "int", "default": DEFAULT_PIDS_LIMIT},
             "memlock": {"type": "int", "default": -1},
             "rdma": {"type": "bool", "default": True},
+            "restart_policy": {
+                "type": "str",
+                "choices": ["no", "unless-stopped", "always"],
+                "default": "unless-stopped",
+            },
             "nofile": {"type": "int", "default": DEFAULT_NOFILE},
             "gpu_method": {
                 "type": "str",

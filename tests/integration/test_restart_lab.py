@@ -1,0 +1,135 @@
+"""Sessions after their agents' engines restart, on the embedded lab (make lab-up).
+
+A real restart of the inner Docker engine of both agents (``service docker restart``, as
+the lab nodes have no systemd). Session containers carry the restart policy
+``unless-stopped`` (docs/sessions.md#after-a-restart): they come back whole - running,
+with the same environment, and the SSH mesh working across agents over the overlay - and
+list reports the session running. A container someone stopped is not started by a
+restart; list and show report the session degraded, and creating it again repairs it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+import pytest
+from labtools import AGENTS, in_session, inspect, lab_agents, on_agent, sweep
+
+pytestmark = [pytest.mark.integration, pytest.mark.lab]
+
+NAME = "it-rst"
+HOSTS = ["main1", "sub1", "sub2"]
+# 3 x 2 CPUs cannot fit on one 4-CPU agent: the session spans both, over an overlay.
+EXTRA = {
+    "session_name": NAME,
+    "session_size": 3,
+    "session_mode": "multi-node",
+    "session_resources": {"cpu": 2, "mem": "512m"},
+}
+
+
+@pytest.fixture(scope="module")
+def lab(docker_client):
+    return lab_agents(docker_client)
+
+
+@pytest.fixture(scope="module")
+def manager(docker_client):
+    return docker_client.containers.get("bai-lab-manager")
+
+
+def wait_for(check, what: str, seconds: float = 90) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, f"{what}: not within {seconds:.0f} s"
+        time.sleep(1)
+
+
+def swarm_ready(manager, agent: str) -> bool:
+    code, out = on_agent(manager, "docker", "node", "inspect", "-f", "{{.Status.State}}", agent)
+    return (code, out) == (0, "ready")
+
+
+def restart_engine(lab, manager, agent: str) -> None:
+    code, out = on_agent(lab[agent], "service", "docker", "restart")
+    assert code == 0, out
+    wait_for(
+        lambda: (
+            on_agent(lab[agent], "docker", "info", "--format", "{{.Swarm.LocalNodeState}}")
+            == (0, "active")
+        ),
+        f"{agent}'s engine back in the swarm",
+    )
+    wait_for(lambda: swarm_ready(manager, agent), f"{agent} ready in the swarm")
+
+
+@pytest.fixture(scope="module")
+def restarted(lab, manager, run_playbook):
+    """The session before and after both agents' engines restarted."""
+    sweep(lab, NAME, manager)
+    run = run_playbook("session_create.yml", extra_vars=EXTRA)
+    try:
+        assert run.rc == 0, run
+        where = {c["host"]: c["agent"] for c in run.stats["bai_session"]["containers"]}
+        assert set(where.values()) == set(AGENTS), where
+        before = {h: inspect(lab[a], f"bai-{NAME}-{h}") for h, a in where.items()}
+        for agent in AGENTS:
+            restart_engine(lab, manager, agent)
+        wait_for(
+            lambda: all(
+                inspect(lab[a], f"bai-{NAME}-{h}")["State"]["Running"] for h, a in where.items()
+            ),
+            "every container running again",
+        )
+        after = {h: inspect(lab[a], f"bai-{NAME}-{h}") for h, a in where.items()}
+        yield where, before, after
+    finally:
+        run_playbook("session_destroy.yml", extra_vars={"session_name": NAME})
+        sweep(lab, NAME, manager)
+
+
+def test_containers_come_back_with_the_same_environment(restarted):
+    where, before, after = restarted
+    for host in where:
+        assert after[host]["HostConfig"]["RestartPolicy"]["Name"] == "unless-stopped"
+        # Really restarted: a new start, the same container and environment.
+        assert after[host]["State"]["StartedAt"] != before[host]["State"]["StartedAt"], host
+        assert after[host]["Id"] == before[host]["Id"], host
+        assert after[host]["Config"]["Env"] == before[host]["Config"]["Env"], host
+
+
+def test_the_ssh_mesh_works_across_agents_after_the_restart(restarted, lab):
+    where, _before, _after = restarted
+
+    def login(source: str, target: str) -> tuple[int, str]:
+        return in_session(
+            lab[where[source]],
+            f"bai-{NAME}-{source}",
+            f"ssh -o BatchMode=yes -o ConnectTimeout=10 {target} 'echo $BACKENDAI_CLUSTER_HOST'",
+        )
+
+    # sshd needs a moment after the container starts; then every pair, both ways.
+    wait_for(lambda: login("main1", "sub2") == (0, "sub2"), "ssh main1 -> sub2", 30)
+    for source, target in itertools.product(HOSTS, HOSTS):
+        assert login(source, target) == (0, target), (source, target)
+
+
+def test_list_reports_it_running_then_degraded_and_a_create_repairs_it(
+    restarted, lab, run_playbook
+):
+    where, _before, _after = restarted
+
+    def state() -> str:
+        run = run_playbook("session_list.yml")
+        assert run.rc == 0, run
+        return {row["name"]: row for row in run.stats["bai_sessions"]}[NAME]["state"]
+
+    assert state() == "running"
+    code, out = on_agent(lab[where["sub1"]], "docker", "stop", "-t", "1", f"bai-{NAME}-sub1")
+    assert code == 0, out
+    assert state() == "degraded"
+    again = run_playbook("session_create.yml", extra_vars=EXTRA)
+    assert again.rc == 0, again
+    assert inspect(lab[where["sub1"]], f"bai-{NAME}-sub1")["State"]["Running"]
+    assert state() == "running"
