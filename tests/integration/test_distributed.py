@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import time
 
 import pytest
 from conftest import REPO
@@ -44,6 +45,15 @@ MPIRUN = (
     "timeout 120 mpirun --host $BACKENDAI_CLUSTER_HOSTS -np $BACKENDAI_CLUSTER_SIZE "
     "python3 /opt/bai-tests/mpi_allreduce.py"
 )
+
+
+# One worker per container, started over SSH from main1 with nothing but the injected
+# TF_CONFIG (its worker list and this container's index): MultiWorkerMirroredStrategy.
+TFRUN = (
+    'for h in ${BACKENDAI_CLUSTER_HOSTS//,/ }; do ssh -o BatchMode=yes "$h" '
+    '"python3 /opt/bai-tests/tf_allreduce.py" 2>&1 & done; wait'
+)
+TFRUN = f"timeout 300 bash -c {shlex.quote(TFRUN)}"
 
 
 def ranks(output: str) -> dict[int, dict[str, str]]:
@@ -123,6 +133,13 @@ def test_torchrun_gloo_allreduce_on_two_containers(hpc_image, docker_client, run
         run_playbook("session_destroy.yml", extra_vars={"session_name": name}, inventory=LOCAL)
 
 
+def test_tensorflow_multiworker_allreduce_on_one_agent(local_session, docker_client):
+    started = time.monotonic()
+    out = local_exec(docker_client, f"bai-{local_session}-main1", TFRUN)
+    print(f"TensorFlow all-reduce, 3 workers on one agent: {time.monotonic() - started:.1f} s")
+    check_allreduce(out, ["main1", "sub1", "sub2"], "workers")
+
+
 # --- the lab: across agents -------------------------------------------------------------
 @pytest.fixture(scope="module")
 def lab_session(hpc_image, docker_client, run_playbook):
@@ -164,6 +181,15 @@ def test_torchrun_across_agents_over_the_overlay(lab_session):
     code, out = in_session(lab[where["main1"]], f"bai-{name}-main1", TORCHRUN)
     assert code == 0, out
     check_allreduce(out, ["main1", "sub1"], "world")
+
+
+def test_tensorflow_multiworker_allreduce_across_agents(lab_session):
+    name, lab, where = lab_session
+    started = time.monotonic()
+    code, out = in_session(lab[where["main1"]], f"bai-{name}-main1", TFRUN)
+    print(f"TensorFlow all-reduce, 2 workers on 2 agents: {time.monotonic() - started:.1f} s")
+    assert code == 0, out
+    check_allreduce(out, ["main1", "sub1"], "workers")
 
 
 def test_mpirun_across_agents_over_the_overlay(lab_session):
