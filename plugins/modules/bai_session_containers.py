@@ -745,8 +745,15 @@ class Session:
                 if SSHD_READY in logs:
                     del pending[name]
                     continue
-                state = api.inspect_container(cid)["State"]
-                if not state.get("Running"):
+                info = api.inspect_container(cid)
+                state = info["State"]
+                # With a restart policy, a container that exits is started again at once:
+                # for a new container, any restart means it stopped before sshd came up.
+                if (
+                    not state.get("Running")
+                    or state.get("Restarting")
+                    or (since is None and info.get("RestartCount"))
+                ):
                     raise Failure(
                         f"container {name} on agent {self.p['agent']} stopped (exit code "
                         f"{state.get('ExitCode')}) before sshd came up; its log ends: "
