@@ -13,7 +13,7 @@ export ANSIBLE_NOCOLOR := 1
 PLAYBOOK := ansible-playbook
 PYTEST := python -m pytest
 DEMO_SESSION ?= demo
-SCENARIOS ?= default multinode
+SCENARIOS ?= default multinode systemd
 
 .PHONY: help setup images test-images lab-up lab-down site demo demo-session lint unit integration molecule test clean
 
