@@ -1,7 +1,9 @@
 """Time session creation: the toolkit vs a naive playbook vs the Docker SDK floor.
 
 For each size N, three ways to get N running containers with sshd up, on one engine
-(-i inventories/local) and, with --lab, the toolkit across the lab's two agents:
+(-i inventories/local) and, with --lab, the toolkit across the lab's two agents (the
+Docker connection, inventories/lab); --lab-ssh adds the same lab sessions over SSH as the
+lab's sudo account (inventories/lab-ssh), row beside row:
 
   toolkit  playbooks/session_create.yml (plan, keys, network, one module call per agent
            creating its containers in parallel, SSH mesh check), then session_destroy.yml
@@ -16,7 +18,7 @@ them: the fixed cost of starting ansible-playbook. Results go to
 bench/results/<stamp>.json, a Markdown table to stdout and, when matplotlib is installed
 (bench/requirements.txt), a PNG.
 
-  .venv/bin/python bench/session_bench.py --sizes 1,2,4,8,16 --repeat 3 [--lab]
+  .venv/bin/python bench/session_bench.py --sizes 1,2,4,8,16 --repeat 3 [--lab] [--lab-ssh]
 """
 
 from __future__ import annotations
@@ -160,6 +162,9 @@ def main() -> int:
     parser.add_argument("--sizes", default="1,2,4,8,16")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--lab", action="store_true", help="also time sessions across the lab")
+    parser.add_argument(
+        "--lab-ssh", action="store_true", help="with --lab, also over SSH (inventories/lab-ssh)"
+    )
     parser.add_argument("--lab-sizes", default="2,4,8")
     parser.add_argument("--skip", default="", help="comma-separated: naive,sdk")
     args = parser.parse_args()
@@ -185,9 +190,11 @@ def main() -> int:
                 "session_mode": "multi-node",
                 "session_resources": {"cpu": 0.25, "mem": f"{agent_mib // n + 64}m"},
             }
-            row = {"where": "lab", "n": n, **toolkit(n, None, extra, args.repeat)}
-            rows.append(row)
-            print(json.dumps(row), file=sys.stderr, flush=True)
+            ways = [("lab", None)] + ([("lab-ssh", "inventories/lab-ssh")] if args.lab_ssh else [])
+            for where, inventory in ways:
+                row = {"where": where, "n": n, **toolkit(n, inventory, extra, args.repeat)}
+                rows.append(row)
+                print(json.dumps(row), file=sys.stderr, flush=True)
 
     RESULTS.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -224,15 +231,19 @@ def main() -> int:
         points = [(r["n"], r[key]) for r in local_rows if key in r]
         if points:
             ax.plot(*zip(*points), marker="o", label=label)
-    lab_rows = [r for r in rows if r["where"] == "lab"]
-    if lab_rows:
-        ax.plot(
-            [r["n"] for r in lab_rows],
-            [r["toolkit_s"] for r in lab_rows],
-            marker="s",
-            linestyle="--",
-            label="toolkit (lab, two agents, overlay)",
-        )
+    for where, label in (
+        ("lab", "toolkit (lab, two agents, overlay)"),
+        ("lab-ssh", "toolkit (lab over SSH + sudo)"),
+    ):
+        lab_rows = [r for r in rows if r["where"] == where]
+        if lab_rows:
+            ax.plot(
+                [r["n"] for r in lab_rows],
+                [r["toolkit_s"] for r in lab_rows],
+                marker="s",
+                linestyle="--",
+                label=label,
+            )
     ax.set_xlabel("containers in the session (N)")
     ax.set_ylabel("seconds until every sshd listens (median)")
     ax.set_title(f"Session creation, {os.cpu_count()} CPUs, median of {args.repeat}")
