@@ -14,12 +14,13 @@ rendered with the lab's addresses, passes preflight.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import REPO, VENV_BIN
 from labtools import count, in_session, lab_agents, lab_node, on_agent, sweep
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
@@ -343,16 +344,31 @@ def render_example(into: Path) -> Path:
             text = text.replace(placeholder, value)
         path.write_text(text)
     hosts = (site / "hosts.yml").read_text()
-    start = hosts.index("        gpu1:")
-    end = hosts.index("    # There is no lab_probes group")
+    start = hosts.index("            gpu1:")
+    end = hosts.index("        # There is no lab_probes group")
     (site / "hosts.yml").write_text(hosts[:start] + hosts[end:])
-    with (site / "group_vars" / "all.yml").open("a") as handle:
+    with (site / "group_vars" / "cluster.yml").open("a") as handle:
         handle.write(
             f"ansible_ssh_private_key_file: {KEYS / 'id_ed25519'}\n"
             "ansible_ssh_common_args: -o StrictHostKeyChecking=yes"
             f" -o UserKnownHostsFile={KEYS / 'known_hosts'}\n"
         )
     return site
+
+
+def ansible_var(inventory: Path, host: str, name: str) -> str:
+    """What ``ansible HOST -m debug -a var=NAME`` prints for the host (last line)."""
+    done = subprocess.run(
+        [str(VENV_BIN / "ansible"), "-i", str(inventory), host, "-m", "debug", "-a", f"var={name}"],
+        cwd=REPO,
+        env={**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout.strip().splitlines()[-1].strip()
 
 
 def test_the_example_inventory_passes_preflight_with_the_labs_addresses(
@@ -365,6 +381,11 @@ def test_the_example_inventory_passes_preflight_with_the_labs_addresses(
     run = preflight(run_playbook, inventory=str(site))
     assert run.rc == 0, run
     assert run.hosts == ["agent1", "agent2", "mgr1", "proxy1", "web1"], run.hosts
+    # The account and sudo are the cluster's: the controller's implicit localhost, where
+    # the session playbooks run, reads group_vars/all.yml too and must not sudo.
+    become = ansible_var(site, "localhost", "ansible_become")
+    assert "is undefined" in become, become
+    assert ansible_var(site, "agent1", "ansible_become").endswith("ansible_become: true")
     uid = task_results(run, "Read the account tasks run as")
     assert {host: r["stdout"] for host, r in uid.items()} == dict.fromkeys(run.hosts, "0"), uid
     kernel = task_results(run, "Look for the kernel features the roles rely on")
