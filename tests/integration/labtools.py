@@ -15,6 +15,17 @@ from ansible_collections.bai.cluster.plugins.module_utils.labels import LABEL_SE
 AGENTS = ("agent1", "agent2")
 
 
+def spanning_session(name: str) -> dict:
+    """Extra vars for a multi-node session of 3 x 2 CPUs: it cannot fit on one of the lab's
+    4-CPU agents, so it spans agent1 and agent2 over an overlay."""
+    return {
+        "session_name": name,
+        "session_size": 3,
+        "session_mode": "multi-node",
+        "session_resources": {"cpu": 2, "mem": "512m"},
+    }
+
+
 def lab_node(docker_client, name: str):
     """The running lab node container ``bai-lab-<name>``; skips when it does not exist or
     is not running (the lab is down). Any other Docker error is an error, not a skip."""

@@ -19,20 +19,24 @@ import time
 
 import pytest
 from conftest import ansible_playbook
-from labtools import AGENTS, count, in_session, inspect, lab_agents, on_agent, started, sweep
+from labtools import (
+    AGENTS,
+    count,
+    in_session,
+    inspect,
+    lab_agents,
+    on_agent,
+    spanning_session,
+    started,
+    sweep,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
 NAME = "it-mn3"
 SHARED = "/srv/bai-data"
 HOSTS = ["main1", "sub1", "sub2"]
-# 3 x 2 CPUs cannot fit on one 4-CPU agent: the session must span both.
-EXTRA = {
-    "session_name": NAME,
-    "session_size": 3,
-    "session_mode": "multi-node",
-    "session_resources": {"cpu": 2, "mem": "512m"},
-}
+EXTRA = spanning_session(NAME)
 
 
 @pytest.fixture(scope="module")

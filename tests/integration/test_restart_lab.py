@@ -14,19 +14,13 @@ import itertools
 import time
 
 import pytest
-from labtools import AGENTS, in_session, inspect, lab_agents, on_agent, sweep
+from labtools import AGENTS, in_session, inspect, lab_agents, on_agent, spanning_session, sweep
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
 NAME = "it-rst"
 HOSTS = ["main1", "sub1", "sub2"]
-# 3 x 2 CPUs cannot fit on one 4-CPU agent: the session spans both, over an overlay.
-EXTRA = {
-    "session_name": NAME,
-    "session_size": 3,
-    "session_mode": "multi-node",
-    "session_resources": {"cpu": 2, "mem": "512m"},
-}
+EXTRA = spanning_session(NAME)
 
 
 @pytest.fixture(scope="module")

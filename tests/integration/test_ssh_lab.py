@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, VENV_BIN
-from labtools import count, in_session, lab_agents, lab_node, on_agent, sweep
+from labtools import count, in_session, lab_agents, lab_node, on_agent, spanning_session, sweep
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
@@ -167,13 +167,7 @@ def test_the_firewall_refuses_to_lock_ansible_out(reachable, run_playbook):
 # --- sessions ---------------------------------------------------------------------------
 
 SINGLE = {"session_name": "it-ssh1", "session_size": 2}
-# 3 x 2 CPUs cannot fit on one 4-CPU agent: the session must span both over the overlay.
-MULTI = {
-    "session_name": "it-ssh3",
-    "session_size": 3,
-    "session_mode": "multi-node",
-    "session_resources": {"cpu": 2, "mem": "512m"},
-}
+MULTI = spanning_session("it-ssh3")
 
 
 @pytest.fixture(scope="module")
