@@ -101,6 +101,28 @@ def connect(module: Any) -> Docker:
 
 
 # --- Containers -----------------------------------------------------------------------
+def last_exit_code(api: Any, cid: str, state: dict[str, Any], since: int) -> str:
+    """The exit code of the container's last stop after ``since`` (Unix seconds).
+
+    A stopped or restarting container's ``State`` holds it; once its restart policy has
+    started it again, ``State.ExitCode`` is back to 0 and only the last ``die`` event
+    still has it. "unknown" when neither does.
+    """
+    if not state.get("Running") or state.get("Restarting"):
+        return str(state.get("ExitCode", "unknown"))
+    try:
+        events = api.events(
+            since=since,
+            until=int(time.time()) + 1,
+            filters={"container": cid, "event": "die"},
+            decode=True,
+        )
+        codes = [e.get("Actor", {}).get("Attributes", {}).get("exitCode") for e in events]
+    except DockerException:
+        codes = []
+    return next((str(code) for code in reversed(codes) if code is not None), "unknown")
+
+
 def container_row(item: dict[str, Any], agent: str | None = None) -> dict[str, Any]:
     """The fields the modules return for one entry of ``api.containers()``."""
     names = item.get("Names") or ["/" + item.get("Id", "")[:12]]

@@ -331,6 +331,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.docker_api import (
     find_network,
     image_env,
     in_swarm,
+    last_exit_code,
     parallel,
     remove_containers,
     session_containers,
@@ -733,8 +734,11 @@ class Session:
         api.start(cid)
         return cid
 
-    def wait_ssh(self, targets: list[tuple[str, str, int | None]]) -> None:
-        """Wait until every (name, id, since) logs sshd's 'Server listening on'."""
+    def wait_ssh(self, targets: list[tuple[str, str, int | None]], began: int) -> None:
+        """Wait until every (name, id, since) logs sshd's 'Server listening on'.
+
+        since is None for a container this run created; began is when this run started them.
+        """
         api = self.docker.api
         pending = {name: (cid, since) for name, cid, since in targets}
         deadline = time.monotonic() + self.p["ssh_timeout"]
@@ -756,8 +760,8 @@ class Session:
                 ):
                     raise Failure(
                         f"container {name} on agent {self.p['agent']} stopped (exit code "
-                        f"{state.get('ExitCode')}) before sshd came up; its log ends: "
-                        f"{_tail(logs)}"
+                        f"{last_exit_code(api, cid, state, began)}) before sshd came up; its log "
+                        f"ends: {_tail(logs)}"
                     )
             if not pending:
                 break
@@ -871,7 +875,7 @@ class Session:
             )
         targets = [(name, cid, None) for name, cid in zip(result["created"], outcomes)]
         targets += [(c["name"], c["id"], since) for _kernel, c in start]
-        self.wait_ssh(targets)
+        self.wait_ssh(targets, since)
         if self.p["mesh_check"]:
             result["mesh"] = self.mesh_check()
         return {"changed": True, **result, **self.report()}
