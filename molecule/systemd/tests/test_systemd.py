@@ -211,6 +211,22 @@ def test_haproxy_unit_reads_the_routes_folder(host):
     assert ["-f", ROUTES] in [argv[i : i + 2] for i in range(len(argv) - 1)], argv
 
 
+def test_haproxy_keeps_its_master_socket_under_systemd(host):
+    """The role's EXTRAOPTS replace the Debian unit's, which name the master CLI socket:
+    the role names it again, so the master (-Ws) still answers on it."""
+    pid = show(host, "haproxy.service", "MainPID")["MainPID"]
+    argv = host.check_output("tr '\\0' ' ' < /proc/%s/cmdline", pid).split()
+    assert ["-S", "/run/haproxy-master.sock"] in [argv[i : i + 2] for i in range(len(argv) - 1)]
+    assert host.file("/run/haproxy-master.sock").is_socket
+    ask = (
+        "import socket; s = socket.socket(socket.AF_UNIX); "
+        "s.connect('/run/haproxy-master.sock'); s.sendall(b'show proc\\n'); "
+        "print(s.recv(65536).decode())"
+    )
+    answer = host.check_output("python3 -c %s", ask)
+    assert "master" in answer and pid in answer, answer
+
+
 # --- The node restarts ----------------------------------------------------------------
 
 
