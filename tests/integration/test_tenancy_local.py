@@ -254,6 +254,21 @@ def _gateways(ctr) -> list[str]:
     return [n["Gateway"] for n in ctr.attrs["NetworkSettings"]["Networks"].values()]
 
 
+def _bridge_gateway(docker_client) -> str:
+    """The default bridge's address on this host. Docker's IPAM config does not always
+    list it (only the subnet, on an engine that found docker0 already up): then docker0's."""
+    config = docker_client.networks.get("bridge").attrs["IPAM"]["Config"][0]
+    if config.get("Gateway"):
+        return config["Gateway"]
+    ip = subprocess.run(
+        ["ip", "-4", "-o", "addr", "show", "dev", "docker0"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return ip.stdout.split()[3].split("/")[0]
+
+
 def _probe(ctr, targets: list[tuple[str, int]]) -> dict[tuple[str, int], bool]:
     """Which (address, port) a TCP connect from ``ctr`` reaches (2 s each, in parallel)."""
     checks = " ".join(f"{a}:{p}" for a, p in targets)
@@ -279,8 +294,7 @@ def test_sessions_reach_nothing_of_each_other(ta, tb, tc, docker_client):
     a, b = container(docker_client, "it-ta", "main1"), container(docker_client, "it-tb", "main1")
     c1, c2 = container(docker_client, "it-tc", "main1"), container(docker_client, "it-tc", "sub1")
     host_addresses = {"127.0.0.1"} | {g for ctr in (a, b, c1) for g in _gateways(ctr)}
-    bridge = docker_client.networks.get("bridge").attrs["IPAM"]["Config"][0]["Gateway"]
-    host_addresses.add(bridge)
+    host_addresses.add(_bridge_gateway(docker_client))
     published = {name: _ssh_port(docker_client, name) for name in ("it-ta", "it-tb", "it-tc")}
     for src, own in ((a, "it-ta"), (b, "it-tb"), (c1, "it-tc")):
         others = [ctr for ctr in (a, b, c1, c2) if not ctr.name.startswith(f"bai-{own}-")]
