@@ -67,7 +67,7 @@ test-images: setup  ## the integration tests' images (bai/session-hpc; wheels ca
 	scripts/test_images.sh
 
 integration: test-images lab-up site  ## real Docker: the lab, site.yml, sessions
-	$(PYTEST) tests/integration -q
+	$(PYTEST) tests/integration -q --durations=15
 
 # Molecule installs its own copy of the collection into the first collections path: give
 # it Ansible's default paths, not ansible.cfg's .cache/collections (the checkout's link).

@@ -158,8 +158,12 @@ def node_image(node, ref: str) -> dict | None:
     return json.loads(out)[0] if code == 0 else None
 
 
+# Through the Docker connection as root, and over SSH as bai-admin with sudo (the
+# controller's archive is copied over SFTP/SCP into the account's temporary folder and
+# loaded as root), as on a real cluster.
+@pytest.mark.parametrize("inventory", [None, "inventories/lab-ssh"], ids=["docker", "ssh"])
 def test_method_load_puts_the_image_on_every_agent_without_the_registry(
-    probe, docker_client, run_playbook, tmp_path
+    probe, docker_client, run_playbook, tmp_path, inventory
 ):
     agents = lab_agents(docker_client)
     manager = lab_node(docker_client, "manager")
@@ -180,7 +184,7 @@ def test_method_load_puts_the_image_on_every_agent_without_the_registry(
     }
     try:
         assert all(node_image(n, ref) is None for n in [*agents.values(), manager])
-        first = run_playbook(str(play), extra_vars=extra)
+        first = run_playbook(str(play), extra_vars=extra, inventory=inventory)
         assert first.rc == 0, first
         assert first.changed("agent1") > 0 and first.changed("agent2") > 0, first
         # (The manager's "changed" counts the run_once archive steps done on the
@@ -199,7 +203,7 @@ def test_method_load_puts_the_image_on_every_agent_without_the_registry(
         assert probe["repo"] not in json.loads(catalog)["repositories"]
         assert not archives.exists() or list(archives.iterdir()) == []
         # A second run finds the image everywhere and changes nothing.
-        again = run_playbook(str(play), extra_vars=extra)
+        again = run_playbook(str(play), extra_vars=extra, inventory=inventory)
         assert again.rc == 0, again
         assert {h: again.changed(h) for h in ("manager", "agent1", "agent2")} == {
             "manager": 0,
