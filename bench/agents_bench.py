@@ -37,7 +37,7 @@ EMPTY_PLAY = REPO / "bench" / "empty_play.yml"
 
 def inventory(folder: Path, agents: int) -> Path:
     path = folder / f"agents{agents}.yml"
-    hosts = {f"va{i}": {} for i in range(1, agents + 1)}
+    hosts = {f"va{i}": {"bai_agent_id": f"va{i}"} for i in range(1, agents + 1)}
     path.write_text(
         yaml.safe_dump(
             {

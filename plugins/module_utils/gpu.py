@@ -546,9 +546,6 @@ def merge_amd_devices(
 SOURCE_DETECTED = "detected"
 SOURCE_DECLARED = "declared"
 SOURCE_NONE = "none"
-# Container states whose GPU devices count as taken: a created (not yet started)
-# container is one being made right now; a paused one still holds its GPU memory.
-HOLDING_STATES = ("running", "paused", "restarting", "created")
 
 
 def offered_gpus(facts: Optional[Mapping[str, Any]], declared: Optional[int]) -> dict[str, Any]:
@@ -609,17 +606,6 @@ def offered_gpus(facts: Optional[Mapping[str, Any]], declared: Optional[int]) ->
     }
 
 
-def holding_labels(containers: Iterable[Mapping[str, Any]]) -> list[Mapping[str, str]]:
-    """The labels of the containers whose GPU devices are taken (``HOLDING_STATES``), from
-    docker API list entries (``State``, ``Labels``) or dicts with ``state``, ``labels``."""
-    found = []
-    for item in containers:
-        state = str(item.get("State") or item.get("state") or "").lower()
-        if state in HOLDING_STATES:
-            found.append(item.get("Labels") or item.get("labels") or {})
-    return found
-
-
 # --- Allocation --------------------------------------------------------------------------
 def parse_device_label(value: Any) -> list[int]:
     """Device indices from a LABEL_GPU_DEVICES value ("0,1"; "" or None: none). Tokens
@@ -640,8 +626,9 @@ def format_device_label(indices: Iterable[int]) -> str:
 
 
 def devices_in_use(containers_labels: Iterable[Mapping[str, str]]) -> set[int]:
-    """Device indices held by containers, from their labels. Pass the labels of the
-    *running* containers of the agent (as placement does for CPU and memory)."""
+    """Device indices held by containers, from their labels. Pass the labels of every
+    session container of the agent, in any state: a session holds its devices until it
+    is destroyed (module_utils/admission.py)."""
     used: set[int] = set()
     for labels in containers_labels:
         used.update(parse_device_label((labels or {}).get(LABEL_GPU_DEVICES)))

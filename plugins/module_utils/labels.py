@@ -27,8 +27,12 @@ LABEL_GPU = PREFIX + "gpu"
 LABEL_RESOURCE_GROUP = PREFIX + "resource-group"
 # Number of containers of the session (list and completeness checks read it back).
 LABEL_SIZE = PREFIX + "size"
-# The inventory name of the agent a container was placed on. Agents that share one
-# engine (virtual agents, as the benchmarks use) count only their own containers.
+# The inventory name of the agent a container was placed on (a name only: listing shows
+# it; what counts capacity is LABEL_AGENT_ID).
 LABEL_AGENT = PREFIX + "agent"
+# The identity of that agent, from the cluster (module_utils/admission.py): its engine's
+# Swarm node ID or engine ID, with "/SLOT" for a declared bai_agent_id. Admission counts
+# an engine's containers by it.
+LABEL_AGENT_ID = PREFIX + "agent-id"
 # Device indices a container holds, comma-joined ("0,1"); empty or absent: none.
 LABEL_GPU_DEVICES = PREFIX + "gpu-devices"

@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils.errors import Pending
-from ansible_collections.bai.cluster.plugins.module_utils.gpu import devices_in_use, holding_labels
+from ansible_collections.bai.cluster.plugins.module_utils.gpu import devices_in_use
 from ansible_collections.bai.cluster.plugins.module_utils.labels import (
     LABEL_SESSION,
     LABEL_SESSION_ID,
@@ -117,9 +117,9 @@ def drop_stale(ledger: dict[str, Any], agent_info: Sequence[Mapping[str, Any]]) 
 
 def observed_sessions(containers: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per session id, what an agent's session containers (Docker API list entries:
-    ``State``, ``Labels``) were given: CPU, memory and GPUs of the running ones (as
-    ``used_from_labels`` counts them), the GPU devices held (``holding_labels``), and how
-    many containers there are in any state."""
+    ``State``, ``Labels``), in any state, were given: CPU, memory and GPUs (as
+    ``used_from_labels`` counts them), the GPU devices they hold, and how many containers
+    there are. A session holds its share until it is destroyed (module_utils/admission.py)."""
     out: dict[str, dict[str, Any]] = {}
     for item in containers:
         labels = item.get("Labels") or {}
@@ -138,12 +138,11 @@ def observed_sessions(containers: Sequence[Mapping[str, Any]]) -> dict[str, dict
             },
         )
         row["containers"] += 1
-        if str(item.get("State") or "").lower() == "running":
-            used = used_from_labels([labels])
-            row["cpu"] = round(row["cpu"] + used.cpu, 6)
-            row["mem"] += used.mem
-            row["gpu"] += used.gpu
-        held = devices_in_use(holding_labels([item]))
+        used = used_from_labels([labels])
+        row["cpu"] = round(row["cpu"] + used.cpu, 6)
+        row["mem"] += used.mem
+        row["gpu"] += used.gpu
+        held = devices_in_use([labels])
         row["gpu_devices"] = sorted(set(row["gpu_devices"]) | held)
     return out
 

@@ -18,10 +18,14 @@ description:
     C(0..K-1); placement counts them (simulated capacity, e.g. for tests), but
     M(bai.cluster.bai_session_containers) refuses to create a container given one, since
     there is no device to hand over.
-  - Use is the sum of the resource labels of the B(running) session containers, so no
-    state file is needed (Docker is the source of truth). GPU devices in use are those
-    in the C(ai.backend.cluster.gpu-devices) label of every session container that is
-    running, paused, restarting or just created (a device is never given twice).
+  - Use is the sum of the resource labels of B(every) session container of this agent,
+    in any state (running, paused, restarting, created or stopped), so no state file is
+    needed (Docker is the source of truth); a session holds what it was given until it is
+    destroyed, as the agent's admission counts it (docs/placement.md). GPU devices in use
+    are those in the C(ai.backend.cluster.gpu-devices) label of the same containers.
+  - This agent is its engine (RV(agent.id) - the Swarm node ID, else the engine ID), or
+    one slot of it when O(agent_id) is given (virtual agents); its use counts the
+    containers labelled with that slot, whatever inventory name placed them.
   - Returns the containers of session O(name), or of every session when O(name) is
     omitted (what C(playbooks/session_list.yml) shows).
   - Optionally reports which O(images) are present (with their C(ENV)) and which
@@ -39,6 +43,12 @@ options:
         C(agent)).
     type: str
     default: localhost
+  agent_id:
+    description:
+      - The inventory's C(bai_agent_id), for virtual agents (several inventory agents on
+        one engine on purpose, each with its own offer). Omit for an agent that is its
+        whole engine.
+    type: str
   resource_group:
     description:
       - The agent's resource group (inventory C(bai_resource_group)), copied into
@@ -104,12 +114,18 @@ agent:
   description: Capacity and use, in the form O(bai.cluster.bai_session_plan#module:agents) takes.
   returned: success
   type: dict
-  sample: {name: agent1, group: default, cpu: 4.0, mem: 8589934592, gpu: 2,
+  sample: {name: agent1, id: 6mk2x0q1bz8y4fj3c7u5n9w2e, group: default, cpu: 4.0,
+           mem: 8589934592, gpu: 2,
            used_cpu: 2.0, used_mem: 2147483648, used_gpu: 1, gpu_devices: [0, 1],
            gpu_in_use: [1], gpu_vendor: nvidia, gpu_source: detected}
   contains:
     name:
       description: The agent's inventory name (O(agent_name)).
+      type: str
+    id:
+      description:
+        - The agent's identity from the cluster - its engine's Swarm node ID, else the
+          engine ID, with C(/)O(agent_id) for a virtual agent.
       type: str
     group:
       description: The agent's resource group (O(resource_group)).
@@ -122,13 +138,13 @@ agent:
         - Memory offered to sessions, bytes (O(resources) C(mem), else the engine's MemTotal).
       type: int
     used_cpu:
-      description: CPUs that the running session containers were given.
+      description: CPUs that the session containers (any state) were given.
       type: float
     used_mem:
-      description: Memory that the running session containers were given, bytes.
+      description: Memory that the session containers (any state) were given, bytes.
       type: int
     used_gpu:
-      description: GPUs that the running session containers were given.
+      description: GPUs that the session containers (any state) were given.
       type: int
     gpu:
       description: Number of GPU devices offered (the length of RV(agent.gpu_devices)).
@@ -158,9 +174,9 @@ agent:
       elements: str
 sessions:
   description:
-    - Per session id on this engine, what its running containers were given (C(cpu),
-      C(mem), C(gpu)), the GPU devices its containers hold (C(gpu_devices)) and how many
-      containers it has in any state (C(containers)); M(bai.cluster.bai_session_ledger)
+    - Per session id on this agent, what its containers (any state) were given (C(cpu),
+      C(mem), C(gpu)), the GPU devices they hold (C(gpu_devices)) and how many
+      containers it has (C(containers)); M(bai.cluster.bai_session_ledger)
       counts reserved sessions with it.
   returned: success
   type: dict
@@ -170,7 +186,9 @@ read_at:
   returned: success
   type: float
 containers:
-  description: Session containers (of O(name), or all), any state, sorted by name.
+  description:
+    - Session containers (of O(name), or all) that this inventory name placed, any state,
+      sorted by name.
   returned: success
   type: list
   elements: dict
@@ -192,6 +210,12 @@ import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.bai.cluster.plugins.module_utils.admission import (
+    agent_identity,
+    engine_identity,
+    of_slot,
+    offer_of,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.docker_api import (
     DOCKER_ARGUMENT_SPEC,
     DockerException,
@@ -202,67 +226,44 @@ from ansible_collections.bai.cluster.plugins.module_utils.docker_api import (
 )
 from ansible_collections.bai.cluster.plugins.module_utils.errors import SpecError
 from ansible_collections.bai.cluster.plugins.module_utils.gpu import (
-    LABEL_GPU_DEVICES,
     GpuError,
     HostProbe,
     detect,
     devices_in_use,
-    holding_labels,
-    offered_gpus,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.labels import LABEL_AGENT, LABEL_SESSION
 from ansible_collections.bai.cluster.plugins.module_utils.ledger import observed_sessions
-from ansible_collections.bai.cluster.plugins.module_utils.placement import (
-    agent_capacity,
-    used_from_labels,
-)
+from ansible_collections.bai.cluster.plugins.module_utils.placement import used_from_labels
 from ansible_collections.bai.cluster.plugins.module_utils.rdma import rdma_devices
-
-
-def gpu_capacity(module: AnsibleModule, listed: list, declared: int | None) -> dict:
-    """The agent's GPU devices (detected, else declared) and which of them the session
-    containers ``listed`` (this agent's, any state) hold."""
-    facts = (
-        detect(HostProbe(module.params["gpu_detect_timeout"], module=module))
-        if module.params["gpu_detect"]
-        else {}
-    )
-    try:
-        offer = offered_gpus(facts, declared)
-    except GpuError as exc:
-        raise SpecError(f"bai_agent_resources.gpu: {exc}") from None
-    if offer["warning"]:
-        module.warn(f"agent {module.params['agent_name']}: {offer['warning']}")
-    holders = [item for item in listed if LABEL_GPU_DEVICES in (item.get("Labels") or {})]
-    held = devices_in_use(holding_labels(holders))
-    return {
-        "gpu_devices": offer["devices"],
-        "gpu_in_use": sorted(held & set(offer["devices"])),
-        "gpu_vendor": offer["vendor"],
-        "gpu_source": offer["source"],
-    }
 
 
 def run(module: AnsibleModule) -> dict:
     params = module.params
-    docker_ = connect(module)
-    api = docker_.api
+    api = connect(module).api
     info = api.info()
-    capacity = agent_capacity(
-        params["resources"], ncpu=info.get("NCPU") or 0, mem_total=info.get("MemTotal") or 0
+    facts = (
+        detect(HostProbe(params["gpu_detect_timeout"], module=module))
+        if params["gpu_detect"]
+        else {}
     )
+    try:
+        offer, gpus = offer_of(params["resources"], info, facts)
+        identity = agent_identity(engine_identity(info), params["agent_id"])
+    except GpuError as exc:
+        raise SpecError(f"bai_agent_resources.gpu: {exc}") from None
+    except ValueError as exc:  # SpecError is one
+        raise SpecError(str(exc)) from None
+    if gpus["warning"]:
+        module.warn(f"agent {params['agent_name']}: {gpus['warning']}")
     read_at = time.time()
-    listed = [
-        item
-        for item in api.containers(all=True, filters={"label": [LABEL_SESSION]})
-        if on_this_agent(item, params["agent_name"])
-    ]
-    running = [item for item in listed if str(item.get("State") or "").lower() == "running"]
-    used = used_from_labels(item.get("Labels") or {} for item in running)
-    agent = params["agent_name"]
-    gpus = gpu_capacity(
-        module, listed, capacity.gpu if _declares_gpu(params["resources"]) else None
+    # What this agent holds: every session container of its slot of the engine, in any
+    # state (a session holds its share until it is destroyed; admission counts the same).
+    listed = of_slot(
+        api.containers(all=True, filters={"label": [LABEL_SESSION]}), params["agent_id"] or ""
     )
+    used = used_from_labels(item.get("Labels") or {} for item in listed)
+    held = devices_in_use(item.get("Labels") or {} for item in listed)
+    agent = params["agent_name"]
     images = {}
     for ref in dict.fromkeys(params["images"]):
         env = image_env(api, ref)
@@ -271,27 +272,34 @@ def run(module: AnsibleModule) -> dict:
         "changed": False,
         "agent": {
             "name": agent,
+            "id": identity,
             "group": params["resource_group"],
-            "cpu": capacity.cpu,
-            "mem": capacity.mem,
-            "gpu": len(gpus["gpu_devices"]),
+            "cpu": offer.cpu,
+            "mem": offer.mem,
+            "gpu": len(offer.gpu_devices),
             "used_cpu": used.cpu,
             "used_mem": used.mem,
             "used_gpu": used.gpu,
-            **gpus,
+            "gpu_devices": list(offer.gpu_devices),
+            "gpu_in_use": sorted(held & set(offer.gpu_devices)),
+            "gpu_vendor": gpus["vendor"],
+            "gpu_source": gpus["source"],
             # Shared by every session container of this agent (not counted).
             "rdma_devices": rdma_devices(),
         },
         # Per session id, for the reservation ledger (module_utils/ledger.py).
         "sessions": observed_sessions(listed),
         "read_at": read_at,
-        # One list of the engine's session containers serves use, GPUs and this.
+        # The containers this inventory name placed (one list of the engine serves all).
         "containers": sorted(
             (
                 container_row(item, agent)
                 for item in listed
-                if params["name"] is None
-                or (item.get("Labels") or {}).get(LABEL_SESSION) == params["name"]
+                if on_this_agent(item, agent)
+                and (
+                    params["name"] is None
+                    or (item.get("Labels") or {}).get(LABEL_SESSION) == params["name"]
+                )
             ),
             key=lambda row: row["name"],
         ),
@@ -301,14 +309,10 @@ def run(module: AnsibleModule) -> dict:
 
 
 def on_this_agent(item: dict, agent: str) -> bool:
-    """A container placed on this agent (its LABEL_AGENT), or one without that label
-    (made before it existed): agents that share an engine count only their own."""
+    """A container placed by this inventory name (its LABEL_AGENT), or one without that
+    label (made before it existed)."""
     placed = (item.get("Labels") or {}).get(LABEL_AGENT)
     return placed is None or placed == agent
-
-
-def _declares_gpu(resources: dict | None) -> bool:
-    return bool(resources) and resources.get("gpu") is not None
 
 
 def main() -> None:
@@ -316,6 +320,7 @@ def main() -> None:
         argument_spec={
             "name": {"type": "str"},
             "agent_name": {"type": "str", "default": "localhost"},
+            "agent_id": {"type": "str"},
             "resource_group": {"type": "str", "default": "default"},
             "resources": {"type": "dict"},
             "images": {"type": "list", "elements": "str", "default": []},

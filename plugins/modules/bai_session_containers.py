@@ -39,9 +39,21 @@ description:
   - Only the master (rank 0, C(main1)) publishes a port - 2200/tcp on a host port from
     O(port_range), on O(publish_address) or this agent's address in O(publish_network).
     Other containers publish nothing.
+  - Admission (docs/placement.md) - before it creates or starts anything, under an
+    exclusive lock on this agent's engine (a file in O(lock_dir)), the module lists every
+    session container on the engine and refuses, naming what this agent offers and what
+    holds it, unless the containers to create or start fit beside every other session
+    container of this agent in B(any state) (a session holds what it was given until it
+    is destroyed) - CPUs and memory within the offer (O(resources), else the engine's
+    own), each GPU device offered and held by no other container. The containers are
+    created before the lock is released, so the next admission on this engine counts them.
+    Each container is labelled with this agent's identity (C(ai.backend.cluster.agent-id))
+    - its engine's Swarm node ID, else the engine ID, with C(/)O(agent_id) for a virtual
+    agent.
   - Containers of the same session and kernel id that already exist are left alone
-    (started if stopped), so a re-run changes nothing. A container of the same name from
-    another session instance makes the module fail without touching anything.
+    (started if stopped, once admitted), so a re-run changes nothing. A container of the
+    same name from another session instance makes the module fail without touching
+    anything.
   - Any failure removes every container this call created before the module fails.
   - With O(network_spec), the session's bridge O(network) is made first, in the same call
     (a single-agent session then costs one module run on its agent); with O(mesh_check),
@@ -74,6 +86,28 @@ options:
       - This agent's name as used in the plan (C(kernels[].agent)); required with
         O(state=present).
     type: str
+  agent_id:
+    description:
+      - The inventory's C(bai_agent_id) - for several inventory agents on one engine on
+        purpose (virtual agents), each its own slot of the engine with its own offer (any
+        text without C(/), unique per engine). Omit for an agent that is its whole engine.
+    type: str
+  resources:
+    description:
+      - What this agent offers to sessions (the inventory's C(bai_agent_resources) - any of
+        C(cpu), C(mem), C(gpu)); what is not given is what the engine reports (NCPU,
+        MemTotal; detected GPUs always win). Admission checks every create and start
+        against it.
+    type: dict
+  lock_dir:
+    description:
+      - Folder (on this agent) of the admission lock, one file per engine; made 0700.
+    type: path
+    default: /run/bai-cluster
+  lock_timeout:
+    description: Seconds to wait for the admission lock before failing.
+    type: int
+    default: 120
   kernels:
     description:
       - Every kernel of the session in kernel order (bai_session_plan's C(kernels)), each with
@@ -312,13 +346,15 @@ ssh_port:
   type: int
 """
 
+import hashlib
 import os
 import stat
 import threading
 import time
+from contextlib import nullcontext
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.bai.cluster.plugins.module_utils import session_network
+from ansible_collections.bai.cluster.plugins.module_utils import admission, session_network
 from ansible_collections.bai.cluster.plugins.module_utils.appproxy import (
     authorized_keys_tar,
     public_key_errors,
@@ -343,7 +379,6 @@ from ansible_collections.bai.cluster.plugins.module_utils.errors import (
     SpecError,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.gpu import (
-    HOLDING_STATES,
     LABEL_GPU_DEVICES,
     VENDOR_NONE,
     GpuError,
@@ -355,9 +390,12 @@ from ansible_collections.bai.cluster.plugins.module_utils.gpu import (
     parse_device_label,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.labels import (
+    LABEL_AGENT_ID,
     LABEL_KERNEL_ID,
+    LABEL_SESSION,
     LABEL_SESSION_ID,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.locks import Busy, locked
 from ansible_collections.bai.cluster.plugins.module_utils.model import Kernel, Resources, nano_cpus
 from ansible_collections.bai.cluster.plugins.module_utils.mounts import (
     DEFAULT_DATA_ROOT,
@@ -459,6 +497,9 @@ class Session:
         for warning in warnings:
             module.warn(warning)
         self.publish_address = "0.0.0.0"
+        # Who this agent is (admission.agent_identity) and its engine's ID; self.offer.
+        self.identity = ""
+        self.engine_id = ""
         # This agent's RDMA devices, for every container (O(rdma)).
         self.rdma = rdma_devices() if self.p["rdma"] else []
 
@@ -576,10 +617,10 @@ class Session:
             return sorted({int(i) for i in raw["gpu_devices"]})
         return parse_device_label((raw.get("labels") or {}).get(LABEL_GPU_DEVICES))
 
-    def gpu_setup(self, create: list[Kernel]) -> None:
+    def gpu_setup(self, create: list[Kernel], facts: dict) -> None:
         """Check, before anything is made, that this agent has the devices the plan gave
-        the containers, and work out each one's Docker options and GPU variables."""
-        facts = detect(HostProbe(module=self.module))
+        the containers (``facts``: what ``detect`` found here), and work out each one's
+        Docker options and GPU variables."""
         vendor = str(facts.get("vendor") or VENDOR_NONE) if facts.get("count") else VENDOR_NONE
         agent = self.p["agent"]
         problems = []
@@ -616,34 +657,43 @@ class Session:
                 + "; nothing was created"
             )
 
-    def gpu_check_restart(self, start: list) -> None:
-        """A stopped container keeps its GPU label but not its devices: refuse to start it
-        again if another container holds one of them now (never one device for two)."""
-        wanted = {
-            c["name"]: set(parse_device_label(c["labels"].get(LABEL_GPU_DEVICES)))
-            for _kernel, c in start
-        }
-        if not any(wanted.values()):
-            return
-        holders = self.docker.api.containers(all=True, filters={"label": [LABEL_GPU_DEVICES]})
-        problems = []
-        for item in holders:
-            name = (item.get("Names") or ["/?"])[0].lstrip("/")
-            if name in wanted or str(item.get("State")).lower() not in HOLDING_STATES:
-                continue
-            held = set(parse_device_label((item.get("Labels") or {}).get(LABEL_GPU_DEVICES)))
-            for mine, devices in wanted.items():
-                if devices & held:
-                    problems.append(
-                        f"{mine} cannot be started again: its GPU device(s) "
-                        f"{format_device_label(devices & held)} are held by {name} now"
-                    )
-        if problems:
-            raise Failure(
-                f"session {self.p['session']} on agent {self.p['agent']}: "
-                + "; ".join(problems)
-                + f"; nothing was changed; {_recreate_hint(self.p['session'])}"
+    # --- admission ----------------------------------------------------------------------
+    def admit(self, create: list[Kernel], start: list, offer: admission.Offer) -> None:
+        """Refuse (Failure) unless what this run creates and starts fits on this agent
+        beside every other session container of its slot on the engine, in any state."""
+        listed = self.docker.api.containers(all=True, filters={"label": [LABEL_SESSION]})
+        starting = {c["name"] for _kernel, c in start}
+        mine = admission.holdings(listed, self.p["agent_id"] or "")
+        request = [h for h in mine if h.container in starting] + [
+            admission.Holding(
+                container=self.raw[k.hostname]["container_name"],
+                session=self.p["session"],
+                session_id=self.p["session_id"],
+                state="new",
+                cpu=k.resources.cpu,
+                mem=k.resources.mem,
+                gpu_devices=tuple(self.gpu_devices(k)),
             )
+            for k in create
+        ]
+        held = [h for h in mine if h.container not in starting]
+        decision = admission.admit(offer, held, request)
+        if not decision.admitted:
+            what = "created" if create else "changed"
+            raise Failure(
+                f"agent {self.p['agent']} ({self.identity}) refuses session "
+                f"{self.p['session']}: {decision.reason}; nothing was {what}"
+                + ("" if create else f"; {_recreate_hint(self.p['session'])}")
+            )
+
+    def admission_lock(self):
+        """The engine's admission lock (none in check mode, which makes nothing)."""
+        if self.module.check_mode:
+            return nullcontext()
+        digest = hashlib.sha256(self.engine_id.encode()).hexdigest()[:16]
+        return locked(
+            os.path.join(self.p["lock_dir"], f"admission-{digest}.lock"), self.p["lock_timeout"]
+        )
 
     def gpu_host_options(self, kernel: Kernel, docker) -> dict:
         """create_host_config keyword arguments that give ``kernel`` exactly its GPUs."""
@@ -714,7 +764,7 @@ class Session:
             name=raw["container_name"],
             hostname=kernel.hostname,
             environment=[f"{key}={value}" for key, value in env.items()],
-            labels=dict(raw["labels"]),
+            labels={**raw["labels"], LABEL_AGENT_ID: self.identity},
             host_config=host_config,
             networking_config=networking,
             ports=[SSH_PORT] if master else None,
@@ -731,7 +781,6 @@ class Session:
             cid, "/home/work/.ssh", authorized_keys_tar(self.p["authorized_keys"])
         ):
             raise Failure(f"could not copy authorized_keys into {raw['container_name']}")
-        api.start(cid)
         return cid
 
     def wait_ssh(self, targets: list[tuple[str, str, int | None]], began: int) -> None:
@@ -837,8 +886,9 @@ class Session:
         if not create and not start:
             return {"changed": False, **result, **self.report()}
         envs = self.precheck(create) if create else {}
-        self.gpu_setup(create)
-        self.gpu_check_restart(start)
+        facts = detect(HostProbe(module=self.module))
+        self.gpu_setup(create, facts)
+        offer = self.offer(facts)
         if any(k.rank == 0 for k in create):
             self.publish_address = self.find_publish_address()
         made = self.ensure_network() if create else None
@@ -849,6 +899,7 @@ class Session:
         except SpecError as exc:
             raise Failure(f"session {self.p['session']}: {exc}; nothing was created") from None
         if self.module.check_mode:
+            self.admit(create, start, offer)
             return {"changed": True, **result, **self.report()}
         keypair = self.p["keypair"] or {}
         archive = (
@@ -856,29 +907,57 @@ class Session:
             if create
             else b""
         )
-        since = int(time.time())
-        outcomes = parallel(
-            lambda item: self.make(item[0], item[1], archive), plans, self.p["workers"]
-        )
-        outcomes += parallel(
-            lambda item: self.docker.api.start(item[1]["id"]), start, self.p["workers"]
-        )
-        errors = [
-            f"{name}: {error_text(out)}"
-            for name, out in zip(result["created"] + result["restarted"], outcomes)
-            if isinstance(out, Exception)
-        ]
-        if errors:
+        try:
+            with self.admission_lock():
+                self.admit(create, start, offer)
+                # Made (not started) under the lock: the next admission counts them.
+                outcomes = parallel(
+                    lambda item: self.make(item[0], item[1], archive), plans, self.p["workers"]
+                )
+        except Busy:
             raise Failure(
-                f"could not start session {self.p['session']} on agent {self.p['agent']}: "
-                + "; ".join(errors)
-            )
+                f"agent {self.p['agent']}: the admission lock of its engine stayed taken for "
+                f"{self.p['lock_timeout']} s (another create holds it; if none runs, a stuck "
+                f"process on this agent does); nothing was created"
+            ) from None
+        self.check_outcomes(result["created"], outcomes, "create")
+        since = int(time.time())
+        ids = list(outcomes) + [c["id"] for _kernel, c in start]
+        started = parallel(self.docker.api.start, ids, self.p["workers"])
+        self.check_outcomes(result["created"] + result["restarted"], started, "start")
         targets = [(name, cid, None) for name, cid in zip(result["created"], outcomes)]
         targets += [(c["name"], c["id"], since) for _kernel, c in start]
         self.wait_ssh(targets, since)
         if self.p["mesh_check"]:
             result["mesh"] = self.mesh_check()
         return {"changed": True, **result, **self.report()}
+
+    def check_outcomes(self, names: list[str], outcomes: list, what: str) -> None:
+        errors = [
+            f"{name}: {error_text(out)}"
+            for name, out in zip(names, outcomes)
+            if isinstance(out, Exception)
+        ]
+        if errors:
+            raise Failure(
+                f"could not {what} session {self.p['session']} on agent {self.p['agent']}: "
+                + "; ".join(errors)
+            )
+
+    def offer(self, facts: dict) -> admission.Offer:
+        """What this agent offers (O(resources), else the engine's), and who it is."""
+        info = self.docker.api.info()
+        try:
+            self.engine_id = str(info.get("ID") or "")
+            self.identity = admission.agent_identity(
+                admission.engine_identity(info), self.p["agent_id"]
+            )
+            offer, gpus = admission.offer_of(self.p["resources"], info, facts)
+        except (SpecError, GpuError, ValueError) as exc:
+            raise Failure(f"agent {self.p['agent']}: {exc}; nothing was created") from None
+        if gpus["warning"] and any(k.resources.gpu for k in self.mine):
+            self.module.warn(f"agent {self.p['agent']}: {gpus['warning']}")
+        return offer
 
     def report(self) -> dict:
         api = self.docker.api
@@ -997,6 +1076,10 @@ def main() -> None:
             "session_id": {"type": "str"},
             "agent": {"type": "str"},
             "kernels": {"type": "list", "elements": "dict", "default": []},
+            "agent_id": {"type": "str"},
+            "resources": {"type": "dict"},
+            "lock_dir": {"type": "path", "default": "/run/bai-cluster"},
+            "lock_timeout": {"type": "int", "default": 120},
             "mode": {"type": "str", "choices": ["single-node", "multi-node"]},
             "network": {"type": "str"},
             "env": {"type": "dict", "default": {}},

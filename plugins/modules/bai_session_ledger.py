@@ -32,7 +32,9 @@ description:
     kept reads asks for those agents afresh before it reports PENDING. So a create reads
     only the agents it must, whatever the size of the cluster.
   - O(state=ready) confirms this run's reservation (matched by O(session_id)); it lasts
-    until the session is destroyed.
+    until the session is destroyed. It fails when that reservation is gone (it expired
+    while the create still ran), so the create removes what it made instead of reporting
+    a session the ledger does not count.
   - O(state=absent) drops the reservation of O(name) (only O(session_id)'s when given, so a
     failed create never drops the session of a run that won the name).
   - O(state=read) returns the ledger; with O(name), only that session's reservation
@@ -180,12 +182,9 @@ permanent:
   type: bool
 """
 
-import errno
-import fcntl
 import os
 import tempfile
 import time
-from contextlib import contextmanager
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.bai.cluster.plugins.module_utils import ledger as book
@@ -194,39 +193,13 @@ from ansible_collections.bai.cluster.plugins.module_utils.errors import (
     SessionConflict,
     SpecError,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.locks import Busy, locked
 from ansible_collections.bai.cluster.plugins.module_utils.plan import agents_from_info, plan_session
 from ansible_collections.bai.cluster.plugins.module_utils.spec import (
     normalize_spec,
     spec_canonical,
     spec_hash,
 )
-
-
-class Busy(Exception):
-    """The lock was not had within lock_timeout."""
-
-
-@contextmanager
-def locked(path: str, timeout: float):
-    """Hold an exclusive flock on PATH.lock (made 0600; its directory 0700)."""
-    folder = os.path.dirname(path) or "."
-    os.makedirs(folder, mode=0o700, exist_ok=True)
-    fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError as exc:
-                if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                    raise
-                if time.monotonic() >= deadline:
-                    raise Busy(path) from None
-                time.sleep(0.02)
-        yield
-    finally:
-        os.close(fd)  # releases the lock
 
 
 def load(path: str) -> dict:
@@ -384,14 +357,30 @@ def run(module: AnsibleModule) -> dict:
             return {"changed": False, "reservation": None, "holders": []}
         return {"changed": False, "ledger": {"sessions": {}, "given_out": {}}}
     try:
-        with locked(path, params["lock_timeout"]):
+        with locked(path + ".lock", params["lock_timeout"]):
             ledger = load(path)
             now = time.time()
             if state == "reserved":
                 result = reserve(module, ledger, now)
             elif state == "ready":
+                # Expiry by this host's clock alone (reserved_at and now are both its).
+                expired = book.expire(ledger, now)
+                held = ledger["sessions"].get(params["name"])
+                gone = held is None or held["session_id"] != params["session_id"]
+                # In check mode nothing was reserved, so there is nothing to confirm.
+                if gone and not module.check_mode:
+                    if expired:
+                        save(path, ledger)
+                    # Its containers were made by an agent that admitted them, but the
+                    # ledger no longer counts them: this create must not report success.
+                    module.fail_json(
+                        msg=f"session {params['name']}: this create's reservation is gone "
+                        f"from the session ledger {path} (it outlived "
+                        f"session_reservation_ttl_s, or the ledger was rebuilt); the session "
+                        f"is not confirmed"
+                    )
                 changed = book.mark_ready(ledger, params["name"], params["session_id"], now)
-                result = {"changed": changed, "reservation": ledger["sessions"].get(params["name"])}
+                result = {"changed": changed or bool(expired), "reservation": held}
             elif state == "absent":
                 changed = book.release(ledger, params["name"], params["session_id"])
                 result = {"changed": changed}

@@ -182,7 +182,7 @@ def test_eight_virtual_agents_on_one_engine_each_count_their_own(
                 "all": {
                     "children": {
                         "agents": {
-                            "hosts": {name: {} for name in agents},
+                            "hosts": {name: {"bai_agent_id": name} for name in agents},
                             "vars": {
                                 "ansible_connection": "local",
                                 "ansible_python_interpreter": "{{ ansible_playbook_python }}",

@@ -19,7 +19,6 @@ from ansible_collections.bai.cluster.plugins.module_utils.gpu import (
     GpuError,
     devices_in_use,
     gpu_facts,
-    holding_labels,
     offered_gpus,
     parse_device_label,
     parse_nvidia_smi_csv,
@@ -149,16 +148,17 @@ def test_a_broken_driver_offers_nothing_detected_and_says_why():
         offered_gpus(H100, -1)
 
 
-def test_devices_count_as_taken_while_a_container_could_use_them():
+def test_devices_count_as_taken_in_every_state_until_the_container_is_removed():
     listing = [
         {"State": "running", "Labels": {LABEL_GPU_DEVICES: "0,1"}},
         {"State": "created", "Labels": {LABEL_GPU_DEVICES: "2"}},  # being made right now
         {"State": "paused", "Labels": {LABEL_GPU_DEVICES: "3"}},
-        {"State": "exited", "Labels": {LABEL_GPU_DEVICES: "4"}},
+        {"State": "exited", "Labels": {LABEL_GPU_DEVICES: "4"}},  # its session may start it
         {"State": "dead", "Labels": {LABEL_GPU_DEVICES: "5"}},
-        {"state": "restarting", "labels": {LABEL_GPU_DEVICES: "6"}},
+        {"State": "restarting", "Labels": {LABEL_GPU_DEVICES: "6"}},
+        {"State": "running", "Labels": {LABEL_GPU_DEVICES: ""}},
     ]
-    assert devices_in_use(holding_labels(listing)) == {0, 1, 2, 3, 6}
+    assert devices_in_use(item["Labels"] for item in listing) == {0, 1, 2, 3, 4, 5, 6}
 
 
 # --- capacity and placement ----------------------------------------------------------------

@@ -188,7 +188,7 @@ def test_ready_reservations_whose_containers_are_gone_are_dropped():
     assert sorted(ledger["sessions"]) == ["kept"]
 
 
-def test_observed_sessions_from_docker_list_entries():
+def test_observed_sessions_count_every_container_in_any_state():
     def item(sid, state, cpu, devices=""):
         labels = {LABEL_SESSION_ID: sid, LABEL_CPU: str(cpu), LABEL_MEM: str(GI), LABEL_GPU: "0"}
         labels["ai.backend.cluster.session"] = f"name-{sid}"
@@ -204,15 +204,15 @@ def test_observed_sessions_from_docker_list_entries():
             {"State": "running", "Labels": {}},
         ]
     )
-    assert seen["a"] == {
+    assert seen["a"] == {  # a stopped container holds its share until it is removed
         "name": "name-a",
-        "cpu": 2.0,
-        "mem": GI,
+        "cpu": 4.0,
+        "mem": 2 * GI,
         "gpu": 0,
         "gpu_devices": [],
         "containers": 2,
     }
-    assert seen["b"]["gpu_devices"] == [0, 1] and seen["b"]["cpu"] == 0.0
+    assert seen["b"]["gpu_devices"] == [0, 1] and seen["b"]["cpu"] == 1.0
     assert sorted(seen) == ["a", "b"]
 
 

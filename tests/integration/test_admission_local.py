@@ -1,0 +1,193 @@
+"""Admission on the agent, on this machine's engine (``inventories/local`` and inventories
+made here that name the same engine): whatever the session ledger gets wrong, the agent
+refuses what does not fit beside every session container it has, in any state.
+
+Each test reproduces one way the ledger alone handed out more than an agent offers (a
+create whose reservation was dropped while its containers ran, a create that outlived
+its reservation, a stopped session whose share was read as free, two inventory names and
+two ledgers for one engine), then asserts on what the engine has: the CPUs
+(``HostConfig.NanoCpus``) and memory (``HostConfig.Memory``) of the session containers
+that exist on it, in any state, never exceed what the agent offers.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import REPO, VENV_BIN
+from labtools import LABEL_SESSION
+from test_ledger_local import containers_of, destroy, outcome, read_ledger, start
+
+pytestmark = pytest.mark.integration
+
+LABEL_AGENT_ID = "ai.backend.cluster.agent-id"
+GI = 1024**3
+CAPACITY = {"cpu": 3, "mem": "4g", "gpu": 0}
+
+
+def held_by_engine(docker_client) -> tuple[float, int]:
+    """(CPUs, bytes) that the session containers of this engine's whole-engine agent, in
+    any state, were given by Docker itself (virtual agents' slots are not counted)."""
+    cpu, mem = 0.0, 0
+    for c in docker_client.containers.list(all=True, filters={"label": LABEL_SESSION}):
+        if "/" in c.labels.get(LABEL_AGENT_ID, ""):
+            continue
+        cpu += c.attrs["HostConfig"]["NanoCpus"] / 1e9
+        mem += c.attrs["HostConfig"]["Memory"]
+    return round(cpu, 6), mem
+
+
+def assert_within(docker_client, capacity: dict) -> None:
+    cpu, mem = held_by_engine(docker_client)
+    assert cpu <= capacity["cpu"], f"the engine holds {cpu} CPUs of {capacity['cpu']}"
+    assert mem <= int(capacity["mem"].rstrip("g")) * GI, f"the engine holds {mem} bytes"
+
+
+def ledger_module(ledger: Path, **args) -> dict:
+    """One bai_session_ledger call on localhost, as an operator (or an expiry) would make it."""
+    import subprocess
+
+    argv = [
+        str(VENV_BIN / "ansible"),
+        "localhost",
+        "-i",
+        "inventories/local",
+        "-m",
+        "bai.cluster.bai_session_ledger",
+        "-a",
+        json.dumps({"path": str(ledger), **args}),
+        "-o",
+    ]
+    proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads(proc.stdout.split("=>", 1)[1])
+
+
+@pytest.fixture
+def ledger(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("ledger") / "ledger.json"
+
+
+@pytest.fixture
+def clean(run_playbook, ledger):
+    """Names to destroy after the test, whatever happened."""
+    names: list[str] = []
+    yield names
+    for name in names:
+        destroy(run_playbook, name, ledger)
+
+
+def test_a_session_the_ledger_lost_still_holds_its_share(docker_client, ledger, clean):
+    """Case 1: the ledger drops a reservation while its containers run (an expiry that did
+    not look at the agents). The next create, placed by the ledger on top, is refused by
+    the agent, which names what it offers and what holds it; nothing of it is left."""
+    clean += ["it-adm-lost", "it-adm-next"]
+    rc, msg = outcome(start("it-adm-lost", ledger, CAPACITY, size=2))
+    assert rc == 0, msg
+    sid = read_ledger(ledger)["it-adm-lost"]["session_id"]
+    ledger_module(ledger, state="absent", name="it-adm-lost", session_id=sid)
+    assert "it-adm-lost" not in read_ledger(ledger)
+
+    rc, msg = outcome(start("it-adm-next", ledger, CAPACITY, size=2))
+    assert rc != 0, msg
+    assert "refuses session it-adm-next" in msg, msg
+    assert "it offers cpu 3, mem 4g" in msg and "it-adm-lost: 2 container(s), running" in msg, msg
+    assert "short of cpu (free 1)" in msg, msg
+    assert containers_of(docker_client, "it-adm-next") == []
+    assert "it-adm-next" not in read_ledger(ledger)  # the failed create released its own
+    assert_within(docker_client, CAPACITY)
+
+
+def test_a_create_that_outlives_its_reservation_fails_and_removes_what_it_made(
+    docker_client, ledger, clean
+):
+    """Case 2: a reservation that expires while its create still runs (a TTL of 1 s, well
+    under the time containers take). The confirm finds it gone: the create fails and
+    removes its containers instead of reporting a session the ledger does not count."""
+    clean.append("it-adm-late")
+    rc, msg = outcome(start("it-adm-late", ledger, CAPACITY, size=2, reservation_ttl_s=1))
+    assert rc != 0, msg
+    assert "reservation is gone" in msg and "everything made for it was removed" in msg, msg
+    assert containers_of(docker_client, "it-adm-late") == []
+    assert read_ledger(ledger) == {}
+
+
+def test_a_stopped_session_holds_its_share_until_it_is_destroyed(docker_client, ledger, clean):
+    """Case 3: both containers of a session stopped by hand. Another create does not get
+    their CPUs (PENDING, by the agents' reads); the rerun of the stopped session's create
+    is admitted and starts them again."""
+    clean += ["it-adm-stopped", "it-adm-other"]
+    rc, msg = outcome(start("it-adm-stopped", ledger, CAPACITY, size=2))
+    assert rc == 0, msg
+    for c in containers_of(docker_client, "it-adm-stopped"):
+        c.stop(timeout=1)
+    # Past the ledger's margin for reads that may predate a session (STALE_MARGIN_S, 5 s):
+    # from now on a fresh read of the agent is what counts the stopped session.
+    time.sleep(6)
+    rc, msg = outcome(start("it-adm-other", ledger, CAPACITY, size=2))
+    assert rc != 0 and "PENDING" in msg, msg
+    assert containers_of(docker_client, "it-adm-other") == []
+    rc, msg = outcome(start("it-adm-stopped", ledger, CAPACITY, size=2))
+    assert rc == 0, msg
+    found = containers_of(docker_client, "it-adm-stopped")
+    assert sorted(c.status for c in found) == ["running", "running"]
+    assert_within(docker_client, CAPACITY)
+
+
+def test_two_inventories_that_name_one_engine_differently_share_its_offer(docker_client, tmp_path):
+    """Cases 4 and 5: two operators, each with an inventory that calls this machine by
+    another name and keeps its own ledger, create at the same moment. The engine is one
+    agent with one offer (2 CPUs): exactly one create gets it, the other is PENDING (it
+    read the engine after the winner made its containers) or refused by the agent's
+    admission (it read before), and leaves nothing."""
+    capacity = {"cpu": 2, "mem": "4g", "gpu": 0}
+    runs = {}
+    for n, host in enumerate(("agentx", "10.20.3.11")):
+        inventory = tmp_path / f"inventory{n}.yml"
+        inventory.write_text(
+            yaml.safe_dump(
+                {
+                    "all": {
+                        "children": {
+                            "agents": {
+                                "hosts": {host: {}},
+                                "vars": {
+                                    "ansible_connection": "local",
+                                    "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+                                    "bai_agent_resources": capacity,
+                                },
+                            }
+                        }
+                    }
+                }
+            )
+        )
+        own = tmp_path / f"ledger{n}.json"
+        name = f"it-adm-two{n}"
+        runs[name] = (start(name, own, None, str(inventory), size=2), own, str(inventory))
+    results = {name: outcome(proc) for name, (proc, _own, _inv) in runs.items()}
+    try:
+        won = [name for name, (rc, _msg) in results.items() if rc == 0]
+        assert len(won) == 1, results
+        (lost,) = (msg for rc, msg in results.values() if rc != 0)
+        assert "PENDING" in lost or "refuses session" in lost, lost
+        assert len(containers_of(docker_client, won[0])) == 2
+        assert_within(docker_client, capacity)
+    finally:
+        for name, (_proc, own, inv) in runs.items():
+            destroy_with(name, own, inv)
+
+
+def destroy_with(name: str, ledger: Path, inventory: str) -> None:
+    from conftest import ansible_playbook
+
+    run = ansible_playbook(
+        "session_destroy.yml",
+        extra_vars={"session_name": name, "bai_ledger_path": str(ledger)},
+        inventory=inventory,
+    )
+    assert run.rc == 0, run
