@@ -44,9 +44,9 @@ VERSION = 1
 CREATING = "creating"
 READY = "ready"
 # A session's containers exist before its reservation is marked ready, so a read of an
-# agent taken after that moment shows them. Reads are timed by the agent's clock and
-# ready_at by the ledger host's; this margin absorbs the difference between clocks
-# (NTP keeps it far below). Within it a ready session counts by its reservation.
+# agent taken after that moment shows them. Both are timed by the ledger host's clock
+# alone (on_ledger_clock), never an agent's; this margin absorbs steps of that one clock.
+# Within it a ready session counts by its reservation.
 STALE_MARGIN_S = 5.0
 
 
@@ -113,6 +113,15 @@ def drop_stale(ledger: dict[str, Any], agent_info: Sequence[Mapping[str, Any]]) 
     for name in gone:
         del ledger["sessions"][name]
     return gone
+
+
+def on_ledger_clock(result: Mapping[str, Any]) -> dict[str, Any]:
+    """A fresh agent read (a bai_agent_info result) timed by the ledger's clock: its
+    ``read_after``, the ledger's time when this run asked for the read (so no later than
+    the read itself), never the agent's own ``read_at``, which another host's clock gave.
+    A read without it counts as one of unknown age (0): it never proves a session gone,
+    nor settled."""
+    return {**result, "read_at": float(result.get("read_after") or 0)}
 
 
 def observed_sessions(containers: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:

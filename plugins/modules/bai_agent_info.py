@@ -49,6 +49,12 @@ options:
         one engine on purpose, each with its own offer). Omit for an agent that is its
         whole engine.
     type: str
+  read_after:
+    description:
+      - A time known to precede this read by the session ledger's clock (its
+        C(ledger_time)), returned unchanged as RV(read_after) so that the ledger orders
+        this read by its own clock, never by this agent's.
+    type: float
   resource_group:
     description:
       - The agent's resource group (inventory C(bai_resource_group)), copied into
@@ -185,6 +191,10 @@ read_at:
   description: When the engine was read (seconds since the epoch, this agent's clock).
   returned: success
   type: float
+read_after:
+  description: O(read_after), unchanged (null when not given).
+  returned: success
+  type: float
 containers:
   description:
     - Session containers (of O(name), or all) that this inventory name placed, any state,
@@ -290,6 +300,7 @@ def run(module: AnsibleModule) -> dict:
         # Per session id, for the reservation ledger (module_utils/ledger.py).
         "sessions": observed_sessions(listed),
         "read_at": read_at,
+        "read_after": params["read_after"],
         # The containers this inventory name placed (one list of the engine serves all).
         "containers": sorted(
             (
@@ -321,6 +332,7 @@ def main() -> None:
             "name": {"type": "str"},
             "agent_name": {"type": "str", "default": "localhost"},
             "agent_id": {"type": "str"},
+            "read_after": {"type": "float"},
             "resource_group": {"type": "str", "default": "default"},
             "resources": {"type": "dict"},
             "images": {"type": "list", "elements": "str", "default": []},

@@ -66,6 +66,11 @@ options:
     description:
       - The registered C(results) of a looped M(bai.cluster.bai_agent_info) task, for
         O(state=reserved).
+      - Each read is timed by this host's clock alone - its C(read_after), the
+        RV(ledger_time) this module returned with RV(need_read) and the read was given
+        (M(bai.cluster.bai_agent_info)'s O(bai.cluster.bai_agent_info#module:read_after)),
+        never the agent's own clock. A read without it never proves a session gone or
+        settled.
     type: list
     elements: dict
   agents:
@@ -157,6 +162,12 @@ need_read:
   returned: when reads are needed
   type: list
   elements: str
+ledger_time:
+  description:
+    - This host's time when it asked for RV(need_read); pass it to
+      M(bai.cluster.bai_agent_info) as O(bai.cluster.bai_agent_info#module:read_after).
+  returned: when reads are needed
+  type: float
 read:
   description: The agents whose fresh reads this placement used (null without O(agents)).
   returned: O(state=reserved), placed
@@ -234,7 +245,11 @@ def reserve(module: AnsibleModule, ledger: dict, now: float) -> dict:
     final = params["final"] and params["agents"] is not None
     # A waiting create (final) places by the kept reads alone: they follow destroys
     # (forget_session), the reads it made before waiting do not.
-    fresh = [] if final else [r for r in params["agent_info"] or [] if not r.get("skipped")]
+    fresh = (
+        []
+        if final
+        else [book.on_ledger_clock(r) for r in params["agent_info"] or [] if not r.get("skipped")]
+    )
     dropped = book.expire(ledger, now) + book.drop_stale(ledger, fresh)
     info, kept = fresh, []
     if params["agents"] is not None:  # the inventory's agents: kept reads for the rest
@@ -265,6 +280,7 @@ def reserve(module: AnsibleModule, ledger: dict, now: float) -> dict:
                 "changed": bool(dropped),
                 "save": bool(fresh),
                 "need_read": need,
+                "ledger_time": now,
                 "dropped": dropped,
             }
         # Only a fresh read of its agents tells a rerun from a race: a session this run
@@ -276,6 +292,7 @@ def reserve(module: AnsibleModule, ledger: dict, now: float) -> dict:
                 "changed": bool(dropped),
                 "save": bool(fresh),
                 "need_read": sorted(holding),
+                "ledger_time": now,
                 "dropped": dropped,
             }
         records = ledger.get("agents") or {}
@@ -301,6 +318,7 @@ def reserve(module: AnsibleModule, ledger: dict, now: float) -> dict:
                 "changed": bool(dropped),
                 "save": bool(fresh),
                 "need_read": kept,
+                "ledger_time": now,
                 "dropped": dropped,
             }
         if isinstance(exc, Pending):

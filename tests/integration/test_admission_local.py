@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, VENV_BIN
+from conftest import REPO, VENV_BIN, PlaybookRun, ansible_playbook
 from labtools import LABEL_SESSION
 from test_ledger_local import containers_of, destroy, outcome, read_ledger, start
 
@@ -147,28 +147,10 @@ def test_two_inventories_that_name_one_engine_differently_share_its_offer(docker
     capacity = {"cpu": 2, "mem": "4g", "gpu": 0}
     runs = {}
     for n, host in enumerate(("agentx", "10.20.3.11")):
-        inventory = tmp_path / f"inventory{n}.yml"
-        inventory.write_text(
-            yaml.safe_dump(
-                {
-                    "all": {
-                        "children": {
-                            "agents": {
-                                "hosts": {host: {}},
-                                "vars": {
-                                    "ansible_connection": "local",
-                                    "ansible_python_interpreter": "{{ ansible_playbook_python }}",
-                                    "bai_agent_resources": capacity,
-                                },
-                            }
-                        }
-                    }
-                }
-            )
-        )
+        inventory = this_engine_as(host, tmp_path / f"inventory{n}.yml", capacity)
         own = tmp_path / f"ledger{n}.json"
         name = f"it-adm-two{n}"
-        runs[name] = (start(name, own, None, str(inventory), size=2), own, str(inventory))
+        runs[name] = (start(name, own, None, inventory, size=2), own, inventory)
     results = {name: outcome(proc) for name, (proc, _own, _inv) in runs.items()}
     try:
         won = [name for name, (rc, _msg) in results.items() if rc == 0]
@@ -182,12 +164,71 @@ def test_two_inventories_that_name_one_engine_differently_share_its_offer(docker
             destroy_with(name, own, inv)
 
 
-def destroy_with(name: str, ledger: Path, inventory: str) -> None:
-    from conftest import ansible_playbook
+def this_engine_as(host: str, path: Path, capacity: dict) -> str:
+    """An inventory whose one agent, called HOST, is this machine's engine."""
+    local = {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+        "bai_agent_resources": capacity,
+    }
+    agents = {"hosts": {host: {}}, "vars": local}
+    path.write_text(yaml.safe_dump({"all": {"children": {"agents": agents}}}))
+    return str(path)
 
+
+def destroy_with(name: str, ledger: Path, inventory: str, ok: bool = True) -> PlaybookRun:
     run = ansible_playbook(
         "session_destroy.yml",
         extra_vars={"session_name": name, "bai_ledger_path": str(ledger)},
         inventory=inventory,
     )
-    assert run.rc == 0, run
+    assert run.rc == 0 or not ok, run
+    return run
+
+
+# --- Destroy ------------------------------------------------------------------------------
+def test_a_destroy_through_an_inventory_that_lacks_the_agent_releases_nothing(
+    docker_client, ledger, tmp_path
+):
+    """Case 9: the session was made through an inventory that calls this machine agentx;
+    a destroy through one that calls it agenty reaches no agent of the session. It fails
+    naming agentx, and the reservation stays as long as the containers run; the destroy
+    through the first inventory then removes both."""
+    capacity = {"cpu": 2, "mem": "4g", "gpu": 0}
+    made_by = this_engine_as("agentx", tmp_path / "x.yml", capacity)
+    other = this_engine_as("agenty", tmp_path / "y.yml", capacity)
+    rc, msg = outcome(start("it-adm-where", ledger, None, made_by, size=2))
+    try:
+        assert rc == 0, msg
+        run = destroy_with("it-adm-where", ledger, other, ok=False)
+        text = " ".join(run.failures)
+        assert run.rc != 0 and "says agent(s) agentx hold it" in text, run
+        assert "reservation is kept" in text, text
+        assert len(containers_of(docker_client, "it-adm-where")) == 2
+        assert "it-adm-where" in read_ledger(ledger)
+    finally:
+        destroy_with("it-adm-where", ledger, made_by)
+    assert containers_of(docker_client, "it-adm-where") == []
+    assert read_ledger(ledger) == {}
+
+
+def test_a_release_by_an_older_session_id_leaves_a_newer_reservation(ledger):
+    """Case 9, the race: a destroy read session s's id, then a create of the same name
+    reserved anew before the destroy released. The release, by the id it read, leaves the
+    new reservation alone (the ledger module as session_destroy.yml calls it)."""
+    entry = {
+        "name": "it-adm-race",
+        "session_id": "new-id",
+        "spec_hash": "h",
+        "state": "creating",
+        "reserved_at": time.time(),
+        "expires_at": time.time() + 600,
+        "ready_at": None,
+        "kernels": [
+            {"host": "main1", "agent": "a1", "cpu": 1.0, "mem": GI, "gpu": 0, "gpu_devices": []}
+        ],
+    }
+    ledger.write_text(json.dumps({"version": 1, "sessions": {"it-adm-race": entry}, "agents": {}}))
+    result = ledger_module(ledger, state="absent", name="it-adm-race", session_id="old-id")
+    assert result["changed"] is False
+    assert read_ledger(ledger)["it-adm-race"]["session_id"] == "new-id"

@@ -420,3 +420,24 @@ def test_property_creates_that_place_by_kept_reads_never_overcommit(offered, gpu
             gone = sorted(ledger["sessions"])[0]
             book.release(ledger, gone)
     assert_within_offer(ledger, offered, gpus)
+
+
+def test_an_agent_clock_ahead_never_drops_a_live_session():
+    """Case 6 of the living-cluster issue: an agent read taken just before session s1's
+    containers existed, by an agent whose clock runs 10 s ahead. By its own clock the read
+    looks settled and would drop s1's reservation; timed by the ledger's clock
+    (``read_after``: when the ledger asked for it) it is older than s1 and proves nothing."""
+    ledger = book.empty()
+    place(ledger, "s1", [info("a1", cpu=8)], size=2, resources={"cpu": 2})
+    sid = ledger["sessions"]["s1"]["session_id"]
+    book.mark_ready(ledger, "s1", sid, 1000.0)
+    skewed = info("a1", cpu=8, read_at=1000.0 + 10)  # shows no s1: read before it existed
+    assert book.drop_stale(ledger, [skewed]) == ["s1"]  # the agent's clock alone: 8 of 4
+    place(ledger, "s1", [info("a1", cpu=8)], size=2, resources={"cpu": 2})
+    sid = ledger["sessions"]["s1"]["session_id"]
+    book.mark_ready(ledger, "s1", sid, 1000.0)
+    timed = book.on_ledger_clock({**skewed, "read_after": 999.0})
+    assert book.drop_stale(ledger, [timed]) == []
+    assert book.adjust([timed], ledger)[0]["agent"]["used_cpu"] == 4.0
+    unknown = book.on_ledger_clock(skewed)  # no read_after: a read of unknown age
+    assert book.drop_stale(ledger, [unknown]) == []
