@@ -922,8 +922,9 @@ class Session:
             ) from None
         self.check_outcomes(result["created"], outcomes, "create")
         since = int(time.time())
-        ids = list(outcomes) + [c["id"] for _kernel, c in start]
-        started = parallel(self.docker.api.start, ids, self.p["workers"])
+        pairs = [(cid, k.image) for cid, (k, _env) in zip(outcomes, plans)]
+        pairs += [(c["id"], kernel.image) for kernel, c in start]
+        started = parallel(lambda pair: self.start(*pair), pairs, self.p["workers"])
         self.check_outcomes(result["created"] + result["restarted"], started, "start")
         targets = [(name, cid, None) for name, cid in zip(result["created"], outcomes)]
         targets += [(c["name"], c["id"], since) for _kernel, c in start]
@@ -931,6 +932,50 @@ class Session:
         if self.p["mesh_check"]:
             result["mesh"] = self.mesh_check()
         return {"changed": True, **result, **self.report()}
+
+    def start(self, cid: str, image: str, attempts: int = 4) -> None:
+        """Start a container. On a swarm worker, after its engine restarted, Docker 20.10
+        may have lost the session overlay and answer "network ... not found" (or fail to
+        attach): the worker then learns the overlay again, as at a first create, from a
+        helper container created on it by name (never started, removed once the start
+        went through or gave up), and the start is tried again (docs/sessions.md, "After
+        a restart")."""
+        api = self.docker.api
+        helpers: list[str] = []
+        try:
+            for attempt in range(attempts):
+                try:
+                    api.start(cid)
+                    return
+                except DockerException as exc:
+                    text = error_text(exc).lower()
+                    lost = "network" in text and ("not found" in text or "attaching" in text)
+                    if not (lost and self.p["network"]) or attempt == attempts - 1:
+                        raise
+                if not helpers:
+                    self.module.warn(
+                        f"agent {self.p['agent']}: starting {cid[:12]} failed ({text}); "
+                        f"asking the managers for network {self.p['network']} again"
+                    )
+                    helpers.append(self.learn_network(image))
+                time.sleep(1.0 + attempt)
+        finally:
+            remove_containers(self.docker, helpers)
+
+    def learn_network(self, image: str) -> str:
+        """Have this engine ask the managers for the session network: create a container
+        attached to it by name; returns its id."""
+        api = self.docker.api
+        network = self.p["network"]
+        helper = api.create_container(
+            image,
+            command=["true"],
+            labels={LABEL_SESSION: self.p["session"], LABEL_SESSION_ID: self.p["session_id"]},
+            host_config=api.create_host_config(network_mode=network),
+            networking_config=api.create_networking_config({network: api.create_endpoint_config()}),
+            use_config_proxy=False,
+        )
+        return str(helper["Id"])
 
     def check_outcomes(self, names: list[str], outcomes: list, what: str) -> None:
         errors = [
