@@ -56,6 +56,7 @@ STEPS: tuple[tuple[str, str], ...] = (
     ("Choose the agents to clean", "check"),
     ("Summarise what was removed", "summary"),
     ("Fail when an agent or the manager was not reached", "summary"),
+    ("Fail when the ledger names agents that this inventory lacks", "summary"),
     ("Record what was removed", "summary"),
     ("Show what was removed", "summary"),
 )
