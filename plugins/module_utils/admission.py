@@ -24,7 +24,7 @@ Pure (standard library only): the modules list the containers and hold the lock.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils.gpu import (
@@ -42,7 +42,6 @@ from ansible_collections.bai.cluster.plugins.module_utils.labels import (
 )
 from ansible_collections.bai.cluster.plugins.module_utils.model import (
     CPU_EPSILON,
-    ZERO,
     Resources,
     format_cpu,
     format_mem,
@@ -132,8 +131,6 @@ class Decision:
 
     admitted: bool
     reason: str = ""
-    held: Resources = ZERO
-    held_devices: tuple[int, ...] = field(default_factory=tuple)
 
 
 def of_slot(containers: Iterable[Mapping[str, Any]], slot: str) -> list[Mapping[str, Any]]:
@@ -192,16 +189,15 @@ def admit(offer: Offer, held: Sequence[Holding], request: Sequence[Holding]) -> 
         short.append(f"GPU device(s) {format_device_label(busy)} (held)")
     if twice:
         short.append(f"GPU device(s) {format_device_label(twice)} (asked twice)")
-    held_devices = tuple(sorted(taken))
     if not short:
-        return Decision(True, held=used, held_devices=held_devices)
+        return Decision(True)
     reason = (
         f"it offers {offer.describe()}; {holders_text(held)}; asked for "
         f"cpu {format_cpu(ask.cpu)}, mem {format_mem(ask.mem)}"
         + (f", GPU devices {format_device_label(asked)}" if asked else "")
         + f"; short of {', '.join(short)}"
     )
-    return Decision(False, reason, held=used, held_devices=held_devices)
+    return Decision(False, reason)
 
 
 def holders_text(held: Sequence[Holding], limit: int = 8) -> str:
