@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
+from ansible_collections.bai.cluster.plugins.module_utils.ledger import reconcile_lines
+
 from . import __version__, api
 from .errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, BaiClusterError
 from .progress import PlayProgress, Printer, SessionProgress
@@ -200,6 +202,17 @@ def build_parser() -> argparse.ArgumentParser:
     destroy = sub.add_parser("destroy", parents=[common], help="destroy a session")
     destroy.add_argument("name")
     sub.add_parser("list", parents=[common], help="list the sessions")
+    reconcile = sub.add_parser(
+        "reconcile",
+        parents=[common],
+        help="make the session ledger agree with what the agents run",
+        description="Read every agent, then drop reservations whose containers are gone, "
+        "adopt complete sessions the ledger lacks, remove what dead creates left "
+        "incomplete, and rebuild a missing or damaged ledger (session_reconcile.yml).",
+    )
+    reconcile.add_argument(
+        "--check", action="store_true", help="report what it would do, change nothing"
+    )
     show = sub.add_parser("show", parents=[common], help="containers, agents, addresses, ports")
     show.add_argument("name")
     env = sub.add_parser("env", parents=[common], help="the containers' cluster environment")
@@ -355,6 +368,15 @@ def run_command(args: argparse.Namespace, printer: Printer) -> int:
             print("\n".join(table(head + body)))
         else:
             print("no sessions")
+        return EXIT_OK
+    if action == "reconcile":
+        agreed = api.reconcile_sessions(check=args.check, on_event=quiet_events or plays, **common)
+        if as_json:
+            emit_json(asdict(agreed))
+        else:
+            if args.check:
+                print("check mode: nothing was changed; a run would do this:")
+            print("\n".join(reconcile_lines(asdict(agreed))))
         return EXIT_OK
     if action == "show":
         details = api.show_session(args.name, on_event=quiet_events or plays, **common)

@@ -40,6 +40,7 @@ Event = Callable[[dict[str, Any]], None]
 
 CREATE = "playbooks/session_create.yml"
 DESTROY = "playbooks/session_destroy.yml"
+RECONCILE = "playbooks/session_reconcile.yml"
 LIST = "playbooks/session_list.yml"
 SHOW = "bai_cli/playbooks/session_show.yml"
 LAB = "playbooks/lab.yml"
@@ -157,6 +158,24 @@ class Destroyed:
     name: str
     containers: list[str]
     networks: list[str]
+
+
+@dataclass
+class Reconciled:
+    """What ``reconcile`` found and did (session names; ``remove``: one row per agent and
+    session removed, with ``agent``, ``session``, ``session_id``, ``containers``)."""
+
+    adopted: list[str] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
+    remove: list[dict[str, Any]] = field(default_factory=list)
+    in_flight: list[str] = field(default_factory=list)
+    incomplete: list[str] = field(default_factory=list)
+    unchecked: list[str] = field(default_factory=list)
+    spared: list[str] = field(default_factory=list)
+    conflicts: list[str] = field(default_factory=list)
+    unread: list[str] = field(default_factory=list)
+    rebuilt: str | None = None
+    check: bool = False
 
 
 @dataclass
@@ -304,6 +323,20 @@ def destroy_session(
         containers=list(data.get("containers") or []),
         networks=list(data.get("networks") or []),
     )
+
+
+def reconcile_sessions(
+    *,
+    check: bool = False,
+    inventory: str | None = None,
+    on_event: Event | None = None,
+    **kwargs: Any,
+) -> Reconciled:
+    """Make the session ledger agree with what the agents run (``check``: report only)."""
+    result = _run(RECONCILE, {}, inventory=inventory, on_event=on_event, check=check, **kwargs)
+    data = result.stats.get("bai_reconcile") or {}
+    known = set(Reconciled.__dataclass_fields__) - {"check"}
+    return Reconciled(**{k: v for k, v in data.items() if k in known}, check=check)
 
 
 def list_sessions(

@@ -140,11 +140,13 @@ def run_playbook(
     verbosity: int = 0,
     tags: str | None = None,
     keep_dir: str | None = None,
+    check: bool = False,
 ) -> PlaybookResult:
     """Run ``playbook`` (relative to the repository) and return its outcome.
 
     ``on_event`` sees every runner event as it arrives. ``keep_dir`` (debugging and
-    tests only) copies the private data dir there before it is removed.
+    tests only) copies the private data dir there before it is removed. ``check`` runs
+    it in check mode (``--check``: report, change nothing).
     """
     import ansible_runner  # imported late: `bai-cluster --help` stays fast
 
@@ -187,6 +189,7 @@ def run_playbook(
             quiet=True,
             verbosity=verbosity or None,
             tags=tags,
+            cmdline="--check" if check else None,
             envvars={
                 "ANSIBLE_CONFIG": str(root / "ansible.cfg"),
                 "ANSIBLE_NOCOLOR": "1",

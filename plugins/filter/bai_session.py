@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ansible_collections.bai.cluster.plugins.module_utils.ledger import reconcile_lines
 from ansible_collections.bai.cluster.plugins.module_utils.mounts import DEFAULT_DATA_ROOT
 
 
@@ -39,4 +40,8 @@ class FilterModule:
     """Ansible entry point."""
 
     def filters(self) -> dict[str, Any]:
-        return {"bai_session_agents": agents, "bai_data_roots": data_roots}
+        return {
+            "bai_session_agents": agents,
+            "bai_data_roots": data_roots,
+            "bai_reconcile_text": reconcile_lines,
+        }

@@ -13,6 +13,12 @@ after its TTL (the create that made it died), so nothing is blocked for ever and
 leaks; one whose session was removed without destroy is dropped once the reads show it
 gone. destroy drops the reservation.
 
+A ``creating`` reservation past its expiry is settled only once its agents were read
+(:func:`expire`): dropped when they run nothing of it, adopted when they run all of it,
+kept (counted) when they run part of it, for :func:`reconcile` to remove. Reconcile
+makes the ledger and what the agents run agree, and rebuilds a lost ledger from the
+containers' labels. A missing or damaged ledger file is never read as an empty ledger.
+
 The ledger also keeps each agent's last read (``agents``: capacity, GPU devices, the
 sessions it showed, which images and mount sources it has), so that a create need not
 read every agent: placement uses a kept read where it is recent enough
@@ -30,13 +36,17 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from ansible_collections.bai.cluster.plugins.module_utils.errors import Pending
 from ansible_collections.bai.cluster.plugins.module_utils.gpu import devices_in_use
 from ansible_collections.bai.cluster.plugins.module_utils.labels import (
+    LABEL_AGENT,
+    LABEL_HOST,
     LABEL_SESSION,
     LABEL_SESSION_ID,
+    LABEL_SIZE,
+    LABEL_SPEC_HASH,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.placement import used_from_labels
 
@@ -54,14 +64,21 @@ class LedgerError(ValueError):
     """The ledger file cannot be read; the message says what to do."""
 
 
+REBUILD_HINT = (
+    "rebuild it from the agents' labels: bai-cluster session reconcile "
+    "(ansible-playbook playbooks/session_reconcile.yml)"
+)
+
+
 def empty() -> dict[str, Any]:
     return {"version": VERSION, "sessions": {}, "agents": {}}
 
 
 def loads(text: str) -> dict[str, Any]:
-    """Parse the ledger file's text (empty text: an empty ledger)."""
+    """Parse the ledger file's text. Empty text is a damaged ledger (a truncated file), never
+    an empty one: reservations in it would vanish."""
     if not text.strip():
-        return empty()
+        raise LedgerError("the ledger file is empty (truncated?)")
     try:
         data = json.loads(text)
     except ValueError as exc:
@@ -77,16 +94,78 @@ def dumps(ledger: Mapping[str, Any]) -> str:
     return json.dumps(ledger, indent=1, sort_keys=True) + "\n"
 
 
-def expire(ledger: dict[str, Any], now: float) -> list[str]:
-    """Drop ``creating`` reservations past their expiry; return their names."""
-    gone = [
-        name
-        for name, entry in ledger["sessions"].items()
-        if entry.get("state") == CREATING and float(entry.get("expires_at") or 0) <= now
-    ]
-    for name in gone:
-        del ledger["sessions"][name]
-    return gone
+class Expiry(NamedTuple):
+    """What :func:`expire` did with the ``creating`` reservations past their expiry."""
+
+    dropped: list[str]  # its agents run nothing of it: the create died before making any
+    adopted: list[str]  # its agents run all of it: the session counts as made (ready)
+    stuck: list[str]  # its agents run part of it: kept (counted) until reconcile removes it
+
+
+def expire(ledger: dict[str, Any], now: float, reads: Sequence[Mapping[str, Any]] = ()) -> Expiry:
+    """Settle the ``creating`` reservations past their expiry, each only once fresh
+    reads (``reads``, this run's, on the ledger's clock) of every agent it names, taken
+    after it was reserved, show what its create left there. Until then it keeps counting:
+    a create that died may have left containers running."""
+    fresh = _fresh(reads)
+    out = Expiry([], [], [])
+    for name, entry in list(ledger["sessions"].items()):
+        if entry.get("state") != CREATING or float(entry.get("expires_at") or 0) > now:
+            continue
+        found = _containers_found(entry, fresh)
+        if found is None:
+            continue
+        if found == 0:
+            del ledger["sessions"][name]
+            forget_session(ledger, entry["session_id"])
+            out.dropped.append(name)
+        elif found >= len(entry["kernels"]):
+            entry.update(state=READY, expires_at=None, ready_at=now, adopted=True)
+            out.adopted.append(name)
+        else:
+            out.stuck.append(name)
+    return out
+
+
+def overdue_agents(ledger: Mapping[str, Any], now: float) -> list[str]:
+    """The agents of ``creating`` reservations past their expiry that have no kept read
+    taken since (so :func:`expire` can settle them once they are read)."""
+    records = ledger.get("agents") or {}
+    out: set[str] = set()
+    for entry in ledger["sessions"].values():
+        expires = float(entry.get("expires_at") or 0)
+        if entry.get("state") != CREATING or expires > now:
+            continue
+        for kernel in entry["kernels"]:
+            record = records.get(kernel["agent"]) or {}
+            if float(record.get("stored_at") or 0) < expires:
+                out.add(kernel["agent"])
+    return sorted(out)
+
+
+def _fresh(reads: Sequence[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+    """This run's own reads of the agents, by agent name."""
+    return {
+        str(r["agent"].get("name")): r
+        for r in reads
+        if not r.get("kept") and not r.get("skipped") and "agent" in r
+    }
+
+
+def _containers_found(
+    entry: Mapping[str, Any], fresh: Mapping[str, Mapping[str, Any]]
+) -> int | None:
+    """How many containers of ``entry``'s session the fresh reads of its agents show (each
+    engine slot counted once); None when one of them was not read after it was reserved."""
+    per_slot: dict[str, int] = {}
+    for agent in {k["agent"] for k in entry["kernels"]}:
+        read = fresh.get(agent)
+        if read is None or float(read.get("read_at") or 0) < float(entry.get("reserved_at") or 0):
+            return None
+        slot = str(read["agent"].get("id") or agent)
+        seen = (read.get("sessions") or {}).get(entry["session_id"]) or {}
+        per_slot[slot] = int(seen.get("containers") or 0)
+    return sum(per_slot.values())
 
 
 def drop_stale(ledger: dict[str, Any], agent_info: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -282,6 +361,192 @@ def release(ledger: dict[str, Any], name: str, session_id: str | None = None) ->
     return True
 
 
+# --- Reconcile: the ledger and what the agents run, made to agree --------------------
+
+
+class Reconciliation(NamedTuple):
+    """What :func:`reconcile` found and did (session names; ``remove``: what the agents
+    must remove, one row per agent and session)."""
+
+    adopted: list[
+        str
+    ]  # run on the agents, unknown to the ledger (or left by a dead create): taken in
+    dropped: list[str]  # reservations whose containers are gone from every agent they name
+    remove: list[dict[str, Any]]  # {agent, session, session_id, containers}
+    in_flight: list[str]  # a create still within its reservation: left alone
+    incomplete: list[str]  # a confirmed session missing containers (a rerun of create repairs it)
+    unchecked: list[str]  # reservations on agents that were not read: kept
+    spared: list[str]  # unknown and incomplete, and not every agent was read: not removed
+    conflicts: list[str]  # unknown, complete, and its name is another session's: left alone
+
+
+def reconcile(
+    ledger: dict[str, Any],
+    reads: Sequence[Mapping[str, Any]],
+    *,
+    now: float,
+    every_agent_read: bool,
+) -> Reconciliation:
+    """Make the ledger agree with what the agents run (docs/placement.md, "Reconcile").
+
+    ``reads`` are this run's fresh bai_agent_info results, on the ledger's clock, each with
+    every session container of its agent (``containers``, any state, with labels). What
+    the engines run is the truth: a reservation is dropped only once every agent it names
+    was read and runs nothing of it; a reservation past its expiry (its create died) is
+    adopted when its agents run all of it and removed when they run part of it; a session
+    the ledger does not know (a create whose reservation was dropped, or a lost ledger)
+    is taken in from its labels when complete, and removed when incomplete, but only when
+    every agent of the inventory was read (else its other part may be on one not read).
+    Changes ``ledger``; the caller removes ``remove`` on the agents.
+    """
+    fresh = _fresh(reads)
+    found: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
+    for agent, read in fresh.items():
+        for row in read.get("containers") or ():
+            labels = row.get("labels") or {}
+            sid = labels.get(LABEL_SESSION_ID)
+            if sid:
+                found.setdefault(sid, []).append((str(labels.get(LABEL_AGENT) or agent), row))
+    out = Reconciliation([], [], [], [], [], [], [], [])
+    known = set()
+    for name, entry in sorted(ledger["sessions"].items()):
+        sid = entry["session_id"]
+        known.add(sid)
+        agents = {k["agent"] for k in entry["kernels"]}
+        if any(
+            a not in fresh
+            or float(fresh[a].get("read_at") or 0) < float(entry.get("reserved_at") or 0)
+            for a in agents
+        ):
+            out.unchecked.append(name)
+            continue
+        rows = found.get(sid, [])
+        if entry.get("state") == CREATING:
+            if float(entry.get("expires_at") or 0) > now:
+                out.in_flight.append(name)
+            elif not rows:
+                _drop(ledger, name, out.dropped)
+            elif len(rows) >= len(entry["kernels"]):
+                entry.update(state=READY, expires_at=None, ready_at=now, adopted=True)
+                out.adopted.append(name)
+            else:
+                out.remove.extend(_removals(name, sid, rows))
+                _drop(ledger, name, out.dropped)
+        elif not rows:
+            if all(float(fresh[a].get("read_at") or 0) >= _settled(entry) for a in agents):
+                _drop(ledger, name, out.dropped)
+            else:
+                out.in_flight.append(name)  # confirmed while this run read the agents
+        elif len(rows) < len(entry["kernels"]):
+            out.incomplete.append(name)
+    for sid, rows in sorted(found.items(), key=lambda kv: _label(kv[1], LABEL_SESSION)):
+        if sid in known:
+            continue
+        name = _label(rows, LABEL_SESSION)
+        try:
+            size = int(_label(rows, LABEL_SIZE) or 0)
+        except ValueError:
+            size = 0
+        if size and len(rows) >= size:
+            if name in ledger["sessions"]:
+                out.conflicts.append(name)
+            else:
+                ledger["sessions"][name] = adopted(name, sid, rows, now)
+                out.adopted.append(name)
+        elif every_agent_read:
+            out.remove.extend(_removals(name, sid, rows))
+        else:
+            out.spared.append(name)
+    for row in out.remove:
+        forget_session(ledger, row["session_id"])
+    return out
+
+
+def reconcile_lines(result: Mapping[str, Any]) -> list[str]:
+    """What a reconcile (bai_session_ledger state=reconciled's result) did, as lines."""
+    lines = []
+    if result.get("rebuilt"):
+        lines.append(f"the ledger was rebuilt from the agents' labels ({result['rebuilt']})")
+    said = {
+        "adopted": "adopted (run on the agents, now in the ledger)",
+        "dropped": "reservations dropped (nothing of them runs)",
+        "in_flight": "left alone (a create is making them)",
+        "incomplete": "missing containers (run their create again to repair, or destroy)",
+        "unchecked": "kept (an agent they use was not read)",
+        "spared": "incomplete, not removed (not every agent was read)",
+        "conflicts": "not adopted (another session holds the name; destroy one)",
+    }
+    for key, text in said.items():
+        if result.get(key):
+            lines.append(f"{text}: {', '.join(result[key])}")
+    for row in result.get("remove") or ():
+        lines.append(
+            f"removed {row['containers']} container(s) of incomplete session {row['session']} "
+            f"({row['session_id']}) on {row['agent']}"
+        )
+    if result.get("unread"):
+        lines.append(f"not read (see above): {', '.join(result['unread'])}")
+    return lines or ["the ledger and the agents agree"]
+
+
+def adopted(
+    name: str, session_id: str, rows: Sequence[tuple[str, Mapping[str, Any]]], now: float
+) -> dict[str, Any]:
+    """A ready ledger entry for a session the agents run, from its containers' labels
+    (``rows``: agent name and bai_agent_info container row)."""
+    kernels = []
+    for agent, row in rows:
+        labels = row.get("labels") or {}
+        used = used_from_labels([labels])
+        kernels.append(
+            {
+                "host": labels.get(LABEL_HOST) or row.get("name"),
+                "agent": agent,
+                "cpu": used.cpu,
+                "mem": used.mem,
+                "gpu": used.gpu,
+                "gpu_devices": sorted(devices_in_use([labels])),
+            }
+        )
+    return {
+        "name": name,
+        "session_id": session_id,
+        "spec_hash": _label(rows, LABEL_SPEC_HASH),
+        "state": READY,
+        "reserved_at": now,
+        "expires_at": None,
+        "ready_at": now,
+        "adopted": True,
+        "kernels": sorted(kernels, key=lambda k: str(k["host"])),
+    }
+
+
+def _removals(
+    name: str, session_id: str, rows: Sequence[tuple[str, Mapping[str, Any]]]
+) -> list[dict[str, Any]]:
+    per_agent: dict[str, int] = {}
+    for agent, _row in rows:
+        per_agent[agent] = per_agent.get(agent, 0) + 1
+    return [
+        {"agent": agent, "session": name, "session_id": session_id, "containers": count}
+        for agent, count in sorted(per_agent.items())
+    ]
+
+
+def _drop(ledger: dict[str, Any], name: str, into: list[str]) -> None:
+    entry = ledger["sessions"].pop(name)
+    forget_session(ledger, entry["session_id"])
+    into.append(name)
+
+
+def _label(rows: Sequence[tuple[str, Mapping[str, Any]]], key: str) -> str:
+    for _agent, row in rows:
+        value = (row.get("labels") or {}).get(key)
+        if value:
+            return str(value)
+    return ""
+
+
 # --- Kept reads of the agents -------------------------------------------------------
 
 
@@ -374,10 +639,11 @@ def to_read(
     ``name``. ``agents`` are the inventory's ({name, group, resources}). To read: an
     agent without a kept read, or with one older than ``max_age`` seconds, taken under
     another declaration, or that does not know the request's images and paths; and
-    every agent that may hold the session (its containers decide what a rerun does).
-    Agents in ``fresh`` were read by this run."""
+    every agent that may hold the session (its containers decide what a rerun does), or a
+    reservation past its expiry (:func:`overdue_agents`). Agents in ``fresh`` were read
+    by this run."""
     records = ledger.get("agents") or {}
-    holding = holders(ledger, name)
+    holding = holders(ledger, name) | set(overdue_agents(ledger, now))
     out = []
     for declared in agents:
         agent = str(declared["name"])

@@ -38,14 +38,29 @@ description:
   - O(state=absent) drops the reservation of O(name) (only O(session_id)'s when given, so a
     failed create never drops the session of a run that won the name).
   - O(state=read) returns the ledger; with O(name), only that session's reservation
-    and the agents that may hold it (RV(holders)).
+    and the agents that may hold it (RV(holders)). A missing ledger file reads as no
+    reservation (RV(missing)); a damaged one fails.
+  - A C(creating) reservation past its expiry is settled only once fresh reads of its
+    agents show what its create left (RV(need_read) names them) - dropped when they run
+    nothing of it, adopted (RV(adopted)) when they run all of it, kept (counted, with a
+    warning) when they run part of it, until O(state=reconciled) removes that part.
+  - O(state=reconciled) makes the ledger agree with fresh reads of the agents (O(agent_info),
+    each with every session container of its agent; O(agents), the inventory's). A
+    reservation whose agents run nothing of it is dropped (RV(dropped)); one past its expiry
+    whose agents run all of it, and a complete session the ledger does not know, are
+    adopted (RV(adopted)); what a dead create left incomplete, and an unknown incomplete
+    session when every agent was read, is returned in RV(remove) for the caller to remove
+    on the agents. A missing or damaged ledger file is rebuilt this way (RV(rebuilt)); a
+    damaged one is kept beside it as C(PATH.damaged-EPOCH).
+  - A missing or damaged ledger file is never read as an empty ledger - O(state=reserved)
+    refuses while the agents run any session, and names the way to rebuild it.
 version_added: "1.0.0"
 author: bai-cluster developers (@bai-cluster)
 options:
   state:
     description: What to do (see above).
     type: str
-    choices: [reserved, ready, absent, read]
+    choices: [reserved, ready, absent, read, reconciled]
     default: reserved
   path:
     description: The ledger file on this host; its directory is created (mode 0700).
@@ -65,7 +80,8 @@ options:
   agent_info:
     description:
       - The registered C(results) of a looped M(bai.cluster.bai_agent_info) task, for
-        O(state=reserved).
+        O(state=reserved) and O(state=reconciled) (there, read without its
+        O(bai.cluster.bai_agent_info#module:name), so that it lists every session).
       - Each read is timed by this host's clock alone - its C(read_after), the
         RV(ledger_time) this module returned with RV(need_read) and the read was given
         (M(bai.cluster.bai_agent_info)'s O(bai.cluster.bai_agent_info#module:read_after)),
@@ -78,6 +94,8 @@ options:
       - The inventory's agents, each C(name), C(group) (C(bai_resource_group)) and
         C(resources) (C(bai_agent_resources), or null), for O(state=reserved); turns on
         kept reads (see above). Without it, O(agent_info) must hold every agent.
+      - With O(state=reconciled), the agents that had to be read; an unknown incomplete
+        session is removed only when every one of them was (RV(unread)).
     type: list
     elements: dict
   read_max_age:
@@ -164,9 +182,10 @@ need_read:
   elements: str
 ledger_time:
   description:
-    - This host's time when it asked for RV(need_read); pass it to
-      M(bai.cluster.bai_agent_info) as O(bai.cluster.bai_agent_info#module:read_after).
-  returned: when reads are needed
+    - This host's time when it asked for RV(need_read) (or answered O(state=read)); pass
+      it to M(bai.cluster.bai_agent_info) as
+      O(bai.cluster.bai_agent_info#module:read_after).
+  returned: when reads are needed, and O(state=read)
   type: float
 read:
   description: The agents whose fresh reads this placement used (null without O(agents)).
@@ -179,10 +198,71 @@ kept:
   type: list
   elements: str
 dropped:
-  description: Reservations this run found expired or stale and removed.
-  returned: O(state=reserved)
+  description:
+    - Reservations this run dropped - past their expiry or confirmed, and their agents run
+      nothing of them (or part of one past its expiry, with O(state=reconciled)).
+  returned: O(state=reserved), O(state=reconciled)
   type: list
   elements: str
+adopted:
+  description:
+    - Sessions taken into the ledger as made - a reservation past its expiry whose agents
+      run all of it, and (O(state=reconciled)) complete sessions the ledger did not know.
+  returned: O(state=reserved), O(state=reconciled)
+  type: list
+  elements: str
+remove:
+  description:
+    - What the agents must remove (O(state=reconciled) changes the ledger only), one row
+      per agent and session - C(agent), C(session), C(session_id), C(containers).
+  returned: O(state=reconciled)
+  type: list
+  elements: dict
+in_flight:
+  description: Sessions a create is making within its reservation (left alone).
+  returned: O(state=reconciled)
+  type: list
+  elements: str
+incomplete:
+  description: Confirmed sessions missing containers (a rerun of the create repairs them).
+  returned: O(state=reconciled)
+  type: list
+  elements: str
+unchecked:
+  description: Reservations on agents that were not read (kept).
+  returned: O(state=reconciled)
+  type: list
+  elements: str
+spared:
+  description:
+    - Incomplete sessions the ledger does not know, not removed because some agent was
+      not read (their other part may be there).
+  returned: O(state=reconciled)
+  type: list
+  elements: str
+conflicts:
+  description: Complete sessions the ledger does not know whose name another session holds.
+  returned: O(state=reconciled)
+  type: list
+  elements: str
+held:
+  description: The session names the ledger holds after the reconcile.
+  returned: O(state=reconciled)
+  type: list
+  elements: str
+unread:
+  description: Agents of O(agents) without a read in O(agent_info).
+  returned: O(state=reconciled)
+  type: list
+  elements: str
+rebuilt:
+  description: Why the ledger was rebuilt (C(missing), C(damaged - REASON)), or null.
+  returned: O(state=reconciled)
+  type: str
+missing:
+  description: True when the ledger file does not exist.
+  returned: O(state=read), when the file is missing
+  type: bool
 pending:
   description: True when the failure is a PENDING placement (waiting may help unless RV(permanent)).
   returned: failure
@@ -196,6 +276,7 @@ permanent:
 import os
 import tempfile
 import time
+import uuid
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.bai.cluster.plugins.module_utils import ledger as book
@@ -213,16 +294,24 @@ from ansible_collections.bai.cluster.plugins.module_utils.spec import (
 )
 
 
-def load(path: str) -> dict:
+def load(path: str) -> tuple[dict, str]:
+    """The ledger, and why its file is missing: "" (it is there), "new" (never written) or
+    "lost" (written before: its identity file PATH.id, made with the first write, is
+    there). A missing ledger is an empty one that must not be trusted."""
     try:
         with open(path, encoding="utf-8") as handle:
-            return book.loads(handle.read())
+            return book.loads(handle.read()), ""
     except FileNotFoundError:
-        return book.empty()
+        return book.empty(), "lost" if os.path.exists(path + ".id") else "new"
 
 
 def save(path: str, ledger: dict) -> None:
-    """Write atomically: a temporary file in the same folder, fsync, rename."""
+    """Write atomically: a temporary file in the same folder, fsync, rename, fsync the
+    folder. The first write also makes PATH.id, the ledger's identity, which tells a lost
+    ledger from one never written."""
+    if not os.path.exists(path + ".id"):
+        with open(os.open(path + ".id", os.O_WRONLY | os.O_CREAT, 0o600), "w") as handle:
+            handle.write(uuid.uuid4().hex + "\n")
     fd, tmp = tempfile.mkstemp(prefix=".ledger.", dir=os.path.dirname(path) or ".")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -230,13 +319,19 @@ def save(path: str, ledger: dict) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
+        # The rename is durable only once the folder is.
+        folder = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
 
 
-def reserve(module: AnsibleModule, ledger: dict, now: float) -> dict:
+def reserve(module: AnsibleModule, ledger: dict, now: float, missing: str = "") -> dict:
     params = module.params
     try:
         spec = normalize_spec(dict(params["spec"] or {}))
@@ -250,7 +345,35 @@ def reserve(module: AnsibleModule, ledger: dict, now: float) -> dict:
         if final
         else [book.on_ledger_clock(r) for r in params["agent_info"] or [] if not r.get("skipped")]
     )
-    dropped = book.expire(ledger, now) + book.drop_stale(ledger, fresh)
+    if missing:
+        running = sorted(
+            {str(row.get("name")) for r in fresh for row in (r.get("sessions") or {}).values()}
+        )
+        if missing == "lost" or running:
+            how = (
+                f"is missing (it was written before: {params['path']}.id is there)"
+                if missing == "lost"
+                else "does not exist yet"
+            )
+            seen = (
+                f", and the agents run sessions it does not know ({', '.join(running)})"
+                if running
+                else ""
+            )
+            module.fail_json(
+                msg=f"the session ledger {params['path']} {how}{seen}: a ledger is never "
+                f"read as empty. If this cluster's ledger was lost, {book.REBUILD_HINT}; if "
+                f"another ledger serves these agents, use it (bai_ledger_host, "
+                f"bai_ledger_path). Nothing was changed."
+            )
+    expiry = book.expire(ledger, now, fresh)
+    dropped = expiry.dropped + book.drop_stale(ledger, fresh)
+    if expiry.stuck:
+        module.warn(
+            f"session(s) {', '.join(expiry.stuck)}: a create died part-way and its agents "
+            f"run part of it; it keeps its share until bai-cluster session reconcile "
+            f"removes it"
+        )
     info, kept = fresh, []
     if params["agents"] is not None:  # the inventory's agents: kept reads for the rest
         try:
@@ -262,7 +385,7 @@ def reserve(module: AnsibleModule, ledger: dict, now: float) -> dict:
         book.remember(ledger, fresh, now, declared)
         read = {str((r.get("agent") or {}).get("name")) for r in fresh}
         need = (
-            []
+            book.overdue_agents(ledger, now)
             if final
             else book.to_read(
                 ledger,
@@ -277,7 +400,7 @@ def reserve(module: AnsibleModule, ledger: dict, now: float) -> dict:
         )
         if need:
             return {
-                "changed": bool(dropped),
+                "changed": bool(dropped or expiry.adopted),
                 "save": bool(fresh),
                 "need_read": need,
                 "ledger_time": now,
@@ -289,7 +412,7 @@ def reserve(module: AnsibleModule, ledger: dict, now: float) -> dict:
         held = ledger["sessions"].get(spec.name)
         if holding and not (held and held.get("state") == book.CREATING):
             return {
-                "changed": bool(dropped),
+                "changed": bool(dropped or expiry.adopted),
                 "save": bool(fresh),
                 "need_read": sorted(holding),
                 "ledger_time": now,
@@ -315,7 +438,7 @@ def reserve(module: AnsibleModule, ledger: dict, now: float) -> dict:
         if kept and not final:
             # Kept reads only ever say yes: read those agents before saying no.
             return {
-                "changed": bool(dropped),
+                "changed": bool(dropped or expiry.adopted),
                 "save": bool(fresh),
                 "need_read": kept,
                 "ledger_time": now,
@@ -341,7 +464,7 @@ def reserve(module: AnsibleModule, ledger: dict, now: float) -> dict:
         "kept": kept,
     }
     # Keeping the agents' reads is bookkeeping, not a change to the cluster.
-    changed = bool(dropped)
+    changed = bool(dropped or expiry.adopted)
     if spec.name not in ledger["sessions"]:
         entry = book.reservation(plan, now=now, ttl=params["ttl"])
         if plan["action"] == "exists":  # made before the ledger: take it in as it is
@@ -353,7 +476,39 @@ def reserve(module: AnsibleModule, ledger: dict, now: float) -> dict:
         "changed": changed,
         "reservation": ledger["sessions"][spec.name],
         "dropped": dropped,
+        "adopted": expiry.adopted,
         "save": bool(fresh),
+    }
+
+
+def reconciled(module: AnsibleModule, ledger: dict, now: float) -> dict:
+    """state=reconciled: the ledger made to agree with the agents' reads."""
+    params = module.params
+    reads = [
+        book.on_ledger_clock(r)
+        for r in params["agent_info"] or []
+        if not r.get("skipped") and not r.get("failed") and "agent" in r
+    ]
+    names = {str(r["agent"].get("name")) for r in reads}
+    inventory = [str(a["name"]) for a in params["agents"] or []] or sorted(names)
+    unread = [a for a in inventory if a not in names]
+    done = book.reconcile(ledger, reads, now=now, every_agent_read=not unread)
+    if params["agents"] is not None:
+        try:
+            declared = book.declarations(params["agents"])
+        except (KeyError, TypeError):
+            module.fail_json(
+                msg="bai_session_ledger: agents must be a list of {name, group, resources}"
+            )
+        book.remember(ledger, reads, now, declared)
+        for row in done.remove:
+            book.forget_session(ledger, row["session_id"])
+    return {
+        "changed": bool(done.adopted or done.dropped or done.remove),
+        "save": True,
+        **done._asdict(),
+        "unread": unread,
+        "held": sorted(ledger["sessions"]),
     }
 
 
@@ -370,35 +525,47 @@ def run(module: AnsibleModule) -> dict:
         module.fail_json(
             msg="bai_session_ledger: state=reserved needs spec and agent_info or agents"
         )
+    if state == "reconciled" and params["agent_info"] is None:
+        module.fail_json(msg="bai_session_ledger: state=reconciled needs agent_info")
     if state == "read" and not os.path.exists(path):
+        missing = {"changed": False, "missing": True, "ledger_time": time.time()}
         if params["name"]:
-            return {"changed": False, "reservation": None, "holders": []}
-        return {"changed": False, "ledger": {"sessions": {}, "given_out": {}}}
+            return {**missing, "reservation": None, "holders": []}
+        return {**missing, "ledger": {"sessions": {}, "given_out": {}}}
     try:
         with locked(path + ".lock", params["lock_timeout"]):
-            ledger = load(path)
             now = time.time()
+            rebuilt: str | None = None
+            try:
+                ledger, missing = load(path)
+            except book.LedgerError as exc:
+                if state != "reconciled":
+                    raise
+                # Rebuilt from the agents' labels; the damaged file is kept beside it.
+                ledger, missing, rebuilt = book.empty(), "", f"damaged - {exc}"
+                if not module.check_mode:
+                    os.replace(path, f"{path}.damaged-{int(now)}")
+            if state == "reconciled" and missing:
+                rebuilt = "missing" if missing == "lost" else "new"
             if state == "reserved":
-                result = reserve(module, ledger, now)
+                result = reserve(module, ledger, now, missing)
+            elif state == "reconciled":
+                result = {**reconciled(module, ledger, now), "rebuilt": rebuilt}
             elif state == "ready":
-                # Expiry by this host's clock alone (reserved_at and now are both its).
-                expired = book.expire(ledger, now)
                 held = ledger["sessions"].get(params["name"])
                 gone = held is None or held["session_id"] != params["session_id"]
                 # In check mode nothing was reserved, so there is nothing to confirm.
                 if gone and not module.check_mode:
-                    if expired:
-                        save(path, ledger)
                     # Its containers were made by an agent that admitted them, but the
                     # ledger no longer counts them: this create must not report success.
                     module.fail_json(
                         msg=f"session {params['name']}: this create's reservation is gone "
                         f"from the session ledger {path} (it outlived "
-                        f"session_reservation_ttl_s, or the ledger was rebuilt); the session "
-                        f"is not confirmed"
+                        f"session_reservation_ttl_s and a check of its agents found nothing "
+                        f"of it, or the ledger was rebuilt); the session is not confirmed"
                     )
                 changed = book.mark_ready(ledger, params["name"], params["session_id"], now)
-                result = {"changed": changed or bool(expired), "reservation": held}
+                result = {"changed": changed, "reservation": held}
             elif state == "absent":
                 changed = book.release(ledger, params["name"], params["session_id"])
                 result = {"changed": changed}
@@ -407,11 +574,13 @@ def run(module: AnsibleModule) -> dict:
                     "changed": False,
                     "reservation": ledger["sessions"].get(params["name"]),
                     "holders": sorted(book.holders(ledger, params["name"])),
+                    "ledger_time": now,
                 }
             else:
                 result = {
                     "changed": False,
                     "ledger": {"sessions": ledger["sessions"], "given_out": book.given_out(ledger)},
+                    "ledger_time": now,
                 }
             if (result.pop("save", False) or result["changed"]) and not module.check_mode:
                 save(path, ledger)
@@ -421,7 +590,9 @@ def run(module: AnsibleModule) -> dict:
             f"(another create holds it; if none runs, a stuck process on this host does)"
         )
     except book.LedgerError as exc:
-        module.fail_json(msg=f"session ledger {path}: {exc}; nothing was changed")
+        module.fail_json(
+            msg=f"session ledger {path}: {exc}; {book.REBUILD_HINT}; nothing was changed"
+        )
     except OSError as exc:
         module.fail_json(msg=f"session ledger {path}: {exc.strerror or exc}")
     return result
@@ -430,7 +601,7 @@ def run(module: AnsibleModule) -> dict:
 ARGUMENT_SPEC = {
     "state": {
         "type": "str",
-        "choices": ["reserved", "ready", "absent", "read"],
+        "choices": ["reserved", "ready", "absent", "read", "reconciled"],
         "default": "reserved",
     },
     "path": {"type": "path", "default": "/var/lib/bai-cluster/ledger.json"},

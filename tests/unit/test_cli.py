@@ -461,3 +461,29 @@ def test_rerun_summary_says_what_it_started_again():
     assert first == (
         "session s1 already exists with this spec; started again what had stopped: bai-s1-sub1"
     )
+
+
+def test_reconcile_runs_its_playbook_in_check_mode_and_prints_what_it_did(monkeypatch, capsys):
+    seen = {}
+
+    def fake_run(playbook, extravars, **kwargs):
+        seen.update(playbook=playbook, check=kwargs.get("check"))
+        stats = {
+            "bai_reconcile": {
+                "adopted": ["s1"],
+                "remove": [{"agent": "a1", "session": "s2", "session_id": "id2", "containers": 1}],
+                "rebuilt": "missing",
+            }
+        }
+        return PlaybookResult(rc=0, status="successful", stats=stats, failures=[], ok_results={})
+
+    monkeypatch.setattr(api, "run_playbook", fake_run)
+    assert cli.main(["session", "reconcile", "--check"]) == 0
+    assert seen == {"playbook": api.RECONCILE, "check": True}
+    out = capsys.readouterr().out.splitlines()
+    assert out == [
+        "check mode: nothing was changed; a run would do this:",
+        "the ledger was rebuilt from the agents' labels (missing)",
+        "adopted (run on the agents, now in the ledger): s1",
+        "removed 1 container(s) of incomplete session s2 (id2) on a1",
+    ]

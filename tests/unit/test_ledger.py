@@ -51,7 +51,7 @@ def info(name, cpu=16, mem_g=32, gpus=(), read_at=1000.0, sessions=None, used=(0
 def place(ledger, name, reads, now=1000.0, **request):
     """What bai_session_ledger does under the lock: expire, adjust, place, reserve."""
     spec = normalize_spec({"name": name, **request})
-    book.expire(ledger, now)
+    book.expire(ledger, now, reads)
     agents, existing, inventory = agents_from_info(None, None, book.adjust(reads, ledger))
     plan = {**plan_session(spec, agents, existing, inventory=inventory), "spec_hash": "h"}
     ledger["sessions"][name] = book.reservation(plan, now=now, ttl=60)
@@ -62,12 +62,17 @@ def test_loads_and_dumps_round_trip():
     ledger = book.empty()
     place(ledger, "s1", [info("a1")], size=2)
     assert book.loads(book.dumps(ledger)) == ledger
-    assert book.loads("") == book.empty()
 
 
 @pytest.mark.parametrize(
     ("text", "says"),
-    [("{", "not JSON"), ("[]", "no 'sessions'"), ('{"version": 9, "sessions": {}}', "version 9")],
+    [
+        ("", "empty"),  # a truncated file is damaged, never an empty ledger (case 7)
+        (" \n", "empty"),
+        ("{", "not JSON"),
+        ("[]", "no 'sessions'"),
+        ('{"version": 9, "sessions": {}}', "version 9"),
+    ],
 )
 def test_a_damaged_ledger_is_refused_with_the_reason(text, says):
     with pytest.raises(book.LedgerError, match=says):
@@ -137,7 +142,7 @@ def test_a_ready_reservation_does_not_expire():
     sid = ledger["sessions"]["s1"]["session_id"]
     assert book.mark_ready(ledger, "s1", sid, 1001.0)
     assert not book.mark_ready(ledger, "s1", sid, 1002.0)  # once
-    assert book.expire(ledger, 10**9) == []
+    assert book.expire(ledger, 10**9, [info("a1")]) == book.Expiry([], [], [])
 
 
 def test_release_is_limited_to_the_runs_own_session():
@@ -441,3 +446,174 @@ def test_an_agent_clock_ahead_never_drops_a_live_session():
     assert book.adjust([timed], ledger)[0]["agent"]["used_cpu"] == 4.0
     unknown = book.on_ledger_clock(skewed)  # no read_after: a read of unknown age
     assert book.drop_stale(ledger, [unknown]) == []
+
+
+# --- expiry after the agents were checked, and reconcile ----------------------------
+
+
+def seen(sid, containers, name="s", cpu=1.0):
+    """An agent read's ``sessions`` row: ``containers`` of session ``sid`` there."""
+    return {
+        sid: {
+            "name": name,
+            "cpu": cpu * containers,
+            "mem": 0,
+            "gpu": 0,
+            "gpu_devices": [],
+            "containers": containers,
+        }
+    }
+
+
+def dead_create(ledger, name="dead", size=2, now=1000.0):
+    """A create that reserved at ``now`` (TTL 60 s) and died; its session id."""
+    place(ledger, name, [info("a1", cpu=8)], now=now, size=size, resources={"cpu": 1})
+    return ledger["sessions"][name]["session_id"]
+
+
+@pytest.mark.parametrize(
+    ("found", "outcome"),
+    [(0, "dropped"), (2, "adopted"), (1, "stuck")],
+)
+def test_an_expired_reservation_is_settled_by_what_its_agents_run(found, outcome):
+    """Case 1: past its expiry a reservation is dropped only when a fresh read shows its
+    create left nothing; all of it makes the session (adopted), part of it keeps counting
+    until reconcile removes it."""
+    ledger = book.empty()
+    sid = dead_create(ledger)
+    read = info("a1", cpu=8, read_at=1061.0, sessions=seen(sid, found) if found else {})
+    done = book.expire(ledger, 1061.0, [read])
+    assert getattr(done, outcome) == ["dead"]
+    assert ("dead" in ledger["sessions"]) == (outcome != "dropped")
+    if outcome == "adopted":
+        assert ledger["sessions"]["dead"]["state"] == book.READY
+
+
+def test_an_expired_reservation_keeps_counting_until_its_agents_are_read():
+    ledger = book.empty()
+    dead_create(ledger)
+    assert book.expire(ledger, 1061.0) == book.Expiry([], [], [])  # no read: not checked
+    kept = {**info("a1", cpu=8, read_at=1061.0), "kept": True}
+    assert book.expire(ledger, 1061.0, [kept]) == book.Expiry([], [], [])  # a kept read
+    older = info("a1", cpu=8, read_at=999.0)  # read before it was reserved
+    assert book.expire(ledger, 1061.0, [older]) == book.Expiry([], [], [])
+    assert "dead" in ledger["sessions"]
+    with pytest.raises(Pending):  # it still holds its share
+        kept = {**info("a1", cpu=2), "kept": True}
+        place(ledger, "next", [kept], now=1061.0, size=1, resources={"cpu": 1})
+
+
+def test_the_agents_of_an_overdue_reservation_are_read_once_after_it_expired():
+    ledger = book.empty()
+    agents = [{"name": "a1", "group": "default", "resources": None}]
+    book.remember(ledger, [info("a1", cpu=8)], 1000.0, book.declarations(agents))
+    dead_create(ledger)
+    args = {"name": "x", "images": [], "paths": [], "fresh": set(), "max_age": 300}
+    assert book.overdue_agents(ledger, 1030.0) == []
+    assert book.to_read(ledger, agents, now=1030.0, **args) == []
+    assert book.overdue_agents(ledger, 1061.0) == ["a1"]
+    assert book.to_read(ledger, agents, now=1061.0, **args) == ["a1"]
+    book.remember(ledger, [info("a1", cpu=8)], 1062.0, book.declarations(agents))
+    assert book.overdue_agents(ledger, 1063.0) == []  # read since: not again
+
+
+def row(name, sid, host, agent="a1", size=2, cpu=1.0, devices=""):
+    """A bai_agent_info container row with the labels a session container carries."""
+    labels = {
+        "ai.backend.cluster.session": name,
+        LABEL_SESSION_ID: sid,
+        "ai.backend.cluster.host": host,
+        "ai.backend.cluster.size": str(size),
+        "ai.backend.cluster.spec-hash": "h",
+        "ai.backend.cluster.agent": agent,
+        LABEL_CPU: str(cpu),
+        LABEL_MEM: str(GI),
+        LABEL_GPU: str(len(devices.split(","))) if devices else "0",
+    }
+    if devices:
+        labels[LABEL_GPU_DEVICES] = devices
+    return {"name": f"{name}-{host}", "state": "running", "labels": labels}
+
+
+def read_with(agent, rows, read_at=2000.0):
+    return {**info(agent, cpu=8, read_at=read_at), "containers": rows}
+
+
+def test_reconcile_rebuilds_a_lost_ledger_from_the_labels():
+    """Case 7: an empty (lost) ledger and two agents: the complete session is adopted with
+    its resources and GPU devices as labelled; the incomplete one is removed by id."""
+    ledger = book.empty()
+    reads = [
+        read_with("a1", [row("full", "id-f", "main1", devices="0"), row("part", "id-p", "main1")]),
+        read_with("a2", [row("full", "id-f", "sub1", agent="a2")]),
+    ]
+    done = book.reconcile(ledger, reads, now=2000.0, every_agent_read=True)
+    assert done.adopted == ["full"] and done.dropped == []
+    assert done.remove == [
+        {"agent": "a1", "session": "part", "session_id": "id-p", "containers": 1}
+    ]
+    entry = ledger["sessions"]["full"]
+    assert entry["state"] == book.READY and entry["session_id"] == "id-f"
+    assert [
+        (k["host"], k["agent"], k["cpu"], k["mem"], k["gpu_devices"]) for k in entry["kernels"]
+    ] == [
+        ("main1", "a1", 1.0, GI, [0]),
+        ("sub1", "a2", 1.0, GI, []),
+    ]
+    assert book.given_out(ledger)["a1"] == {"cpu": 1.0, "mem": GI, "gpu_devices": [0]}
+    again = book.reconcile(ledger, reads[:1] + reads[1:], now=2001.0, every_agent_read=True)
+    assert again.adopted == [] and "full" in ledger["sessions"]  # idempotent
+
+
+def test_reconcile_removes_nothing_unknown_when_an_agent_was_not_read():
+    ledger = book.empty()
+    reads = [read_with("a1", [row("part", "id-p", "main1")])]
+    done = book.reconcile(ledger, reads, now=2000.0, every_agent_read=False)
+    assert done.remove == [] and done.spared == ["part"]
+
+
+def test_reconcile_settles_each_kind_of_reservation():
+    ledger = book.empty()
+    for name in ("gone", "whole", "partial", "flying", "away"):
+        place(ledger, name, [info("a1", cpu=64)], now=1000.0, size=2, resources={"cpu": 1})
+    ids = {name: entry["session_id"] for name, entry in ledger["sessions"].items()}
+    book.mark_ready(ledger, "gone", ids["gone"], 1000.0)
+    book.mark_ready(ledger, "partial", ids["partial"], 1000.0)
+    ledger["sessions"]["flying"]["expires_at"] = 5000.0  # its create still runs
+    for k in ledger["sessions"]["away"]["kernels"]:
+        k["agent"] = "a9"  # an agent this run did not read
+    dead = place(ledger, "dead", [info("a1", cpu=64)], now=1000.0, size=2, resources={"cpu": 1})
+    rows = [
+        row("whole", ids["whole"], "main1"),
+        row("whole", ids["whole"], "sub1"),
+        row("partial", ids["partial"], "main1"),
+        row("dead", dead["session_id"], "main1"),
+    ]
+    done = book.reconcile(ledger, [read_with("a1", rows)], now=2000.0, every_agent_read=False)
+    assert done.dropped == ["dead", "gone"]  # dead: part of it removed, then dropped
+    assert done.adopted == ["whole"]  # expired, complete: its create died after making it
+    assert done.incomplete == ["partial"] and done.in_flight == ["flying"]
+    assert done.unchecked == ["away"]
+    assert done.remove == [
+        {"agent": "a1", "session": "dead", "session_id": dead["session_id"], "containers": 1}
+    ]
+    assert sorted(ledger["sessions"]) == ["away", "flying", "partial", "whole"]
+
+
+def test_reconcile_keeps_a_session_confirmed_while_it_read_the_agents():
+    ledger = book.empty()
+    place(ledger, "new", [info("a1")], now=1000.0, size=1)
+    book.mark_ready(ledger, "new", ledger["sessions"]["new"]["session_id"], 1999.0)
+    done = book.reconcile(ledger, [read_with("a1", [])], now=2000.0, every_agent_read=True)
+    assert done.in_flight == ["new"] and "new" in ledger["sessions"]
+
+
+def test_reconcile_leaves_an_unknown_session_whose_name_another_holds():
+    ledger = book.empty()
+    place(ledger, "s", [info("a1")], now=1000.0, size=1)
+    sid = ledger["sessions"]["s"]["session_id"]
+    book.mark_ready(ledger, "s", sid, 1000.0)
+    rows = [row("s", sid, "main1", size=1), row("s", "other", "main1", size=1)]
+    done = book.reconcile(ledger, [read_with("a1", rows)], now=2000.0, every_agent_read=True)
+    assert done.conflicts == ["s"] and ledger["sessions"]["s"]["session_id"] == sid
+    assert book.reconcile_lines(done._asdict())[0].startswith("not adopted")
