@@ -573,7 +573,9 @@ def test_an_agent_that_does_not_answer_is_named_and_the_others_are_still_cleaned
     sweep(docker_client, "it-ghost")
     # A new ledger beside sessions it does not know (this module's) is refused until it
     # is built from their labels.
-    built = run_playbook("session_reconcile.yml", extra_vars={"bai_ledger_path": str(ledger)})
+    built = run_playbook(
+        "session_reconcile.yml", extra_vars={"bai_ledger_path": str(ledger)}, inventory=LOCAL
+    )
     assert built.rc == 0, built
     made = create(run_playbook, "it-ghost", "-e", f"bai_ledger_path={ledger}", size=2)
     assert made.rc == 0, made
