@@ -376,12 +376,7 @@ def reserve(module: AnsibleModule, ledger: dict, now: float, missing: str = "") 
         )
     info, kept = fresh, []
     if params["agents"] is not None:  # the inventory's agents: kept reads for the rest
-        try:
-            declared = book.declarations(params["agents"])
-        except (KeyError, TypeError):
-            module.fail_json(
-                msg="bai_session_ledger: agents must be a list of {name, group, resources}"
-            )
+        declared = declarations(module)
         book.remember(ledger, fresh, now, declared)
         read = {str((r.get("agent") or {}).get("name")) for r in fresh}
         need = (
@@ -481,6 +476,16 @@ def reserve(module: AnsibleModule, ledger: dict, now: float, missing: str = "") 
     }
 
 
+def declarations(module: AnsibleModule) -> dict:
+    """O(agents) as the ledger keeps declarations (agent name -> group, resources)."""
+    try:
+        return book.declarations(module.params["agents"])
+    except (KeyError, TypeError):
+        module.fail_json(
+            msg="bai_session_ledger: agents must be a list of {name, group, resources}"
+        )
+
+
 def reconciled(module: AnsibleModule, ledger: dict, now: float) -> dict:
     """state=reconciled: the ledger made to agree with the agents' reads."""
     params = module.params
@@ -490,19 +495,11 @@ def reconciled(module: AnsibleModule, ledger: dict, now: float) -> dict:
         if not r.get("skipped") and not r.get("failed") and "agent" in r
     ]
     names = {str(r["agent"].get("name")) for r in reads}
-    inventory = [str(a["name"]) for a in params["agents"] or []] or sorted(names)
+    # Its reads skip GPU detection, so they are not kept as the agents' records; reconcile()
+    # forgets the sessions it dropped or removed.
+    inventory = list(declarations(module)) if params["agents"] is not None else sorted(names)
     unread = [a for a in inventory if a not in names]
     done = book.reconcile(ledger, reads, now=now, every_agent_read=not unread)
-    if params["agents"] is not None:
-        try:
-            declared = book.declarations(params["agents"])
-        except (KeyError, TypeError):
-            module.fail_json(
-                msg="bai_session_ledger: agents must be a list of {name, group, resources}"
-            )
-        book.remember(ledger, reads, now, declared)
-        for row in done.remove:
-            book.forget_session(ledger, row["session_id"])
     return {
         "changed": bool(done.adopted or done.dropped or done.remove),
         "save": True,
