@@ -26,7 +26,7 @@ setup:  ## pinned venv in .venv/ and a running Docker engine
 images: setup  ## build the base, session and lab-node images (content-hash tags)
 	$(PLAYBOOK) playbooks/image_build.yml
 
-lab-up: setup  ## build images and start the 7-node lab
+lab-up: setup  ## build images and start the 9-node lab
 	$(PLAYBOOK) playbooks/lab.yml -e lab_state=present
 
 lab-down: setup  ## remove every container, network and volume of the lab

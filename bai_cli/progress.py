@@ -18,6 +18,10 @@ from typing import Any, TextIO
 # Task-name prefixes of playbooks/session_create.yml (and session_destroy.yml) -> step.
 # tests/unit/test_cli_progress.py checks that every task of those playbooks maps to one.
 STEPS: tuple[tuple[str, str], ...] = (
+    ("Find the manager that serves the session ledger", "manager"),
+    ("Read the session ledger's identity through this manager", "manager"),
+    ("Choose the first manager that answered", "manager"),
+    ("Check that a manager serves the swarm's session ledger", "manager"),
     ("Check the session request", "check"),
     ("Check the session name", "check"),
     ("Check the people's public keys", "check"),

@@ -94,6 +94,11 @@ def dumps(ledger: Mapping[str, Any]) -> str:
     return json.dumps(ledger, indent=1, sort_keys=True) + "\n"
 
 
+def dumps_compact(ledger: Mapping[str, Any]) -> str:
+    """The ledger in as few bytes as JSON allows (the swarm store's label)."""
+    return json.dumps(ledger, separators=(",", ":"), sort_keys=True)
+
+
 class Expiry(NamedTuple):
     """What :func:`expire` did with the ``creating`` reservations past their expiry."""
 

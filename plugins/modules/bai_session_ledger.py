@@ -8,14 +8,23 @@ DOCUMENTATION = r"""
 module: bai_session_ledger
 short_description: Place a session and reserve what it needs, safely against concurrent creates
 description:
-  - Runs on the ledger host (the Swarm manager, else the first agent; C(delegate_to)) and
-    keeps the reservation ledger there, a JSON file guarded by an exclusive C(flock) lock
-    (docs/placement.md). Every create of the cluster, from any controller, places its
-    session through this module, so two creates never hand out the same CPU, memory or
-    GPU device, and two creates of one name make one session.
-  - The lock is held only while the ledger is read, the session placed and its
-    reservation written (milliseconds), never while containers are created. The kernel
-    drops it when the process dies, so a killed create blocks nobody.
+  - Keeps the session ledger (docs/placement.md) and changes it in one atomic step per
+    run. Every create of the cluster, from any controller, places its session through
+    this module, so two creates never hand out the same CPU, memory or GPU device, and two
+    creates of one name make one session.
+  - O(store=swarm) (a cluster with a swarm) keeps the ledger in the swarm's replicated
+    raft store, the labels of config C(bai-session-ledger), through the engine of the
+    manager this runs on (C(delegate_to) any manager that answers). Each write names the
+    version it read; a write that meets a newer one reads again and redoes its step
+    (compare-and-swap, at most 40 times). Nothing depends on which manager serves it.
+  - O(store=file) keeps it in a JSON file on this host (O(path)), changed under an
+    exclusive C(flock) lock, written atomically and fsynced with its folder.
+  - The ledger's clock is this host's, never run backwards past the last write (another
+    manager's clock may have been ahead); every reservation time and RV(ledger_time)
+    comes from it, never from the controller or an agent.
+  - The step (read, place, write) takes milliseconds and never spans the creation of
+    containers. The file lock is dropped by the kernel when the process dies, so a killed
+    create blocks nobody.
   - O(state=reserved) places the session like M(bai.cluster.bai_session_plan) (same options
     O(spec) and O(agent_info), same results) with each reserved session counted by its
     reservation, not only by the running containers the agents report; a new session's
@@ -38,8 +47,10 @@ description:
   - O(state=absent) drops the reservation of O(name) (only O(session_id)'s when given, so a
     failed create never drops the session of a run that won the name).
   - O(state=read) returns the ledger; with O(name), only that session's reservation
-    and the agents that may hold it (RV(holders)). A missing ledger file reads as no
+    and the agents that may hold it (RV(holders)). A missing ledger reads as no
     reservation (RV(missing)); a damaged one fails.
+  - O(state=identity) only reads the ledger and returns RV(ledger_id), RV(store) and
+    RV(ledger_time) (a manager answers it only when the swarm has a quorum).
   - A C(creating) reservation past its expiry is settled only once fresh reads of its
     agents show what its create left (RV(need_read) names them) - dropped when they run
     nothing of it, adopted (RV(adopted)) when they run all of it, kept (counted, with a
@@ -50,9 +61,10 @@ description:
     whose agents run all of it, and a complete session the ledger does not know, are
     adopted (RV(adopted)); what a dead create left incomplete, and an unknown incomplete
     session when every agent was read, is returned in RV(remove) for the caller to remove
-    on the agents. A missing or damaged ledger file is rebuilt this way (RV(rebuilt)); a
-    damaged one is kept beside it as C(PATH.damaged-EPOCH).
-  - A missing or damaged ledger file is never read as an empty ledger - O(state=reserved)
+    on the agents. A missing or damaged ledger is rebuilt this way (RV(rebuilt)); a
+    damaged one is kept beside it (C(PATH.damaged-EPOCH), or config
+    C(bai-session-ledger-damaged-EPOCH)).
+  - A missing or damaged ledger is never read as an empty ledger - O(state=reserved)
     refuses while the agents run any session, and names the way to rebuild it.
 version_added: "1.0.0"
 author: bai-cluster developers (@bai-cluster)
@@ -60,10 +72,17 @@ options:
   state:
     description: What to do (see above).
     type: str
-    choices: [reserved, ready, absent, read, reconciled]
+    choices: [reserved, ready, absent, read, reconciled, identity]
     default: reserved
+  store:
+    description:
+      - Where the ledger lives - C(swarm), the raft store of the swarm this host manages,
+        or C(file), O(path) on this host.
+    type: str
+    choices: [file, swarm]
+    default: file
   path:
-    description: The ledger file on this host; its directory is created (mode 0700).
+    description: The ledger file on this host (O(store=file)); its directory is created (mode 0700).
     type: path
     default: /var/lib/bai-cluster/ledger.json
   name:
@@ -116,7 +135,14 @@ options:
     type: int
     default: 900
   lock_timeout:
-    description: Seconds to wait for the ledger's lock before failing.
+    description: Seconds to wait for the ledger file's lock before failing (O(store=file)).
+    type: int
+    default: 60
+  docker_host:
+    description: Docker API of the manager (O(store=swarm)); default the local engine.
+    type: str
+  docker_timeout:
+    description: Seconds for each Docker API call.
     type: int
     default: 60
 attributes:
@@ -138,6 +164,7 @@ EXAMPLES = r"""
   bai.cluster.bai_session_ledger:
     spec: "{{ request.spec }}"
     agent_info: "{{ info.results }}"
+    store: swarm
   delegate_to: "{{ groups['manager'][0] }}"
   register: plan
 
@@ -146,6 +173,7 @@ EXAMPLES = r"""
     state: ready
     name: "{{ plan.summary.name }}"
     session_id: "{{ plan.session_id }}"
+    store: swarm
   delegate_to: "{{ groups['manager'][0] }}"
 """
 
@@ -182,10 +210,10 @@ need_read:
   elements: str
 ledger_time:
   description:
-    - This host's time when it asked for RV(need_read) (or answered O(state=read)); pass
+    - The ledger's time when it asked for RV(need_read) (or answered O(state=read)); pass
       it to M(bai.cluster.bai_agent_info) as
       O(bai.cluster.bai_agent_info#module:read_after).
-  returned: when reads are needed, and O(state=read)
+  returned: when reads are needed, O(state=read) and O(state=identity)
   type: float
 read:
   description: The agents whose fresh reads this placement used (null without O(agents)).
@@ -260,8 +288,26 @@ rebuilt:
   returned: O(state=reconciled)
   type: str
 missing:
-  description: True when the ledger file does not exist.
-  returned: O(state=read), when the file is missing
+  description: True when the ledger does not exist (yet).
+  returned: O(state=read) and O(state=identity), when the ledger is missing
+  type: bool
+damaged:
+  description: Why the ledger cannot be read (O(state=identity) only; the other states fail).
+  returned: O(state=identity), when the ledger is damaged
+  type: str
+ledger_id:
+  description:
+    - The ledger's identity - the swarm's cluster ID, or the file ledger's id (C(PATH.id),
+      empty before its first write).
+  returned: always
+  type: str
+store:
+  description: C(swarm) or C(file).
+  returned: always
+  type: str
+retried:
+  description: True when a write met a newer version of the ledger and was redone.
+  returned: when it happened
   type: bool
 pending:
   description: True when the failure is a PENDING placement (waiting may help unless RV(permanent)).
@@ -273,19 +319,23 @@ permanent:
   type: bool
 """
 
-import os
-import tempfile
-import time
-import uuid
+import platform
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.bai.cluster.plugins.module_utils import ledger as book
+from ansible_collections.bai.cluster.plugins.module_utils import ledger_store as store_
+from ansible_collections.bai.cluster.plugins.module_utils.docker_api import (
+    DOCKER_ARGUMENT_SPEC,
+    DockerException,
+    connect,
+    error_text,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.errors import (
     Pending,
     SessionConflict,
     SpecError,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.locks import Busy, locked
+from ansible_collections.bai.cluster.plugins.module_utils.locks import Busy
 from ansible_collections.bai.cluster.plugins.module_utils.plan import agents_from_info, plan_session
 from ansible_collections.bai.cluster.plugins.module_utils.spec import (
     normalize_spec,
@@ -294,44 +344,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.spec import (
 )
 
 
-def load(path: str) -> tuple[dict, str]:
-    """The ledger, and why its file is missing: "" (it is there), "new" (never written) or
-    "lost" (written before: its identity file PATH.id, made with the first write, is
-    there). A missing ledger is an empty one that must not be trusted."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return book.loads(handle.read()), ""
-    except FileNotFoundError:
-        return book.empty(), "lost" if os.path.exists(path + ".id") else "new"
-
-
-def save(path: str, ledger: dict) -> None:
-    """Write atomically: a temporary file in the same folder, fsync, rename, fsync the
-    folder. The first write also makes PATH.id, the ledger's identity, which tells a lost
-    ledger from one never written."""
-    if not os.path.exists(path + ".id"):
-        with open(os.open(path + ".id", os.O_WRONLY | os.O_CREAT, 0o600), "w") as handle:
-            handle.write(uuid.uuid4().hex + "\n")
-    fd, tmp = tempfile.mkstemp(prefix=".ledger.", dir=os.path.dirname(path) or ".")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(book.dumps(ledger))
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-        # The rename is durable only once the folder is.
-        folder = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
-        try:
-            os.fsync(folder)
-        finally:
-            os.close(folder)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def reserve(module: AnsibleModule, ledger: dict, now: float, missing: str = "") -> dict:
+def reserve(
+    module: AnsibleModule, ledger: dict, now: float, missing: str = "", where: str = ""
+) -> dict:
     params = module.params
     try:
         spec = normalize_spec(dict(params["spec"] or {}))
@@ -361,7 +376,7 @@ def reserve(module: AnsibleModule, ledger: dict, now: float, missing: str = "") 
                 else ""
             )
             module.fail_json(
-                msg=f"the session ledger {params['path']} {how}{seen}: a ledger is never "
+                msg=f"{where} {how}{seen}: a ledger is never "
                 f"read as empty. If this cluster's ledger was lost, {book.REBUILD_HINT}; if "
                 f"another ledger serves these agents, use it (bai_ledger_host, "
                 f"bai_ledger_path). Nothing was changed."
@@ -509,9 +524,78 @@ def reconciled(module: AnsibleModule, ledger: dict, now: float) -> dict:
     }
 
 
+def open_store(module: AnsibleModule) -> store_.Store:
+    """The store O(store) names: the file O(path), or the swarm behind this host's engine."""
+    params = module.params
+    if params["store"] == "file":
+        return store_.FileStore(params["path"], params["lock_timeout"])
+    docker_ = connect(module)
+    try:
+        return store_.SwarmStore.connect(docker_.api, platform.node())
+    except store_.StoreError as exc:
+        module.fail_json(msg=str(exc))
+    except DockerException as exc:
+        module.fail_json(msg=f"the session ledger in the swarm: {error_text(exc)}")
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def step(module: AnsibleModule, store: store_.Store, snapshot: store_.Snapshot, now: float) -> dict:
+    """What O(state) does with one read of the ledger (the store writes it when asked)."""
+    params = module.params
+    state, where = params["state"], store.where
+    ledger, missing = snapshot.ledger, snapshot.missing
+    if snapshot.damaged and state == "identity":
+        return {"changed": False, "ledger_time": now, "damaged": snapshot.damaged}
+    if snapshot.damaged and state != "reconciled":
+        damaged = snapshot.damaged
+        module.fail_json(msg=f"{where}: {damaged}; {book.REBUILD_HINT}; nothing was changed")
+    if state == "reconciled":
+        rebuilt = (
+            f"damaged - {snapshot.damaged}"
+            if snapshot.damaged
+            else ("missing" if missing == "lost" else "new" if missing else None)
+        )
+        # Rebuilt from the agents' labels; a damaged ledger is kept beside it.
+        done = reconciled(module, ledger, now)
+        return {**done, "rebuilt": rebuilt, "set_aside": True}
+    if state == "reserved":
+        return reserve(module, ledger, now, missing, where)
+    if state == "ready":
+        held = ledger["sessions"].get(params["name"])
+        gone = held is None or held["session_id"] != params["session_id"]
+        # In check mode nothing was reserved, so there is nothing to confirm.
+        if gone and not module.check_mode:
+            # Its containers were made by an agent that admitted them, but the ledger no
+            # longer counts them: this create must not report success.
+            module.fail_json(
+                msg=f"session {params['name']}: this create's reservation is gone from "
+                f"{where} (it outlived session_reservation_ttl_s and a check of its agents "
+                f"found nothing of it, or the ledger was rebuilt); the session is not confirmed"
+            )
+        changed = book.mark_ready(ledger, params["name"], params["session_id"], now)
+        return {"changed": changed, "reservation": held}
+    if state == "absent":
+        return {"changed": book.release(ledger, params["name"], params["session_id"])}
+    read: dict = {"changed": False, "ledger_time": now}
+    if missing:
+        read["missing"] = True
+    if state == "identity":
+        return read
+    if params["name"]:
+        return {
+            **read,
+            "reservation": ledger["sessions"].get(params["name"]),
+            "holders": sorted(book.holders(ledger, params["name"])),
+        }
+    return {
+        **read,
+        "ledger": {"sessions": ledger["sessions"], "given_out": book.given_out(ledger)},
+    }
+
+
 def run(module: AnsibleModule) -> dict:
     params = module.params
-    state, path = params["state"], params["path"]
+    state = params["state"]
     if state in ("ready", "absent") and not params["name"]:
         module.fail_json(msg=f"bai_session_ledger: state={state} needs name")
     if state == "ready" and not params["session_id"]:
@@ -524,81 +608,31 @@ def run(module: AnsibleModule) -> dict:
         )
     if state == "reconciled" and params["agent_info"] is None:
         module.fail_json(msg="bai_session_ledger: state=reconciled needs agent_info")
-    if state == "read" and not os.path.exists(path):
-        missing = {"changed": False, "missing": True, "ledger_time": time.time()}
-        if params["name"]:
-            return {**missing, "reservation": None, "holders": []}
-        return {**missing, "ledger": {"sessions": {}, "given_out": {}}}
+    store = open_store(module)
     try:
-        with locked(path + ".lock", params["lock_timeout"]):
-            now = time.time()
-            rebuilt: str | None = None
-            try:
-                ledger, missing = load(path)
-            except book.LedgerError as exc:
-                if state != "reconciled":
-                    raise
-                # Rebuilt from the agents' labels; the damaged file is kept beside it.
-                ledger, missing, rebuilt = book.empty(), "", f"damaged - {exc}"
-                if not module.check_mode:
-                    os.replace(path, f"{path}.damaged-{int(now)}")
-            if state == "reconciled" and missing:
-                rebuilt = "missing" if missing == "lost" else "new"
-            if state == "reserved":
-                result = reserve(module, ledger, now, missing)
-            elif state == "reconciled":
-                result = {**reconciled(module, ledger, now), "rebuilt": rebuilt}
-            elif state == "ready":
-                held = ledger["sessions"].get(params["name"])
-                gone = held is None or held["session_id"] != params["session_id"]
-                # In check mode nothing was reserved, so there is nothing to confirm.
-                if gone and not module.check_mode:
-                    # Its containers were made by an agent that admitted them, but the
-                    # ledger no longer counts them: this create must not report success.
-                    module.fail_json(
-                        msg=f"session {params['name']}: this create's reservation is gone "
-                        f"from the session ledger {path} (it outlived "
-                        f"session_reservation_ttl_s and a check of its agents found nothing "
-                        f"of it, or the ledger was rebuilt); the session is not confirmed"
-                    )
-                changed = book.mark_ready(ledger, params["name"], params["session_id"], now)
-                result = {"changed": changed, "reservation": held}
-            elif state == "absent":
-                changed = book.release(ledger, params["name"], params["session_id"])
-                result = {"changed": changed}
-            elif params["name"]:
-                result = {
-                    "changed": False,
-                    "reservation": ledger["sessions"].get(params["name"]),
-                    "holders": sorted(book.holders(ledger, params["name"])),
-                    "ledger_time": now,
-                }
-            else:
-                result = {
-                    "changed": False,
-                    "ledger": {"sessions": ledger["sessions"], "given_out": book.given_out(ledger)},
-                    "ledger_time": now,
-                }
-            if (result.pop("save", False) or result["changed"]) and not module.check_mode:
-                save(path, ledger)
+        result = store_.transact(
+            store,
+            lambda snapshot, now: step(module, store, snapshot, now),
+            write=not module.check_mode,
+        )
     except Busy:
         module.fail_json(
-            msg=f"the session ledger {path} stayed locked for {params['lock_timeout']} s "
-            f"(another create holds it; if none runs, a stuck process on this host does)"
+            msg=f"{store.where} stayed locked for {params['lock_timeout']} s (another "
+            f"create holds it; if none runs, a stuck process on this host does)"
         )
-    except book.LedgerError as exc:
-        module.fail_json(
-            msg=f"session ledger {path}: {exc}; {book.REBUILD_HINT}; nothing was changed"
-        )
-    except OSError as exc:
-        module.fail_json(msg=f"session ledger {path}: {exc.strerror or exc}")
-    return result
+    except store_.StoreError as exc:
+        module.fail_json(msg=str(exc))
+    except (DockerException, OSError) as exc:
+        module.fail_json(msg=f"{store.where}: {error_text(exc)}")
+    if result.pop("attempts", 1) > 1:
+        result["retried"] = True
+    return {**result, "ledger_id": store.identity(), "store": store.kind}
 
 
 ARGUMENT_SPEC = {
     "state": {
         "type": "str",
-        "choices": ["reserved", "ready", "absent", "read", "reconciled"],
+        "choices": ["reserved", "ready", "absent", "read", "reconciled", "identity"],
         "default": "reserved",
     },
     "path": {"type": "path", "default": "/var/lib/bai-cluster/ledger.json"},
@@ -611,6 +645,8 @@ ARGUMENT_SPEC = {
     "final": {"type": "bool", "default": False},
     "ttl": {"type": "int", "default": 900},
     "lock_timeout": {"type": "int", "default": 60},
+    "store": {"type": "str", "choices": ["file", "swarm"], "default": "file"},
+    **DOCKER_ARGUMENT_SPEC,
 }
 
 

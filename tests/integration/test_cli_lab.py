@@ -474,7 +474,14 @@ def test_site_with_tags_converges_what_drifted_and_only_that(tmp):
         assert run.returncode == 0, run.stderr
         recap = dict(line.split(": ", 1) for line in run.stdout.splitlines())
         assert recap.pop("agent1").endswith(" changed=1"), run.stdout
-        assert sorted(recap) == ["agent2", "appproxy", "manager", "webserver"], run.stdout
+        assert sorted(recap) == [
+            "agent2",
+            "appproxy",
+            "manager",
+            "manager2",
+            "manager3",
+            "webserver",
+        ], run.stdout
         assert all(v.endswith(" changed=0") for v in recap.values()), run.stdout
     finally:
         restored = subprocess.run(

@@ -450,7 +450,12 @@ def prepare_sim(container, tmp: Path) -> dict:
         yaml.safe_dump(
             {
                 "all": {
-                    "vars": {"bai_zone_cidrs": {}, "bai_admin_cidrs": []},
+                    # One engine, no swarm: the session ledger is a file on it.
+                    "vars": {
+                        "bai_zone_cidrs": {},
+                        "bai_admin_cidrs": [],
+                        "bai_ledger_store": "file",
+                    },
                     "children": {
                         "manager": {"hosts": {"gpusim": host}},
                         "agents": {"hosts": {"gpusim": None}},

@@ -146,7 +146,7 @@ def test_image_tag_follows_the_build_context(probe, docker_client, run_playbook)
 # --- 2. image_distribution_method: load -----------------------------------------------
 LOAD_PLAY = """\
 - name: Session images by docker save | docker load (roles/image_distribution)
-  hosts: manager:agents
+  hosts: manager[0:]:agents
   gather_facts: false
   roles:
     - role: bai.cluster.image_distribution

@@ -81,15 +81,20 @@ def test_site_converges_and_the_second_run_changes_nothing(converged):
 
 
 # --- the swarm ------------------------------------------------------------------------
-def test_swarm_has_the_manager_and_both_agents_ready(converged, client):
+def test_swarm_has_three_managers_and_both_agents_ready(converged, client):
     nodes = node_json(
         client, "manager", "sh", "-c", "docker node ls -q | xargs docker node inspect"
     )
     by_host = {n["Description"]["Hostname"]: n for n in nodes}
-    assert sorted(by_host) == ["agent1", "agent2", "manager"]
+    managers = ("manager", "manager2", "manager3")
+    assert sorted(by_host) == ["agent1", "agent2", *managers]
     assert all(n["Status"]["State"] == "ready" for n in nodes), [n["Status"] for n in nodes]
-    assert by_host["manager"]["Spec"]["Role"] == "manager"
-    assert by_host["manager"]["ManagerStatus"]["Leader"] is True
+    assert [by_host[m]["Spec"]["Role"] for m in managers] == ["manager"] * 3
+    # Every manager takes part in the raft quorum; one of them leads (not necessarily the
+    # first: another test stops it).
+    statuses = [by_host[m]["ManagerStatus"] for m in managers]
+    assert all(s["Reachability"] == "reachable" for s in statuses), statuses
+    assert sum(bool(s.get("Leader")) for s in statuses) == 1, statuses
     assert [by_host[a]["Spec"]["Role"] for a in ("agent1", "agent2")] == ["worker", "worker"]
     # Advertised (and data-path) addresses lie on the compute network, not management.
     for node in nodes:

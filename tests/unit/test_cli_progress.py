@@ -38,6 +38,7 @@ def task_names(node) -> list[str]:
         "playbooks/session_create.yml",
         "playbooks/session_place_reads.yml",
         "playbooks/session_destroy.yml",
+        "playbooks/session_manager.yml",
     ],
 )
 def test_every_session_task_maps_to_a_step(playbook):

@@ -1,0 +1,287 @@
+"""The session ledger in the swarm's raft store, served by any of the lab's three managers.
+
+site.yml has made a swarm of three managers (manager, manager2, manager3) and two agents.
+The session ledger is the labels of config ``bai-session-ledger``, read and written through
+whichever manager answers, with a compare-and-swap on the object's version. The tests
+look at what the engines run (the session containers on the agents, their CPUs) and at
+the config as each manager's engine shows it; never at a file on a host.
+
+- the ledger is one swarm object that every manager serves, and no file ledger has the session;
+- with the first manager stopped (``docker stop bai-lab-manager``), create (a session over
+  both agents, on an overlay made through another manager), list, show and destroy work,
+  and the manager comes back into the quorum;
+- 20 creates at once through the three managers give out no more than the agents offer;
+  the ledger holds exactly the sessions the engines run;
+- a ledger of 500 sessions fits the store (written and read back through the managers).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+
+import pytest
+from ansible_collections.bai.cluster.plugins.module_utils import ledger as book
+from ansible_collections.bai.cluster.plugins.module_utils import ledger_store as store_
+from ansible_collections.bai.cluster.plugins.module_utils.labels import LABEL_SESSION
+from conftest import REPO, VENV_BIN, finish_playbook, start_playbook
+from labtools import lab_agents, lab_node, on_agent, sweep
+
+pytestmark = [pytest.mark.integration, pytest.mark.lab]
+
+MANAGERS = ("manager", "manager2", "manager3")
+OFFER_CPU = 4  # inventories/lab/group_vars/agents.yml
+
+
+@pytest.fixture(scope="module")
+def lab(docker_client):
+    return lab_agents(docker_client)
+
+
+@pytest.fixture(scope="module")
+def managers(docker_client):
+    return {name: lab_node(docker_client, name) for name in MANAGERS}
+
+
+def wait_for(check, what: str, seconds: float = 90) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, f"{what}: not within {seconds:.0f} s"
+        time.sleep(1)
+
+
+def ledger_via(manager) -> dict:
+    """The session ledger as this manager's engine reads it from the raft store."""
+    code, out = on_agent(manager, "docker", "config", "inspect", store_.CONFIG_NAME)
+    assert code == 0, out
+    return json.loads(json.loads(out)[0]["Spec"]["Labels"][store_.LEDGER_LABEL])
+
+
+def session_cpus(agent) -> dict[str, float]:
+    """Session container -> its CPUs (HostConfig.NanoCpus), every state, on this engine."""
+    code, ids = on_agent(agent, "docker", "ps", "-aq", "--filter", f"label={LABEL_SESSION}")
+    assert code == 0, ids
+    if not ids:
+        return {}
+    code, out = on_agent(agent, "docker", "inspect", *ids.split())
+    assert code == 0, out
+    return {c["Name"].lstrip("/"): c["HostConfig"]["NanoCpus"] / 1e9 for c in json.loads(out)}
+
+
+def sessions_on(lab) -> set[str]:
+    names = set()
+    for agent in lab.values():
+        code, out = on_agent(
+            agent, "docker", "ps", "-a", "--format", f'{{{{.Label "{LABEL_SESSION}"}}}}'
+        )
+        assert code == 0, out
+        names |= set(out.split())
+    return names
+
+
+def cli(*args: str, timeout: int = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(VENV_BIN / "bai-cluster"), *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def manager_status(manager, host: str) -> str:
+    code, out = on_agent(
+        manager, "docker", "node", "inspect", host, "--format", "{{.ManagerStatus.Reachability}}"
+    )
+    return out if code == 0 else f"error: {out}"
+
+
+def test_the_ledger_is_one_swarm_object_that_every_manager_serves(lab, managers, run_playbook):
+    name = "it-swl1"
+    sweep(lab, name)
+    run = run_playbook(
+        "session_create.yml",
+        extra_vars={"session_name": name, "session_size": 1, "session_resources": {"cpu": 0.5}},
+    )
+    try:
+        assert run.rc == 0, run
+        session_id = run.stats["bai_session"]["session_id"]
+        # The same object, at the same version, through each manager's engine.
+        seen = [ledger_via(m)["sessions"][name] for m in managers.values()]
+        assert all(entry == seen[0] for entry in seen), seen
+        assert seen[0]["session_id"] == session_id and seen[0]["state"] == book.READY
+        # No file ledger knows it (a lab that an older version used may keep one).
+        for node in [*managers.values(), *lab.values()]:
+            _code, out = on_agent(node, "cat", "/var/lib/bai-cluster/ledger.json")
+            assert session_id not in out, node.name
+    finally:
+        run_playbook("session_destroy.yml", extra_vars={"session_name": name})
+        sweep(lab, name)
+    assert all(name not in ledger_via(m)["sessions"] for m in managers.values())
+
+
+@pytest.fixture
+def first_manager_stopped(managers):
+    """bai-lab-manager stopped (the swarm keeps its quorum with two of three managers);
+    started again afterwards, and back in the quorum before the next test."""
+    first = managers["manager"]
+    first.stop(timeout=5)
+    try:
+        yield first
+    finally:
+        first.start()
+        wait_for(
+            lambda: manager_status(managers["manager2"], "manager") == "reachable",
+            "bai-lab-manager back in the swarm's quorum",
+        )
+
+
+def test_create_list_show_and_destroy_work_with_the_first_manager_stopped(
+    lab, managers, first_manager_stopped, run_playbook
+):
+    name = "it-swl2"
+    sweep(lab, name)
+    # 2 x 5g cannot fit on one agent (8g each): the session spans both on an overlay,
+    # which must be made through a manager that answers.
+    extra = {
+        "session_name": name,
+        "session_size": 2,
+        "session_mode": "multi-node",
+        "session_resources": {"cpu": 0.5, "mem": "5g"},
+    }
+    run = run_playbook("session_create.yml", extra_vars=extra)
+    try:
+        assert run.rc == 0, run
+        summary = run.stats["bai_session"]
+        assert summary["network_driver"] == "overlay", summary
+        assert {c["agent"] for c in summary["containers"]} == {"agent1", "agent2"}
+        # What the engines run: one container of it on each agent.
+        for agent in lab.values():
+            assert [c for c in session_cpus(agent) if c.startswith(f"bai-{name}-")], agent.name
+        # The ledger, through the managers that are up, holds it.
+        for manager in ("manager2", "manager3"):
+            assert ledger_via(managers[manager])["sessions"][name]["state"] == book.READY
+
+        listed = cli("session", "list", "--json")
+        assert listed.returncode == 0, listed.stderr
+        rows = {row["name"]: row for row in json.loads(listed.stdout)}
+        assert rows[name]["state"] == "running", rows
+        shown = cli("session", "show", name)
+        assert shown.returncode == 0, shown.stderr
+        assert "main1" in shown.stdout and "sub1" in shown.stdout, shown.stdout
+    finally:
+        destroyed = cli("session", "destroy", name)
+        assert destroyed.returncode == 0, destroyed.stderr
+    assert name not in sessions_on(lab)
+    assert name not in ledger_via(managers["manager2"])["sessions"]
+    code, out = on_agent(
+        managers["manager2"],
+        "docker",
+        "network",
+        "ls",
+        "-q",
+        "--filter",
+        f"label={LABEL_SESSION}={name}",
+    )
+    assert (code, out) == (0, ""), out
+
+
+def test_twenty_creates_at_once_through_three_managers_give_out_no_more_than_offered(lab, managers):
+    """20 creates of 0.5 CPU each, each through one of the three managers (bai_ledger_host)
+    against 2 agents x 4 CPUs: exactly 16 run, 4 are PENDING; no engine runs more CPUs than
+    it offers; the ledger holds exactly what the engines run."""
+    names = [f"it-swr{i:02d}" for i in range(20)]
+    for name in names:
+        sweep(lab, name)
+    procs = [
+        start_playbook(
+            "session_create.yml",
+            extra_vars={
+                "session_name": name,
+                "session_size": 1,
+                "session_resources": {"cpu": 0.5, "mem": "256m"},
+                "bai_ledger_host": MANAGERS[i % 3],
+            },
+        )
+        for i, name in enumerate(names)
+    ]
+    runs = [finish_playbook(p, timeout=600) for p in procs]
+    try:
+        made = [n for n, r in zip(names, runs) if r.rc == 0]
+        pending = [n for n, r in zip(names, runs) if r.rc != 0]
+        for name, run in zip(names, runs):
+            if run.rc != 0:
+                assert any("PENDING" in f for f in run.failures), (name, run)
+        # The truth is what the engines run.
+        for agent in lab.values():
+            cpus = session_cpus(agent)
+            assert sum(cpus.values()) <= OFFER_CPU + 1e-9, (agent.name, cpus)
+        assert sessions_on(lab) == set(made)
+        assert (len(made), len(pending)) == (16, 4), (made, pending)
+        held = ledger_via(managers["manager3"])["sessions"]
+        assert set(held) == set(made), held
+        assert all(entry["state"] == book.READY for entry in held.values())
+    finally:
+        done = [
+            start_playbook("session_destroy.yml", extra_vars={"session_name": n}) for n in names
+        ]
+        results = [finish_playbook(p, timeout=600) for p in done]
+        assert all(r.rc == 0 for r in results), [r for r in results if r.rc]
+        for name in names:
+            sweep(lab, name)
+    assert not set(ledger_via(managers["manager"])["sessions"]) & set(names)
+
+
+def test_a_ledger_of_500_sessions_fits_the_swarm_store(managers):
+    """500 sessions of 4 containers each, as the ledger writes them, in one config's
+    labels: written through one manager, read back whole through another. (A copy under
+    another name, so the live ledger is not touched.)"""
+    ledger = book.empty()
+    for i in range(500):
+        name = f"s{i:03d}-training-job"
+        plan = {
+            "session_id": f"{i:08d}-0000-4000-8000-000000000000",
+            "summary": {"name": name},
+            "spec_hash": "f" * 64,
+            "kernels": [
+                {
+                    "agent": f"agent{k + 1:02d}-of-the-cluster",
+                    "hostname": f"{'main' if k == 0 else 'sub'}{max(k, 1)}",
+                    "resources": {"cpu": 8.0, "mem": 64 * 1024**3, "gpu": 2},
+                    "gpu_devices": [2 * k, 2 * k + 1],
+                }
+                for k in range(4)
+            ],
+        }
+        ledger["sessions"][name] = book.reservation(plan, now=1.7e9 + i, ttl=960)
+    text = book.dumps_compact(ledger)
+    size = len(text.encode())
+    print(f"ledger of 500 sessions x 4 containers: {size} bytes")
+    assert size < store_.MAX_LEDGER_BYTES
+    probe = "bai-ledger-size-probe"
+    # One label of this size is past what a command line may carry: write it with the
+    # engine's API from inside the manager (python3-docker), the text on stdin.
+    write = (
+        "import sys, docker; api = docker.APIClient(); "
+        f"api.create_config({probe!r}, b'size probe', "
+        f"labels={{{store_.LEDGER_LABEL!r}: sys.stdin.read()}})"
+    )
+    on_agent(managers["manager2"], "docker", "config", "rm", probe)
+    made = subprocess.run(
+        ["docker", "exec", "-i", managers["manager2"].name, "python3", "-c", write],
+        input=text,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    try:
+        assert made.returncode == 0, made.stderr[-500:]
+        code, out = on_agent(managers["manager3"], "docker", "config", "inspect", probe)
+        assert code == 0, out[-500:]
+        back = json.loads(out)[0]["Spec"]["Labels"][store_.LEDGER_LABEL]
+        assert book.loads(back) == ledger
+    finally:
+        on_agent(managers["manager2"], "docker", "config", "rm", probe)
