@@ -213,6 +213,14 @@ def build_parser() -> argparse.ArgumentParser:
     reconcile.add_argument(
         "--check", action="store_true", help="report what it would do, change nothing"
     )
+    reconcile.add_argument(
+        "--adopt-ledger",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="take in the sessions of another session ledger that is gone for good (its ID "
+        "as reconcile reports it); repeatable",
+    )
     show = sub.add_parser("show", parents=[common], help="containers, agents, addresses, ports")
     show.add_argument("name")
     env = sub.add_parser("env", parents=[common], help="the containers' cluster environment")
@@ -370,7 +378,12 @@ def run_command(args: argparse.Namespace, printer: Printer) -> int:
             print("no sessions")
         return EXIT_OK
     if action == "reconcile":
-        agreed = api.reconcile_sessions(check=args.check, on_event=quiet_events or plays, **common)
+        agreed = api.reconcile_sessions(
+            check=args.check,
+            adopt_ledgers=args.adopt_ledger,
+            on_event=quiet_events or plays,
+            **common,
+        )
         if as_json:
             emit_json(asdict(agreed))
         else:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -173,8 +173,10 @@ class Reconciled:
     unchecked: list[str] = field(default_factory=list)
     spared: list[str] = field(default_factory=list)
     conflicts: list[str] = field(default_factory=list)
+    foreign: list[str] = field(default_factory=list)
     unread: list[str] = field(default_factory=list)
     rebuilt: str | None = None
+    ledger_ids: list[str] = field(default_factory=list)
     check: bool = False
 
 
@@ -328,12 +330,17 @@ def destroy_session(
 def reconcile_sessions(
     *,
     check: bool = False,
+    adopt_ledgers: Sequence[str] = (),
     inventory: str | None = None,
     on_event: Event | None = None,
     **kwargs: Any,
 ) -> Reconciled:
-    """Make the session ledger agree with what the agents run (``check``: report only)."""
-    result = _run(RECONCILE, {}, inventory=inventory, on_event=on_event, check=check, **kwargs)
+    """Make the session ledger agree with what the agents run (``check``: report only;
+    ``adopt_ledgers``: identities of ledgers gone for good whose sessions it takes in)."""
+    extravars = {"session_adopt_ledgers": list(adopt_ledgers)} if adopt_ledgers else {}
+    result = _run(
+        RECONCILE, extravars, inventory=inventory, on_event=on_event, check=check, **kwargs
+    )
     data = result.stats.get("bai_reconcile") or {}
     known = set(Reconciled.__dataclass_fields__) - {"check"}
     return Reconciled(**{k: v for k, v in data.items() if k in known}, check=check)

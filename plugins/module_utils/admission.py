@@ -36,6 +36,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.gpu import (
 from ansible_collections.bai.cluster.plugins.module_utils.labels import (
     LABEL_AGENT_ID,
     LABEL_CPU,
+    LABEL_LEDGER,
     LABEL_MEM,
     LABEL_SESSION,
     LABEL_SESSION_ID,
@@ -164,6 +165,33 @@ def holdings(containers: Iterable[Mapping[str, Any]], slot: str) -> list[Holding
             )
         )
     return found
+
+
+def foreign(containers: Iterable[Mapping[str, Any]], ledgers: Iterable[str]) -> dict[str, str]:
+    """Sessions on an engine (any slot) that another session ledger counts: session name ->
+    that ledger's identity. ``ledgers``: this ledger's identity and the ones it adopted.
+    Containers without LABEL_LEDGER (made before it existed) belong to any ledger; with
+    no ``ledgers`` (an identity not known yet) nothing is foreign."""
+    own = {str(x) for x in ledgers if x}
+    found: dict[str, str] = {}
+    if not own:
+        return found
+    for item in containers:
+        labels = item.get("Labels") or {}
+        ledger = labels.get(LABEL_LEDGER)
+        if LABEL_SESSION in labels and ledger and ledger not in own:
+            found[str(labels[LABEL_SESSION])] = str(ledger)
+    return found
+
+
+def foreign_text(found: Mapping[str, str], limit: int = 5) -> str:
+    """'session(s) a, b counted by another session ledger (ID)'."""
+    names = sorted(found)
+    shown = ", ".join(names[:limit]) + (
+        f" and {len(names) - limit} more" if len(names) > limit else ""
+    )
+    ids = ", ".join(sorted(set(found.values())))
+    return f"session(s) {shown} counted by another session ledger ({ids})"
 
 
 def admit(offer: Offer, held: Sequence[Holding], request: Sequence[Holding]) -> Decision:

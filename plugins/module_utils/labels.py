@@ -34,5 +34,9 @@ LABEL_AGENT = PREFIX + "agent"
 # Swarm node ID or engine ID, with "/SLOT" for a declared bai_agent_id. Admission counts
 # an engine's containers by it.
 LABEL_AGENT_ID = PREFIX + "agent-id"
+# The identity of the session ledger that counts the container's session: the swarm's
+# cluster ID, or a file ledger's id (PATH.id). An agent refuses sessions while it runs
+# ones another ledger counts (module_utils/admission.py, foreign).
+LABEL_LEDGER = PREFIX + "ledger"
 # Device indices a container holds, comma-joined ("0,1"); empty or absent: none.
 LABEL_GPU_DEVICES = PREFIX + "gpu-devices"

@@ -43,6 +43,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.gpu import devices_in_
 from ansible_collections.bai.cluster.plugins.module_utils.labels import (
     LABEL_AGENT,
     LABEL_HOST,
+    LABEL_LEDGER,
     LABEL_SESSION,
     LABEL_SESSION_ID,
     LABEL_SIZE,
@@ -228,6 +229,7 @@ def observed_sessions(containers: Sequence[Mapping[str, Any]]) -> dict[str, dict
                 "gpu": 0,
                 "gpu_devices": [],
                 "containers": 0,
+                "ledger": labels.get(LABEL_LEDGER) or "",
             },
         )
         row["containers"] += 1
@@ -373,9 +375,8 @@ class Reconciliation(NamedTuple):
     """What :func:`reconcile` found and did (session names; ``remove``: what the agents
     must remove, one row per agent and session)."""
 
-    adopted: list[
-        str
-    ]  # run on the agents, unknown to the ledger (or left by a dead create): taken in
+    # run on the agents, unknown to the ledger (or left by a dead create): taken in
+    adopted: list[str]
     dropped: list[str]  # reservations whose containers are gone from every agent they name
     remove: list[dict[str, Any]]  # {agent, session, session_id, containers}
     in_flight: list[str]  # a create still within its reservation: left alone
@@ -383,6 +384,7 @@ class Reconciliation(NamedTuple):
     unchecked: list[str]  # reservations on agents that were not read: kept
     spared: list[str]  # unknown and incomplete, and not every agent was read: not removed
     conflicts: list[str]  # unknown, complete, and its name is another session's: left alone
+    foreign: list[str]  # "NAME (ledger ID)": another ledger counts it: left alone
 
 
 def reconcile(
@@ -391,6 +393,7 @@ def reconcile(
     *,
     now: float,
     every_agent_read: bool,
+    ledgers: Sequence[str] = (),
 ) -> Reconciliation:
     """Make the ledger agree with what the agents run (docs/placement.md, "Reconcile").
 
@@ -402,6 +405,8 @@ def reconcile(
     the ledger does not know (a create whose reservation was dropped, or a lost ledger)
     is taken in from its labels when complete, and removed when incomplete, but only when
     every agent of the inventory was read (else its other part may be on one not read).
+    A session whose containers name another ledger (LABEL_LEDGER not in ``ledgers``, this
+    ledger's identity and those it adopted) is that ledger's: reported, left alone.
     Changes ``ledger``; the caller removes ``remove`` on the agents.
     """
     fresh = _fresh(reads)
@@ -412,7 +417,8 @@ def reconcile(
             sid = labels.get(LABEL_SESSION_ID)
             if sid:
                 found.setdefault(sid, []).append((str(labels.get(LABEL_AGENT) or agent), row))
-    out = Reconciliation([], [], [], [], [], [], [], [])
+    out = Reconciliation([], [], [], [], [], [], [], [], [])
+    own = {str(x) for x in ledgers if x}
     known = set()
     for name, entry in sorted(ledger["sessions"].items()):
         sid = entry["session_id"]
@@ -448,6 +454,10 @@ def reconcile(
         if sid in known:
             continue
         name = _label(rows, LABEL_SESSION)
+        other = _label(rows, LABEL_LEDGER)
+        if own and other and other not in own:
+            out.foreign.append(f"{name} (ledger {other})")
+            continue
         try:
             size = int(_label(rows, LABEL_SIZE) or 0)
         except ValueError:
@@ -480,6 +490,8 @@ def reconcile_lines(result: Mapping[str, Any]) -> list[str]:
         "unchecked": "kept (an agent they use was not read)",
         "spared": "incomplete, not removed (not every agent was read)",
         "conflicts": "not adopted (another session holds the name; destroy one)",
+        "foreign": "left alone, another session ledger counts them (if that ledger is gone "
+        "for good: reconcile --adopt-ledger ID)",
     }
     for key, text in said.items():
         if result.get(key):

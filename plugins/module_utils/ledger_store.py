@@ -63,6 +63,13 @@ class Snapshot(NamedTuple):
     token: Any  # what a write compares against (the swarm object's version)
 
 
+def ledger_ids(identity: str, ledger: dict[str, Any]) -> list[str]:
+    """The ledger's identity, then the identities of ledgers it adopted (reconcile
+    --adopt-ledger): every ledger whose sessions it counts as its own."""
+    aliases = [str(x) for x in ledger.get("aliases") or () if x and x != identity]
+    return [identity, *aliases] if identity else aliases
+
+
 def ledger_now(ledger: dict[str, Any], clock: float) -> float:
     """The ledger's time: this host's clock, never before the last time the ledger wrote
     (another manager's clock may have been ahead)."""
@@ -77,18 +84,31 @@ class FileStore:
     def __init__(self, path: str, lock_timeout: float) -> None:
         self.path = path
         self.lock_timeout = lock_timeout
+        self.new_id = ""
 
     @property
     def where(self) -> str:
         return f"the session ledger {self.path}"
 
-    def identity(self) -> str:
-        """The uuid in PATH.id (made with the first write), or "" before it."""
+    def identity(self, create: bool = False) -> str:
+        """The uuid in PATH.id, written with the first write; before it, "" (or, with
+        ``create``, the one the next write will keep)."""
         try:
             with open(self.path + ".id", encoding="utf-8") as handle:
                 return handle.read().strip()
         except FileNotFoundError:
-            return ""
+            if create and not self.new_id:
+                self.new_id = uuid.uuid4().hex
+            return self.new_id
+
+    def _make_identity(self) -> None:
+        os.makedirs(os.path.dirname(self.path) or ".", mode=0o700, exist_ok=True)
+        try:
+            fd = os.open(self.path + ".id", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            return
+        with open(fd, "w") as handle:
+            handle.write((self.new_id or uuid.uuid4().hex) + "\n")
 
     def exists(self) -> bool:
         return os.path.exists(self.path)
@@ -114,10 +134,7 @@ class FileStore:
         folder. The first write also makes PATH.id, the ledger's identity, which tells a
         lost ledger from one never written."""
         path = self.path
-        os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
-        if not os.path.exists(path + ".id"):
-            with open(os.open(path + ".id", os.O_WRONLY | os.O_CREAT, 0o600), "w") as handle:
-                handle.write(uuid.uuid4().hex + "\n")
+        self._make_identity()
         fd, tmp = tempfile.mkstemp(prefix=".ledger.", dir=os.path.dirname(path) or ".")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -172,7 +189,7 @@ class SwarmStore:
     def where(self) -> str:
         return f"the session ledger in the swarm (config {CONFIG_NAME})"
 
-    def identity(self) -> str:
+    def identity(self, create: bool = False) -> str:
         return self.cluster_id
 
     def guard(self) -> Any:
@@ -181,15 +198,14 @@ class SwarmStore:
     def _inspect(self) -> dict[str, Any] | None:
         from ansible_collections.bai.cluster.plugins.module_utils.docker_api import (
             APIError,
-            NotFound,
             error_text,
         )
 
         try:
             found: dict[str, Any] = self.api.inspect_config(CONFIG_NAME)
-        except NotFound:
-            return None
         except APIError as exc:
+            if getattr(exc, "status_code", None) == 404:
+                return None
             raise StoreError(f"{self.where} cannot be read: {error_text(exc)}") from None
         # inspect resolves an ID prefix too: only the object of exactly this name counts.
         return found if (found.get("Spec") or {}).get("Name") == CONFIG_NAME else None

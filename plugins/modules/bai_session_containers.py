@@ -92,6 +92,17 @@ options:
         purpose (virtual agents), each its own slot of the engine with its own offer (any
         text without C(/), unique per engine). Omit for an agent that is its whole engine.
     type: str
+  ledger_ids:
+    description:
+      - The session ledger that counts this session
+        (RV(bai.cluster.bai_session_ledger#module:ledger_ids)) - its identity first, then
+        the ledgers it adopted. The first is written on every container (label
+        C(ai.backend.cluster.ledger)); admission refuses while the engine
+        runs sessions that another ledger counts (a second ledger would give the agent's
+        capacity out twice). Empty - no check, no label.
+    type: list
+    elements: str
+    default: []
   resources:
     description:
       - What this agent offers to sessions (the inventory's C(bai_agent_resources) - any of
@@ -392,6 +403,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.gpu import (
 from ansible_collections.bai.cluster.plugins.module_utils.labels import (
     LABEL_AGENT_ID,
     LABEL_KERNEL_ID,
+    LABEL_LEDGER,
     LABEL_SESSION,
     LABEL_SESSION_ID,
 )
@@ -497,6 +509,9 @@ class Session:
         for warning in warnings:
             module.warn(warning)
         self.publish_address = "0.0.0.0"
+        # The session ledger that counts this session (O(ledger_ids)[0]), on every container.
+        ids = self.p["ledger_ids"] or []
+        self.ledger_label = {LABEL_LEDGER: ids[0]} if ids and ids[0] else {}
         # Who this agent is (admission.agent_identity) and its engine's ID; self.offer.
         self.identity = ""
         self.engine_id = ""
@@ -662,6 +677,16 @@ class Session:
         """Refuse (Failure) unless what this run creates and starts fits on this agent
         beside every other session container of its slot on the engine, in any state."""
         listed = self.docker.api.containers(all=True, filters={"label": [LABEL_SESSION]})
+        others = admission.foreign(listed, self.p["ledger_ids"] or ())
+        if others:
+            raise Failure(
+                f"agent {self.p['agent']} ({self.identity}) refuses session "
+                f"{self.p['session']}: its engine runs {admission.foreign_text(others)}, not "
+                f"by this one ({self.p['ledger_ids'][0]}); two ledgers would give its "
+                f"capacity out twice. Create through that ledger (the inventory that made "
+                f"them), or, if it is gone for good, adopt its sessions: bai-cluster session "
+                f"reconcile --adopt-ledger ID; nothing was changed"
+            )
         starting = {c["name"] for _kernel, c in start}
         mine = admission.holdings(listed, self.p["agent_id"] or "")
         request = [h for h in mine if h.container in starting] + [
@@ -764,7 +789,7 @@ class Session:
             name=raw["container_name"],
             hostname=kernel.hostname,
             environment=[f"{key}={value}" for key, value in env.items()],
-            labels={**raw["labels"], LABEL_AGENT_ID: self.identity},
+            labels={**raw["labels"], LABEL_AGENT_ID: self.identity, **self.ledger_label},
             host_config=host_config,
             networking_config=networking,
             ports=[SSH_PORT] if master else None,
@@ -1122,6 +1147,7 @@ def main() -> None:
             "agent": {"type": "str"},
             "kernels": {"type": "list", "elements": "dict", "default": []},
             "agent_id": {"type": "str"},
+            "ledger_ids": {"type": "list", "elements": "str", "default": []},
             "resources": {"type": "dict"},
             "lock_dir": {"type": "path", "default": "/run/bai-cluster"},
             "lock_timeout": {"type": "int", "default": 120},

@@ -138,6 +138,16 @@ options:
     description: Seconds to wait for the ledger file's lock before failing (O(store=file)).
     type: int
     default: 60
+  adopt_ledgers:
+    description:
+      - With O(state=reconciled), identities of other session ledgers (the label
+        C(ai.backend.cluster.ledger) of their sessions' containers) whose sessions this
+        ledger takes as its own from now on - for a ledger that is gone for good (a swarm
+        made anew, a file ledger lost with its C(PATH.id)). Their sessions are then
+        adopted like any other.
+    type: list
+    elements: str
+    default: []
   docker_host:
     description: Docker API of the manager (O(store=swarm)); default the local engine.
     type: str
@@ -268,6 +278,21 @@ spared:
   returned: O(state=reconciled)
   type: list
   elements: str
+foreign:
+  description:
+    - Sessions that another ledger counts (C(NAME (ledger ID))), left alone; see
+      O(adopt_ledgers).
+  returned: O(state=reconciled)
+  type: list
+  elements: str
+ledger_ids:
+  description:
+    - The ledger's identity, then those of the ledgers it adopted; pass them to
+      M(bai.cluster.bai_session_containers)'s
+      O(bai.cluster.bai_session_containers#module:ledger_ids).
+  returned: O(state=reserved), O(state=reconciled)
+  type: list
+  elements: str
 conflicts:
   description: Complete sessions the ledger does not know whose name another session holds.
   returned: O(state=reconciled)
@@ -322,6 +347,7 @@ permanent:
 import platform
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.bai.cluster.plugins.module_utils import admission
 from ansible_collections.bai.cluster.plugins.module_utils import ledger as book
 from ansible_collections.bai.cluster.plugins.module_utils import ledger_store as store_
 from ansible_collections.bai.cluster.plugins.module_utils.docker_api import (
@@ -345,7 +371,12 @@ from ansible_collections.bai.cluster.plugins.module_utils.spec import (
 
 
 def reserve(
-    module: AnsibleModule, ledger: dict, now: float, missing: str = "", where: str = ""
+    module: AnsibleModule,
+    ledger: dict,
+    now: float,
+    missing: str = "",
+    where: str = "",
+    ids: list | None = None,
 ) -> dict:
     params = module.params
     try:
@@ -381,6 +412,20 @@ def reserve(
                 f"another ledger serves these agents, use it (bai_ledger_host, "
                 f"bai_ledger_path). Nothing was changed."
             )
+    others = {
+        str(row.get("name")): str(row["ledger"])
+        for r in fresh
+        for row in (r.get("sessions") or {}).values()
+        if ids and row.get("ledger") and row["ledger"] not in ids
+    }
+    if others:
+        module.fail_json(
+            msg=f"the agents run {admission.foreign_text(others)}, not by {where} "
+            f"({ids[0] if ids else '?'}): two ledgers for one cluster would give its capacity "
+            f"out twice. Create through that ledger (the inventory that made them), or, if it "
+            f"is gone for good, adopt its sessions: bai-cluster session reconcile "
+            f"--adopt-ledger ID. Nothing was changed."
+        )
     expiry = book.expire(ledger, now, fresh)
     dropped = expiry.dropped + book.drop_stale(ledger, fresh)
     if expiry.stuck:
@@ -501,7 +546,7 @@ def declarations(module: AnsibleModule) -> dict:
         )
 
 
-def reconciled(module: AnsibleModule, ledger: dict, now: float) -> dict:
+def reconciled(module: AnsibleModule, ledger: dict, now: float, ids: list) -> dict:
     """state=reconciled: the ledger made to agree with the agents' reads."""
     params = module.params
     reads = [
@@ -514,7 +559,7 @@ def reconciled(module: AnsibleModule, ledger: dict, now: float) -> dict:
     # forgets the sessions it dropped or removed.
     inventory = list(declarations(module)) if params["agents"] is not None else sorted(names)
     unread = [a for a in inventory if a not in names]
-    done = book.reconcile(ledger, reads, now=now, every_agent_read=not unread)
+    done = book.reconcile(ledger, reads, now=now, every_agent_read=not unread, ledgers=ids)
     return {
         "changed": bool(done.adopted or done.dropped or done.remove),
         "save": True,
@@ -549,17 +594,26 @@ def step(module: AnsibleModule, store: store_.Store, snapshot: store_.Snapshot, 
     if snapshot.damaged and state != "reconciled":
         damaged = snapshot.damaged
         module.fail_json(msg=f"{where}: {damaged}; {book.REBUILD_HINT}; nothing was changed")
+    # Its identity (and those it adopted): on the session's containers, checked by agents.
+    ids = store_.ledger_ids(
+        store.identity(create=state in ("reserved", "reconciled") and not module.check_mode),
+        ledger,
+    )
     if state == "reconciled":
+        for other in params["adopt_ledgers"]:
+            if other not in ids:
+                ledger.setdefault("aliases", []).append(other)
+                ids.append(other)
         rebuilt = (
             f"damaged - {snapshot.damaged}"
             if snapshot.damaged
             else ("missing" if missing == "lost" else "new" if missing else None)
         )
         # Rebuilt from the agents' labels; a damaged ledger is kept beside it.
-        done = reconciled(module, ledger, now)
-        return {**done, "rebuilt": rebuilt, "set_aside": True}
+        done = reconciled(module, ledger, now, ids)
+        return {**done, "rebuilt": rebuilt, "set_aside": True, "ledger_ids": ids}
     if state == "reserved":
-        return reserve(module, ledger, now, missing, where)
+        return {**reserve(module, ledger, now, missing, where, ids), "ledger_ids": ids}
     if state == "ready":
         held = ledger["sessions"].get(params["name"])
         gone = held is None or held["session_id"] != params["session_id"]
@@ -646,6 +700,7 @@ ARGUMENT_SPEC = {
     "ttl": {"type": "int", "default": 900},
     "lock_timeout": {"type": "int", "default": 60},
     "store": {"type": "str", "choices": ["file", "swarm"], "default": "file"},
+    "adopt_ledgers": {"type": "list", "elements": "str", "default": []},
     **DOCKER_ARGUMENT_SPEC,
 }
 

@@ -184,3 +184,32 @@ def test_a_truncated_ledger_is_refused_until_reconcile_rebuilds_it(
     ]
     assert read_ledger(ledger)["it-rc-trunc"]["state"] == "ready"
     assert containers_of(docker_client, "it-rc-more") == []
+
+
+def test_a_second_ledger_is_refused_until_it_adopts_the_first(
+    docker_client, inventory, ledger, made
+):
+    """Case 5 by identity: the ledger's disk is lost with its identity file (PATH.id), so a
+    new ledger with a new identity serves the agent. The session's containers name the old
+    ledger (label ai.backend.cluster.ledger): reconcile reports it as another ledger's and
+    leaves it alone, a create through the new ledger is refused naming the old identity,
+    and once reconcile --adopt-ledger takes the old ledger's sessions in, they count again
+    (the next create is PENDING: the agent is full)."""
+    made += ["it-rc-old", "it-rc-new"]
+    assert create("it-rc-old", ledger, inventory)[0] == 0
+    old = Path(f"{ledger}.id").read_text().strip()
+    labels = [c.labels for c in containers_of(docker_client, "it-rc-old")]
+    assert [lab.get("ai.backend.cluster.ledger") for lab in labels] == [old, old]
+    ledger.unlink()
+    Path(f"{ledger}.id").unlink()
+    done = reconcile(inventory)
+    assert done["foreign"] == [f"it-rc-old (ledger {old})"] and done["adopted"] == [], done
+    new = Path(f"{ledger}.id").read_text().strip()
+    assert new != old and done["ledger_ids"] == [new]
+    rc, msg = create("it-rc-new", ledger, inventory)
+    assert rc != 0 and "counted by another session ledger" in msg and old in msg, msg
+    assert containers_of(docker_client, "it-rc-new") == []
+    done = reconcile(inventory, "--adopt-ledger", old)
+    assert done["adopted"] == ["it-rc-old"] and done["ledger_ids"] == [new, old], done
+    rc, msg = create("it-rc-new", ledger, inventory)
+    assert rc != 0 and "PENDING" in msg, msg

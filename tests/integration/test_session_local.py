@@ -561,7 +561,8 @@ def test_an_agent_that_does_not_answer_is_named_and_the_others_are_still_cleaned
         json.dumps(
             {
                 "all": {
-                    "vars": {"bai_ledger_path": str(ledger)},
+                    # No swarm: the file ledger.
+                    "vars": {"bai_ledger_path": str(ledger), "bai_ledger_store": "file"},
                     "children": {
                         "manager": {"hosts": {"localhost": local}},
                         "agents": {"hosts": {"localhost": local, "ghost": ghost}},
@@ -571,10 +572,16 @@ def test_an_agent_that_does_not_answer_is_named_and_the_others_are_still_cleaned
         )
     )
     sweep(docker_client, "it-ghost")
-    # A new ledger beside sessions it does not know (this module's) is refused until it
-    # is built from their labels.
+    # A new ledger beside sessions it does not know (this module's, which another ledger
+    # counts) is refused until it is built from their labels, adopting that ledger.
+    others = {
+        c.labels.get("ai.backend.cluster.ledger")
+        for c in docker_client.containers.list(all=True, filters={"label": LABEL_SESSION})
+    } - {None, ""}
     built = run_playbook(
-        "session_reconcile.yml", extra_vars={"bai_ledger_path": str(ledger)}, inventory=LOCAL
+        "session_reconcile.yml",
+        extra_vars={"bai_ledger_path": str(ledger), "session_adopt_ledgers": sorted(others)},
+        inventory=LOCAL,
     )
     assert built.rc == 0, built
     made = create(run_playbook, "it-ghost", "-e", f"bai_ledger_path={ledger}", size=2)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 
 import pytest
+from ansible_collections.bai.cluster.plugins.module_utils import admission
 from ansible_collections.bai.cluster.plugins.module_utils import ledger as book
 from ansible_collections.bai.cluster.plugins.module_utils.admission import (
     Holding,
@@ -27,6 +28,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.labels import (
     LABEL_CPU,
     LABEL_GPU,
     LABEL_GPU_DEVICES,
+    LABEL_LEDGER,
     LABEL_MEM,
     LABEL_SESSION,
     LABEL_SESSION_ID,
@@ -285,3 +287,22 @@ def test_property_no_ledger_mistake_puts_more_on_an_engine_than_it_offers(ops):
         elif op == "read":
             reads.append(read(engine, now))
         assert_engine_within_offer(engine)
+
+
+def test_sessions_another_ledger_counts_are_foreign():
+    """Containers name the ledger that counts them; those of another ledger are foreign
+    (any slot of the engine), unlabelled ones (older versions) belong to any ledger, and
+    without an identity nothing is foreign."""
+    listed = [
+        {"Labels": {LABEL_SESSION: "mine", LABEL_LEDGER: "cluster-a"}},
+        {"Labels": {LABEL_SESSION: "adopted", LABEL_LEDGER: "old-file"}},
+        {"Labels": {LABEL_SESSION: "theirs", LABEL_LEDGER: "cluster-b"}},
+        {"Labels": {LABEL_SESSION: "legacy"}},
+        {"Labels": {"other": "x", LABEL_LEDGER: "cluster-b"}},
+    ]
+    found = admission.foreign(listed, ["cluster-a", "old-file"])
+    assert found == {"theirs": "cluster-b"}
+    assert admission.foreign(listed, []) == {}
+    assert admission.foreign_text(found) == (
+        "session(s) theirs counted by another session ledger (cluster-b)"
+    )

@@ -487,3 +487,22 @@ def test_reconcile_runs_its_playbook_in_check_mode_and_prints_what_it_did(monkey
         "adopted (run on the agents, now in the ledger): s1",
         "removed 1 container(s) of incomplete session s2 (id2) on a1",
     ]
+
+
+def test_reconcile_adopts_another_ledger_by_id_and_reports_foreign_sessions(monkeypatch, capsys):
+    seen = {}
+
+    def fake_run(playbook, extravars, **kwargs):
+        seen.update(extravars)
+        stats = {"bai_reconcile": {"foreign": ["s3 (ledger old-id)"], "ledger_ids": ["new-id"]}}
+        return PlaybookResult(rc=0, status="successful", stats=stats, failures=[], ok_results={})
+
+    monkeypatch.setattr(api, "run_playbook", fake_run)
+    argv = ["session", "reconcile", "--adopt-ledger", "old-id", "--adopt-ledger", "older"]
+    assert cli.main(argv) == 0
+    assert seen == {"session_adopt_ledgers": ["old-id", "older"]}
+    out = capsys.readouterr().out.splitlines()
+    assert out == [
+        "left alone, another session ledger counts them (if that ledger is gone for good: "
+        "reconcile --adopt-ledger ID): s3 (ledger old-id)"
+    ]

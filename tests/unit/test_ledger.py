@@ -216,6 +216,7 @@ def test_observed_sessions_count_every_container_in_any_state():
         "gpu": 0,
         "gpu_devices": [],
         "containers": 2,
+        "ledger": "",  # made before containers named their ledger
     }
     assert seen["b"]["gpu_devices"] == [0, 1] and seen["b"]["cpu"] == 1.0
     assert sorted(seen) == ["a", "b"]

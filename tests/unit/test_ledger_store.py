@@ -38,7 +38,9 @@ class VersionedConfigs:
             for item in self.configs.values():
                 if item["Spec"]["Name"] == name:
                     return copy.deepcopy(item)
-        raise NotFound("no such config")
+        error = NotFound("no such config")
+        error.response = FakeResponse(404)
+        raise error
 
     def create_config(self, name, data, labels=None):
         with self.lock:
