@@ -44,6 +44,9 @@ CONFIG_DATA = b"bai-cluster session ledger: the state is in the label ai.backend
 MAX_LEDGER_BYTES = 1_000_000
 # How often a write that met a newer version starts again (each attempt re-reads).
 MAX_ATTEMPTS = 40
+# Seconds a manager waits for its swarm to elect a leader (after the leader was lost)
+# before it says it cannot serve the ledger.
+QUORUM_WAIT_S = 45.0
 
 
 class StoreError(Exception):
@@ -171,19 +174,34 @@ class SwarmStore:
         self.cluster_id = cluster_id
 
     @classmethod
-    def connect(cls, api: Any, host: str) -> SwarmStore:
-        """The store behind this engine, or StoreError when it is no manager of a swarm."""
-        swarm = api.info().get("Swarm") or {}
-        cluster = (swarm.get("Cluster") or {}).get("ID") or ""
-        active = swarm.get("LocalNodeState") == "active"
-        if not (active and swarm.get("ControlAvailable") and cluster):
-            raise StoreError(
-                f"{host} is not a manager of an active swarm (node state "
-                f"{swarm.get('LocalNodeState') or 'unknown'}), so it cannot serve the "
-                f"session ledger kept in the swarm; use a manager that answers (the session "
-                f"playbooks pick the first one of group manager that does)"
-            )
-        return cls(api, cluster)
+    def connect(
+        cls, api: Any, host: str, wait: float = QUORUM_WAIT_S, sleep: Callable = time.sleep
+    ) -> SwarmStore:
+        """The store behind this engine, or StoreError when it is no manager of a swarm.
+        A manager that has no leader right now (an election after the leader was lost:
+        ``docker info`` then gives no cluster) is asked again, up to ``wait`` seconds."""
+        deadline = time.monotonic() + wait
+        while True:
+            swarm = api.info().get("Swarm") or {}
+            cluster = (swarm.get("Cluster") or {}).get("ID") or ""
+            active = swarm.get("LocalNodeState") == "active"
+            managers = {m.get("NodeID") for m in swarm.get("RemoteManagers") or ()}
+            manager = bool(swarm.get("ControlAvailable")) or swarm.get("NodeID") in managers
+            if active and swarm.get("ControlAvailable") and cluster:
+                return cls(api, cluster)
+            if not (active and manager):
+                raise StoreError(
+                    f"{host} is not a manager of an active swarm (node state "
+                    f"{swarm.get('LocalNodeState') or 'unknown'}), so it cannot serve the "
+                    f"session ledger kept in the swarm; use a manager that answers (the session "
+                    f"playbooks pick the first one of group manager that does)"
+                )
+            if time.monotonic() >= deadline:
+                raise StoreError(
+                    f"{host} is a manager, but its swarm has had no leader for {wait:.0f} s "
+                    f"(no quorum: fewer than a majority of the managers are up)"
+                )
+            sleep(1.0)
 
     @property
     def where(self) -> str:

@@ -7,6 +7,7 @@ Session containers live in the agents' inner engines, so everything goes through
 from __future__ import annotations
 
 import json
+import time
 
 import docker
 import pytest
@@ -93,3 +94,11 @@ def count(lab, name, manager=None):
         _code, out = on_agent(node, "docker", "network", "ls", "-q", "--filter", label)
         total += len(out.split())
     return total
+
+
+def wait_for(check, what: str, seconds: float = 90, why=lambda: "") -> None:
+    """Poll ``check`` every second until it is true; fail naming ``what`` (and ``why()``)."""
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, f"{what}: not within {seconds:.0f} s {why()}"
+        time.sleep(1)

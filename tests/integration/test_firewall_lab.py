@@ -26,7 +26,7 @@ import re
 import time
 
 import pytest
-from labtools import in_session, lab_agents, on_agent, sweep
+from labtools import in_session, lab_agents, on_agent, sweep, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
@@ -528,13 +528,6 @@ def test_multi_node_session_works_with_the_firewall_on(lab, converged, run_playb
 
 
 # --- persistence (last: restarts agent1's engine) ---------------------------------------
-def wait_for(check, what: str, seconds: float = 60) -> None:
-    deadline = time.monotonic() + seconds
-    while not check():
-        assert time.monotonic() < deadline, f"{what}: not within {seconds} s"
-        time.sleep(1)
-
-
 def test_boot_script_restores_a_flushed_ruleset(lab, converged):
     agent1 = lab["agent1"]
     _code, loaded = on_agent(agent1, "nft", "list", "table", "inet", TABLE)

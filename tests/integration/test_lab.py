@@ -17,10 +17,22 @@ import pytest
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
 ROOT = Path(__file__).resolve().parents[2]
-NODES = ["webserver", "manager", "appproxy", "agent1", "agent2", "user", "intruder"]
+NODES = [
+    "webserver",
+    "manager",
+    "manager2",
+    "manager3",
+    "appproxy",
+    "agent1",
+    "agent2",
+    "user",
+    "intruder",
+]
 ZONES = {
     "webserver": {"public", "mgmt"},
     "manager": {"mgmt", "compute"},
+    "manager2": {"mgmt", "compute"},
+    "manager3": {"mgmt", "compute"},
     "appproxy": {"public", "compute"},
     "agent1": {"compute"},
     "agent2": {"compute"},
@@ -75,8 +87,8 @@ def test_nodes_sit_in_their_zones(client):
         assert {n.removeprefix("bai-lab-") for n in nets} == zones, node
 
 
-def test_agents_and_manager_run_their_own_engine(client):
-    for node in ["manager", "agent1", "agent2"]:
+def test_agents_and_managers_run_their_own_engine(client):
+    for node in ["manager", "manager2", "manager3", "agent1", "agent2"]:
         rc, out = node_exec(client, node, "docker version --format '{{.Server.Version}}'")
         assert rc == 0 and out.strip(), (node, out)
     rc, out = node_exec(client, "agent1", "docker image inspect bai/session:latest >/dev/null")

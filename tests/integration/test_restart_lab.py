@@ -15,11 +15,19 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import time
 import warnings
 
 import pytest
-from labtools import AGENTS, in_session, inspect, lab_agents, on_agent, spanning_session, sweep
+from labtools import (
+    AGENTS,
+    in_session,
+    inspect,
+    lab_agents,
+    on_agent,
+    spanning_session,
+    sweep,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
@@ -36,13 +44,6 @@ def lab(docker_client):
 @pytest.fixture(scope="module")
 def manager(docker_client):
     return docker_client.containers.get("bai-lab-manager")
-
-
-def wait_for(check, what: str, seconds: float = 90, why=lambda: "") -> None:
-    deadline = time.monotonic() + seconds
-    while not check():
-        assert time.monotonic() < deadline, f"{what}: not within {seconds:.0f} s {why()}"
-        time.sleep(1)
 
 
 def swarm_ready(manager, agent: str) -> bool:

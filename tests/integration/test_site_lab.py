@@ -22,8 +22,8 @@ import yaml
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
 ROOT = Path(__file__).resolve().parents[2]
-CLUSTER_HOSTS = ["webserver", "manager", "appproxy", "agent1", "agent2"]
-ENGINE_HOSTS = ["manager", "agent1", "agent2"]
+CLUSTER_HOSTS = ["webserver", "manager", "manager2", "manager3", "appproxy", "agent1", "agent2"]
+ENGINE_HOSTS = ["manager", "manager2", "manager3", "agent1", "agent2"]
 POOL = {"base": "10.200.0.0/14", "size": 24}
 
 

@@ -32,6 +32,8 @@ KEYS = Path.home() / ".ssh" / "bai-lab"
 ADDRESS = {
     "webserver": "10.210.2.10",
     "manager": "10.210.2.11",
+    "manager2": "10.210.2.13",
+    "manager3": "10.210.2.14",
     "appproxy": "10.210.3.12",
     "agent1": "10.210.3.21",
     "agent2": "10.210.3.22",

@@ -24,7 +24,7 @@ import pytest
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
 ROOT = Path(__file__).resolve().parents[2]
-CLUSTER_HOSTS = ["webserver", "manager", "appproxy", "agent1", "agent2"]
+CLUSTER_HOSTS = ["webserver", "manager", "manager2", "manager3", "appproxy", "agent1", "agent2"]
 COMPUTE = ipaddress.ip_network("10.210.3.0/24")
 SWARM_POOL = "10.196.0.0/14"
 TEST_LABEL = "ai.backend.test=swarm-lab"
@@ -116,8 +116,12 @@ def test_agents_belong_to_the_managers_swarm(client):
     """Not just "some swarm": each agent's node certificate, issued by the swarm's CA,
     names the manager's cluster ID and the agent's node ID as a worker; the manager lists
     that node ID with the agent's hostname and compute address; the agent's remote
-    manager is the manager. (Read-only; runs on the lab as it is.)"""
+    managers are the three managers. (Read-only; runs on the lab as it is.)"""
     manager = node_json(client, "manager", "docker", "info", "--format", "{{json .Swarm}}")
+    managers = {
+        node_json(client, m, "docker", "info", "--format", "{{json .Swarm}}")["NodeID"]
+        for m in ("manager", "manager2", "manager3")
+    }
     cluster = manager["Cluster"]["ID"]
     listed = {
         n["ID"]: n
@@ -138,7 +142,7 @@ def test_agents_belong_to_the_managers_swarm(client):
         assert node["Description"]["Hostname"] == agent
         assert node["Status"]["Addr"] == swarm["NodeAddr"]
         assert node["Spec"]["Role"] == "worker"
-        assert [m["NodeID"] for m in swarm["RemoteManagers"]] == [manager["NodeID"]]
+        assert {m["NodeID"] for m in swarm["RemoteManagers"]} == managers
 
 
 def test_swarm_uses_its_own_pool_and_the_manager_listens_on_the_compute_address(converged, client):

@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 
 import pytest
 from ansible_collections.bai.cluster.plugins.module_utils import ledger as book
 from ansible_collections.bai.cluster.plugins.module_utils import ledger_store as store_
 from ansible_collections.bai.cluster.plugins.module_utils.labels import LABEL_SESSION
 from conftest import REPO, VENV_BIN, finish_playbook, start_playbook
-from labtools import lab_agents, lab_node, on_agent, sweep
+from labtools import lab_agents, lab_node, on_agent, sweep, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
@@ -42,13 +41,6 @@ def lab(docker_client):
 @pytest.fixture(scope="module")
 def managers(docker_client):
     return {name: lab_node(docker_client, name) for name in MANAGERS}
-
-
-def wait_for(check, what: str, seconds: float = 90) -> None:
-    deadline = time.monotonic() + seconds
-    while not check():
-        assert time.monotonic() < deadline, f"{what}: not within {seconds:.0f} s"
-        time.sleep(1)
 
 
 def ledger_via(manager) -> dict:

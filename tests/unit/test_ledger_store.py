@@ -275,3 +275,40 @@ def test_threads_through_the_file_store_lose_no_write(tmp_path):
         thread.join()
     ledger = book.loads((tmp_path / "ledger.json").read_text())
     assert sorted(ledger["sessions"]) == sorted(names)
+
+
+def test_a_manager_waits_for_its_swarm_to_elect_a_leader():
+    """Right after the leader is lost, a manager's docker info gives no cluster until an
+    election ends: it is asked again, and serves once there is a leader."""
+    answers = [
+        {"LocalNodeState": "active", "ControlAvailable": True, "NodeID": "m2"},
+        {
+            "LocalNodeState": "active",
+            "ControlAvailable": False,
+            "NodeID": "m2",
+            "RemoteManagers": [{"NodeID": "m2"}, {"NodeID": "m3"}],
+        },
+        {
+            "LocalNodeState": "active",
+            "ControlAvailable": True,
+            "NodeID": "m2",
+            "Cluster": {"ID": "cluster-1"},
+        },
+    ]
+    slept = []
+
+    class Electing:
+        def info(self):
+            return {"Swarm": answers.pop(0)}
+
+    swarm = store_.SwarmStore.connect(Electing(), "manager2", sleep=slept.append)
+    assert swarm.identity() == "cluster-1" and len(slept) == 2
+
+
+def test_a_manager_without_a_quorum_gives_up_after_the_wait():
+    class Leaderless:
+        def info(self):
+            return {"Swarm": {"LocalNodeState": "active", "ControlAvailable": True}}
+
+    with pytest.raises(store_.StoreError, match="no leader for 0 s"):
+        store_.SwarmStore.connect(Leaderless(), "manager2", wait=0, sleep=lambda s: None)
