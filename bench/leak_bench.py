@@ -59,7 +59,8 @@ def snapshot() -> dict[str, object]:
         )
         shot[f"{name} volumes"] = sorted(node(name, "docker", "volume", "ls", "-q").split())
         shot[f"{name} nftables"] = COUNTERS.sub("", node(name, "nft", "list", "ruleset"))
-        shot[f"{name} iptables"] = COUNTERS.sub("", node(name, "iptables-save")).split("\n")[1:-2]
+        rules = COUNTERS.sub("", node(name, "iptables-save")).splitlines()
+        shot[f"{name} iptables"] = [line for line in rules if not line.startswith("#")]
         shot[f"{name} /run/bai-cluster"] = sorted(
             node(name, "ls", "-a", "/run/bai-cluster").split()
         )
