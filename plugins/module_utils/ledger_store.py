@@ -113,9 +113,6 @@ class FileStore:
         with open(fd, "w") as handle:
             handle.write((self.new_id or uuid.uuid4().hex) + "\n")
 
-    def exists(self) -> bool:
-        return os.path.exists(self.path)
-
     def guard(self) -> Any:
         """The ledger's lock (raises locks.Busy on entry when it stays taken)."""
         return locked(self.path + ".lock", self.lock_timeout)
@@ -227,9 +224,6 @@ class SwarmStore:
             raise StoreError(f"{self.where} cannot be read: {error_text(exc)}") from None
         # inspect resolves an ID prefix too: only the object of exactly this name counts.
         return found if (found.get("Spec") or {}).get("Name") == CONFIG_NAME else None
-
-    def exists(self) -> bool:
-        return self._inspect() is not None
 
     def load(self) -> Snapshot:
         found = self._inspect()

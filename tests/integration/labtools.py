@@ -27,6 +27,17 @@ def spanning_session(name: str) -> dict:
     }
 
 
+def spanning_by_memory(name: str) -> dict:
+    """Extra vars for a multi-node session of 2 x (0.5 CPU, 5g): no lab agent (8g offered)
+    holds both, so it spans agent1 and agent2 over an overlay, at little CPU."""
+    return {
+        "session_name": name,
+        "session_size": 2,
+        "session_mode": "multi-node",
+        "session_resources": {"cpu": 0.5, "mem": "5g"},
+    }
+
+
 def lab_node(docker_client, name: str):
     """The running lab node container ``bai-lab-<name>``; skips when it does not exist or
     is not running (the lab is down). Any other Docker error is an error, not a skip."""

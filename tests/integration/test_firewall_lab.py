@@ -26,7 +26,7 @@ import re
 import time
 
 import pytest
-from labtools import in_session, lab_agents, on_agent, sweep, wait_for
+from labtools import in_session, lab_agents, on_agent, spanning_by_memory, sweep, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
@@ -506,13 +506,7 @@ def test_multi_node_session_works_with_the_firewall_on(lab, converged, run_playb
     manager = lab["manager"]
     agents = {k: lab[k] for k in AGENT_IPS}
     sweep(agents, MULTI, manager)
-    extra = {
-        "session_name": MULTI,
-        "session_size": 2,
-        "session_mode": "multi-node",
-        # 2 x 5g: no agent (8g offered) holds both, so the session spans agent1 and agent2.
-        "session_resources": {"cpu": 0.5, "mem": "5g"},
-    }
+    extra = spanning_by_memory(MULTI)
     run = run_playbook("session_create.yml", extra_vars=extra)
     try:
         assert run.rc == 0, run

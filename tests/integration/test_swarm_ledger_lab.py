@@ -25,7 +25,7 @@ from ansible_collections.bai.cluster.plugins.module_utils import ledger as book
 from ansible_collections.bai.cluster.plugins.module_utils import ledger_store as store_
 from ansible_collections.bai.cluster.plugins.module_utils.labels import LABEL_SESSION
 from conftest import REPO, VENV_BIN, finish_playbook, start_playbook
-from labtools import lab_agents, lab_node, on_agent, sweep, wait_for
+from labtools import lab_agents, lab_node, on_agent, spanning_by_memory, sweep, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
@@ -135,14 +135,8 @@ def test_create_list_show_and_destroy_work_with_the_first_manager_stopped(
 ):
     name = "it-swl2"
     sweep(lab, name)
-    # 2 x 5g cannot fit on one agent (8g each): the session spans both on an overlay,
-    # which must be made through a manager that answers.
-    extra = {
-        "session_name": name,
-        "session_size": 2,
-        "session_mode": "multi-node",
-        "session_resources": {"cpu": 0.5, "mem": "5g"},
-    }
+    # It spans both agents on an overlay, which must be made through a manager that answers.
+    extra = spanning_by_memory(name)
     run = run_playbook("session_create.yml", extra_vars=extra)
     try:
         assert run.rc == 0, run
