@@ -146,6 +146,14 @@ def run_playbook():
 
 
 @pytest.fixture(scope="session")
+def site_converged() -> tuple[PlaybookRun, PlaybookRun]:
+    """site.yml twice on the lab, once per test run: (first, second). The modules that
+    check the converge (test_site_lab, test_swarm_lab, test_firewall_lab) share it; each
+    converge of the nine-node lab costs about 45 s."""
+    return ansible_playbook(str(REPO / "site.yml")), ansible_playbook(str(REPO / "site.yml"))
+
+
+@pytest.fixture(scope="session")
 def docker_client():
     """A docker SDK client for this machine's engine; skips when there is none."""
     try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Any
 
 import docker
 import pytest
@@ -113,3 +114,8 @@ def wait_for(check, what: str, seconds: float = 90, why=lambda: "") -> None:
     while not check():
         assert time.monotonic() < deadline, f"{what}: not within {seconds:.0f} s {why()}"
         time.sleep(1)
+
+
+def changed_hosts(run: Any) -> dict[str, int]:
+    """{host: changed} for every host in a PlaybookRun's recap that changed something."""
+    return {h: s["changed"] for h, s in run.result.get("stats", {}).items() if s["changed"]}

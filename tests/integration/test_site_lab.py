@@ -18,6 +18,7 @@ from pathlib import Path
 import docker
 import pytest
 import yaml
+from labtools import changed_hosts
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
@@ -71,27 +72,25 @@ def client() -> docker.DockerClient:
 
 
 @pytest.fixture(scope="module")
-def converged() -> tuple[subprocess.CompletedProcess[str], subprocess.CompletedProcess[str]]:
-    """site.yml twice on the lab: (first, second)."""
-    return playbook("site.yml"), playbook("site.yml")
+def converged(site_converged):
+    """site.yml twice on the lab (shared by the lab's converge tests): (first, second)."""
+    return site_converged
 
 
 # --- converge -------------------------------------------------------------------------
 def test_first_converge_succeeds_on_every_cluster_host(converged):
     first, _second = converged
-    assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-2000:]
-    rows = recap(first.stdout)
-    assert sorted(rows) == sorted(CLUSTER_HOSTS), "lab_probes must not be converged"
-    assert all(r["failed"] == 0 and r["unreachable"] == 0 for r in rows.values()), rows
+    assert first.rc == 0, first
+    rows = first.result["stats"]
+    assert first.hosts == sorted(CLUSTER_HOSTS), "lab_probes must not be converged"
+    assert all(r["failures"] == 0 and r["unreachable"] == 0 for r in rows.values()), rows
 
 
 def test_second_converge_changes_nothing(converged):
     _first, second = converged
-    assert second.returncode == 0, second.stdout[-4000:]
-    rows = recap(second.stdout)
-    assert sorted(rows) == sorted(CLUSTER_HOSTS)
-    changed = {host: r["changed"] for host, r in rows.items() if r["changed"]}
-    assert changed == {}, second.stdout[-4000:]
+    assert second.rc == 0, second
+    assert second.hosts == sorted(CLUSTER_HOSTS)
+    assert changed_hosts(second) == {}, second
 
 
 @pytest.mark.parametrize("node", ENGINE_HOSTS)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import docker
 import pytest
+from labtools import changed_hosts
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
@@ -64,20 +65,19 @@ def client() -> docker.DockerClient:
 
 
 @pytest.fixture(scope="module")
-def converged() -> tuple[subprocess.CompletedProcess[str], subprocess.CompletedProcess[str]]:
-    """site.yml twice: (first, second)."""
-    return playbook("site.yml"), playbook("site.yml")
+def converged(site_converged):
+    """site.yml twice (shared by the lab's converge tests): (first, second)."""
+    return site_converged
 
 
 # --- converge -------------------------------------------------------------------------
 def test_site_converges_and_the_second_run_changes_nothing(converged):
     first, second = converged
-    assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-2000:]
-    assert second.returncode == 0, second.stdout[-4000:] + second.stderr[-2000:]
-    rows = recap(second.stdout)
-    assert sorted(rows) == sorted(CLUSTER_HOSTS)
-    assert {h: r["changed"] for h, r in rows.items() if r["changed"]} == {}, second.stdout[-4000:]
-    assert all(r["failed"] == 0 for r in rows.values())
+    assert first.rc == 0, first
+    assert second.rc == 0, second
+    assert second.hosts == sorted(CLUSTER_HOSTS)
+    assert changed_hosts(second) == {}, second
+    assert all(r["failures"] == 0 for r in second.result["stats"].values())
 
 
 # --- the swarm ------------------------------------------------------------------------
