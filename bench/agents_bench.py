@@ -8,8 +8,12 @@ and its own containers by the ai.backend.cluster.agent label), a ledger file of 
 own, and an empty play over the same inventory as the fixed cost of ansible-playbook.
 Timed, each the median of --repeat runs of a 2-container session:
 
-  cold     the first create, when the ledger has no read of any agent (reads all A)
-  warm     a create while the ledger's reads are recent (reads none)
+  cold     the first create after the ledger was made (by a reconcile, untimed: a
+           create on a ledger that does not exist yet reads every agent once), when it
+           keeps no read of any agent: it places by the agents' declared capacity, then
+           reads only the agent it placed on
+  warm     the second create (reads the agent it places on unless the ledger has a
+           recent read of it)
   no-op    the same create again (reads only the session's agent)
   destroy  (reaches only the session's agent)
 
@@ -73,6 +77,7 @@ def one_count(agents: int, repeat: int, folder: Path) -> dict:
         ledger = folder / f"ledger-{agents}-{attempt}.json"
         base = {"bai_ledger_path": str(ledger), **session}
         runs["empty"].append(playbook(empty, inv))
+        playbook("playbooks/session_reconcile.yml", inv, bai_ledger_path=str(ledger))
         runs["cold"].append(
             playbook("playbooks/session_create.yml", inv, session_name="bench-a", **base)
         )

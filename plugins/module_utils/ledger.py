@@ -22,11 +22,12 @@ containers' labels. A missing or damaged ledger file is never read as an empty l
 The ledger also keeps each agent's last read (``agents``: capacity, GPU devices, the
 sessions it showed, which images and mount sources it has), so that a create need not
 read every agent: placement uses a kept read where it is recent enough
-(``read_max_age``) and knows the request's images and paths, and reads afresh only the
-agents it must (:func:`to_read`). A kept read is trusted only to say yes: every
-session of the ledger counts on it by its reservation, whatever its state, and a
-placement that finds no room with kept reads asks for fresh ones before it says
-PENDING. destroy removes the session from the kept reads.
+(``read_max_age``) and knows the request's images and paths, places by a hint (declared
+capacity, the ledger's sessions as load) elsewhere, and reads afresh only the agents it
+must and those it placed on by a hint (:func:`sources`). A kept read is trusted only to
+say yes: every session of the ledger counts on it by its reservation, whatever its
+state, and a placement that finds no room with kept reads asks for fresh ones before it
+says PENDING. destroy removes the session from the kept reads.
 
 Pure: the module (plugins/modules/bai_session_ledger.py) does the file and the lock.
 """
@@ -38,6 +39,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
+from ansible_collections.bai.cluster.plugins.module_utils.admission import SLOT_SEPARATOR
 from ansible_collections.bai.cluster.plugins.module_utils.errors import Pending
 from ansible_collections.bai.cluster.plugins.module_utils.gpu import devices_in_use
 from ansible_collections.bai.cluster.plugins.module_utils.labels import (
@@ -49,7 +51,10 @@ from ansible_collections.bai.cluster.plugins.module_utils.labels import (
     LABEL_SIZE,
     LABEL_SPEC_HASH,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.placement import used_from_labels
+from ansible_collections.bai.cluster.plugins.module_utils.placement import (
+    agent_capacity,
+    used_from_labels,
+)
 
 VERSION = 1
 CREATING = "creating"
@@ -641,7 +646,16 @@ def holders(ledger: Mapping[str, Any], name: str) -> set[str]:
     return found
 
 
-def to_read(
+class Sources(NamedTuple):
+    """Where a create gets each agent's state from (:func:`sources`)."""
+
+    read: list[str]  # to read before placing: nothing else says enough of them
+    kept: list[str]  # recent kept reads: a placement on them is made as it is
+    hinted: dict[str, dict[str, Any]]  # agent -> hint: a placement on it reads it first
+    unavailable: list[str]  # down, drained or paused in the swarm's node list: not used
+
+
+def sources(
     ledger: Mapping[str, Any],
     agents: Sequence[Mapping[str, Any]],
     *,
@@ -651,32 +665,144 @@ def to_read(
     fresh: set[str],
     now: float,
     max_age: float,
-) -> list[str]:
-    """The agents (names, in inventory order) a create must read before it can place
-    ``name``. ``agents`` are the inventory's ({name, group, resources}). To read: an
-    agent without a kept read, or with one older than ``max_age`` seconds, taken under
-    another declaration, or that does not know the request's images and paths; and
-    every agent that may hold the session (its containers decide what a rerun does), or a
-    reservation past its expiry (:func:`overdue_agents`). Agents in ``fresh`` were read
-    by this run."""
+    nodes: Mapping[str, Mapping[str, Any]] | None = None,
+    hints: bool = True,
+) -> Sources:
+    """How a create knows each agent of the inventory (``agents``: {name, group,
+    resources}) that this run did not read (``fresh``), so that it reads only the agents
+    it must, whatever the size of the cluster.
+
+    Read first: every agent that may hold the session (its containers decide what a rerun
+    does) or a reservation past its expiry (:func:`overdue_agents`), and an agent nothing
+    else describes. Kept: a kept read younger than ``max_age`` seconds, taken under the
+    same declaration, that knows the request's images and paths. Hinted (:func:`hint`):
+    any other agent whose capacity is known - from its declaration
+    (``bai_agent_resources`` with ``gpu: 0``), an earlier read under the same declaration,
+    or the swarm's node list (``nodes``, :func:`node_table`) - with the ledger's own
+    sessions as its load; a placement that uses it reads it first, and places again with
+    that read. An agent the node list shows down, drained or paused is not placed on.
+    Without ``hints`` (a ledger that is missing: what the agents run must be seen) every
+    agent without a recent kept read is read.
+    """
     records = ledger.get("agents") or {}
     holding = holders(ledger, name) | set(overdue_agents(ledger, now))
-    out = []
+    out = Sources([], [], {}, [])
     for declared in agents:
         agent = str(declared["name"])
+        record = records.get(agent)
+        node = node_of(nodes, agent, record)
+        if node is not None and not node["usable"] and agent not in holding:
+            out.unavailable.append(agent)
+            continue
         if agent in fresh:
             continue
-        record = records.get(agent)
+        if agent in holding:
+            out.read.append(agent)
+            continue
+        same = record is not None and record.get("declared") == _declaration(declared)
         if (
-            record is None
-            or agent in holding
-            or record.get("declared") != _declaration(declared)
-            or now - float(record.get("stored_at") or 0) > max_age
-            or any(ref not in (record.get("images") or {}) for ref in images)
-            or any(path not in (record.get("paths") or {}) for path in paths)
+            same
+            and record is not None
+            and now - float(record.get("stored_at") or 0) <= max_age
+            and all(ref in (record.get("images") or {}) for ref in images)
+            and all(path in (record.get("paths") or {}) for path in paths)
         ):
-            out.append(agent)
+            out.kept.append(agent)
+            continue
+        found = hint(declared, record if same else None, node) if hints else None
+        if found is None:
+            out.read.append(agent)
+        else:
+            out.hinted[agent] = found
     return out
+
+
+def hint(
+    declared: Mapping[str, Any],
+    record: Mapping[str, Any] | None = None,
+    node: Mapping[str, Any] | None = None,
+) -> dict[str, Any] | None:
+    """What a placement may assume of an agent it has no recent read of, in the shape of a
+    bai_agent_info result marked ``kept`` and ``hint`` (so every session of the ledger
+    counts on it by its reservation, and nothing else): its capacity from the inventory's
+    declaration, else an earlier read (``record``, taken under the same declaration),
+    else the swarm's node list (``node``: CPU and memory). None when GPU devices are not
+    known (they are detected on the agent unless it declares ``gpu: 0``)."""
+    resources = dict(declared.get("resources") or {})
+    agent = dict((record or {}).get("agent") or {})
+    cpu = resources.get("cpu") or agent.get("cpu") or (node or {}).get("cpu")
+    mem = resources.get("mem") or agent.get("mem") or (node or {}).get("mem")
+    if resources.get("gpu") is not None and float(resources["gpu"] or 0) == 0:
+        devices: list[int] | None = []
+    else:
+        devices = agent.get("gpu_devices") if "gpu_devices" in agent else None
+    if not cpu or not mem or devices is None:
+        return None
+    try:
+        capacity = agent_capacity({"cpu": cpu, "mem": mem}, ncpu=0, mem_total=0)
+    except ValueError:  # a bad declaration: the agent's read names it
+        return None
+    return {
+        "agent": {
+            "name": str(declared["name"]),
+            "id": agent.get("id") or (node or {}).get("id") or "",
+            "group": declared.get("group") or "default",
+            "cpu": capacity.cpu,
+            "mem": capacity.mem,
+            "gpu": len(devices),
+            "used_cpu": 0.0,
+            "used_mem": 0,
+            "used_gpu": 0,
+            "gpu_devices": list(devices),
+            "gpu_in_use": [],
+        },
+        "sessions": {},
+        "read_at": 0.0,
+        "images": {},
+        "paths": {},
+        "containers": [],
+        "kept": True,
+        "hint": True,
+    }
+
+
+def node_table(nodes: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The swarm's node list (``GET /nodes``, one call on a manager) by node ID and by
+    hostname: ``id``, ``usable`` (ready and active), ``state``, ``availability``, ``cpu``,
+    ``mem`` (what the engine has)."""
+    table: dict[str, dict[str, Any]] = {}
+    for node in nodes:
+        description = node.get("Description") or {}
+        resources = description.get("Resources") or {}
+        state = str((node.get("Status") or {}).get("State") or "unknown")
+        availability = str((node.get("Spec") or {}).get("Availability") or "active")
+        row = {
+            "id": str(node.get("ID") or ""),
+            "hostname": str(description.get("Hostname") or ""),
+            "state": state,
+            "availability": availability,
+            "usable": state == "ready" and availability == "active",
+            "cpu": int(resources.get("NanoCPUs") or 0) / 1e9,
+            "mem": int(resources.get("MemoryBytes") or 0),
+        }
+        for key in (row["id"], row["hostname"]):
+            if key:
+                table.setdefault(key, row)
+    return table
+
+
+def node_of(
+    nodes: Mapping[str, Mapping[str, Any]] | None,
+    agent: str,
+    record: Mapping[str, Any] | None = None,
+) -> Mapping[str, Any] | None:
+    """An agent's row of :func:`node_table`: by the node ID its last read gave (an agent's
+    identity is its swarm node's), else by its inventory name as the node's hostname."""
+    if not nodes:
+        return None
+    identity = str(((record or {}).get("agent") or {}).get("id") or "")
+    node_id = identity.split(SLOT_SEPARATOR, 1)[0]
+    return nodes.get(node_id) or nodes.get(agent)
 
 
 def _declaration(agent: Mapping[str, Any]) -> dict[str, Any]:

@@ -38,8 +38,14 @@ description:
     M(bai.cluster.bai_agent_info)) and pass in O(agent_info) next time; agents that may
     hold the session are always among them. A kept read only ever says yes - every
     reserved session counts on it by its reservation, and a placement that fails with
-    kept reads asks for those agents afresh before it reports PENDING. So a create reads
-    only the agents it must, whatever the size of the cluster.
+    kept reads asks for those agents afresh before it reports PENDING.
+  - An agent without a recent kept read is placed by a hint - its declared capacity
+    (C(cpu), C(mem) and C(gpu=0)), an older read's, or the swarm node list's - with the
+    ledger's sessions as its load; a placement on hinted agents reserves nothing and asks
+    for reads of those agents only (RV(need_read)), then places again. With O(store=swarm)
+    the node list (one call) also keeps placement off down, drained and paused nodes
+    (RV(unavailable)). So a create reads only the agents it places on, whatever the size
+    of the cluster.
   - O(state=ready) confirms this run's reservation (matched by O(session_id)); it lasts
     until the session is destroyed. It fails when that reservation is gone (it expired
     while the create still ran), so the create removes what it made instead of reporting
@@ -230,6 +236,12 @@ read:
   returned: O(state=reserved), placed
   type: list
   elements: str
+unavailable:
+  description: Agents of O(agents) not placed on - down, drained or paused in the swarm's
+    node list.
+  returned: O(state=reserved), placed
+  type: list
+  elements: str
 kept:
   description: The agents whose kept reads this placement used.
   returned: O(state=reserved), placed
@@ -377,6 +389,7 @@ def reserve(
     missing: str = "",
     where: str = "",
     ids: list | None = None,
+    nodes: dict | None = None,
 ) -> dict:
     params = module.params
     try:
@@ -434,25 +447,27 @@ def reserve(
             f"run part of it; it keeps its share until bai-cluster session reconcile "
             f"removes it"
         )
-    info, kept = fresh, []
+    info, kept, hinted, unavailable = fresh, [], {}, []
     if params["agents"] is not None:  # the inventory's agents: kept reads for the rest
         declared = declarations(module)
         book.remember(ledger, fresh, now, declared)
         read = {str((r.get("agent") or {}).get("name")) for r in fresh}
-        need = (
-            book.overdue_agents(ledger, now)
-            if final
-            else book.to_read(
-                ledger,
-                params["agents"],
-                name=spec.name,
-                images=[role.image for role in spec.roles],
-                paths=[mount.src for mount in spec.mounts],
-                fresh=read,
-                now=now,
-                max_age=params["read_max_age"],
-            )
+        found = book.sources(
+            ledger,
+            params["agents"],
+            name=spec.name,
+            images=[role.image for role in spec.roles],
+            paths=[mount.src for mount in spec.mounts],
+            fresh=read,
+            now=now,
+            max_age=params["read_max_age"],
+            nodes=nodes,
+            # A missing ledger is never read as empty: every agent is read first.
+            hints=not missing,
         )
+        # A waiting create (final) reads only what an expired reservation needs.
+        overdue = [a for a in book.overdue_agents(ledger, now) if a not in read]
+        need = overdue if final else found.read
         if need:
             return {
                 "changed": bool(dropped or expiry.adopted),
@@ -474,8 +489,12 @@ def reserve(
                 "dropped": dropped,
             }
         records = ledger.get("agents") or {}
-        kept = [a for a in declared if a not in read and a in records]
-        info = fresh + [book.kept_result(records[a]) for a in kept]
+        kept, hinted, unavailable = found.kept, found.hinted, found.unavailable
+        # Down, drained or paused nodes take no new session (a holder's read stays).
+        info = [
+            r for r in fresh if r["agent"].get("name") not in unavailable or r.get("containers")
+        ]
+        info += [book.kept_result(records[a]) for a in kept] + list(hinted.values())
     entry = ledger["sessions"].get(spec.name)
     counted = book.adjust(info, ledger)
     try:
@@ -509,6 +528,16 @@ def reserve(
         module.fail_json(msg=f"session {spec.name}: {exc}; nothing was created")
     except SessionConflict as exc:
         module.fail_json(msg=str(exc), conflict=True)
+    # Placed by hints (capacity without a recent read): read those agents, place again.
+    unverified = [a for a in plan["agents"] if a in hinted]
+    if unverified:
+        return {
+            "changed": bool(dropped or expiry.adopted),
+            "save": bool(fresh),
+            "need_read": unverified,
+            "ledger_time": now,
+            "dropped": dropped,
+        }
     plan = {
         **plan,
         "requested_mode": spec.mode,
@@ -517,6 +546,7 @@ def reserve(
         "size": spec.size,
         "read": sorted(read) if params["agents"] is not None else None,
         "kept": kept,
+        "unavailable": unavailable,
     }
     # Keeping the agents' reads is bookkeeping, not a change to the cluster.
     changed = bool(dropped or expiry.adopted)
@@ -584,7 +614,26 @@ def open_store(module: AnsibleModule) -> store_.Store:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def step(module: AnsibleModule, store: store_.Store, snapshot: store_.Snapshot, now: float) -> dict:
+def node_table(module: AnsibleModule, store: store_.Store) -> dict | None:
+    """The swarm's node list by node ID and hostname (one call on this manager), for a
+    placement; None without a swarm, or when the list cannot be had (then every agent
+    counts as up)."""
+    if module.params["state"] != "reserved" or not isinstance(store, store_.SwarmStore):
+        return None
+    try:
+        return book.node_table(store.api.nodes())
+    except DockerException as exc:
+        module.warn(f"the swarm's node list: {error_text(exc)}; placing without it")
+        return None
+
+
+def step(
+    module: AnsibleModule,
+    store: store_.Store,
+    snapshot: store_.Snapshot,
+    now: float,
+    nodes: dict | None = None,
+) -> dict:
     """What O(state) does with one read of the ledger (the store writes it when asked)."""
     params = module.params
     state, where = params["state"], store.where
@@ -613,7 +662,8 @@ def step(module: AnsibleModule, store: store_.Store, snapshot: store_.Snapshot, 
         done = reconciled(module, ledger, now, ids)
         return {**done, "rebuilt": rebuilt, "set_aside": True, "ledger_ids": ids}
     if state == "reserved":
-        return {**reserve(module, ledger, now, missing, where, ids), "ledger_ids": ids}
+        placed = reserve(module, ledger, now, missing, where, ids, nodes)
+        return {**placed, "ledger_ids": ids}
     if state == "ready":
         held = ledger["sessions"].get(params["name"])
         gone = held is None or held["session_id"] != params["session_id"]
@@ -663,10 +713,11 @@ def run(module: AnsibleModule) -> dict:
     if state == "reconciled" and params["agent_info"] is None:
         module.fail_json(msg="bai_session_ledger: state=reconciled needs agent_info")
     store = open_store(module)
+    nodes = node_table(module, store)
     try:
         result = store_.transact(
             store,
-            lambda snapshot, now: step(module, store, snapshot, now),
+            lambda snapshot, now: step(module, store, snapshot, now, nodes),
             write=not module.check_mode,
         )
     except Busy:

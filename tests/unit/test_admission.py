@@ -7,10 +7,13 @@ device twice, as long as every create and every start the toolkit makes is admit
 from __future__ import annotations
 
 import contextlib
+import os
+import tempfile
 
 import pytest
 from ansible_collections.bai.cluster.plugins.module_utils import admission
 from ansible_collections.bai.cluster.plugins.module_utils import ledger as book
+from ansible_collections.bai.cluster.plugins.module_utils import ledger_store as store_
 from ansible_collections.bai.cluster.plugins.module_utils.admission import (
     Holding,
     Offer,
@@ -306,3 +309,111 @@ def test_sessions_another_ledger_counts_are_foreign():
     assert admission.foreign_text(found) == (
         "session(s) theirs counted by another session ledger (cluster-b)"
     )
+
+
+# --- the same, with the ledger in its store and placement by hints -----------------------
+AGENT = {"name": "a1", "group": "default", "resources": None}
+
+
+def place_through_store(store, engine, name, spec, clock):
+    """bai_session_ledger's create steps, each one transaction of the real file store:
+    place by what the ledger knows (a kept read, else a hint from the agent's earlier read),
+    read only the agent a hint placed on, place again with that read, reserve. Returns the
+    plan, or None (PENDING)."""
+    fresh: list[dict] = []
+    for _round in range(3):
+
+        def step(snapshot, now, fresh=fresh):
+            ledger = snapshot.ledger
+            book.expire(ledger, now, fresh)
+            book.remember(ledger, fresh, now, book.declarations([AGENT]))
+            found = book.sources(
+                ledger,
+                [AGENT],
+                name=name,
+                images=[],
+                paths=[],
+                fresh={r["agent"]["name"] for r in fresh},
+                now=now,
+                max_age=5,
+            )
+            if found.read:
+                return {"need": found.read, "save": True}
+            kept = [book.kept_result(ledger["agents"][a]) for a in found.kept]
+            info = fresh + kept + list(found.hinted.values())
+            agents, _existing, inventory = agents_from_info(None, None, book.adjust(info, ledger))
+            try:
+                plan = plan_session(spec, agents, [], inventory=inventory)
+            except Pending:
+                return {"pending": True, "save": bool(fresh)}
+            if any(a in found.hinted for a in plan["agents"]):
+                return {"need": plan["agents"], "save": bool(fresh)}
+            ledger["sessions"][name] = book.reservation({**plan, "spec_hash": "h"}, now=now, ttl=30)
+            return {"plan": plan, "changed": True}
+
+        done = store_.transact(store, step, clock=clock)
+        if "need" not in done:
+            return done.get("plan")
+        fresh = [read(engine, clock())]
+    return None
+
+
+@settings(max_examples=150, deadline=None)
+@given(steps)
+@example([("create", 0, 2, 2, 0), ("read", 0, 1, 1, 0), ("create", 1, 2, 2, 0)])
+def test_property_the_store_and_hints_never_put_more_on_an_engine_than_it_offers(ops):
+    """Random interleavings of create (placed by kept reads and hints through the real
+    file store, reading only the agent placed on), a create that dies part-way, confirm,
+    expiry, destroy, stop, start and a container removed by hand: what the engine runs
+    stays within the offer, and the ledger file stays readable throughout."""
+    engine: dict[str, dict] = {}
+    clock = iter(range(1_000, 1_000_000, 3))
+    with tempfile.TemporaryDirectory() as folder:
+        store = store_.FileStore(os.path.join(folder, "ledger.json"), lock_timeout=5)
+        tick = lambda: float(next(clock))  # noqa: E731 - the ledger's clock, 3 s a step
+        store_.transact(store, lambda snap, now: {"save": True}, clock=tick)
+        store_.transact(
+            store,
+            lambda snap, now: (
+                book.remember(snap.ledger, [read(engine, now)], now, book.declarations([AGENT]))
+                or {"save": True}
+            ),
+            clock=tick,
+        )
+        plans: dict[str, dict] = {}
+
+        def change(what) -> None:  # one ledger step: what(ledger, now) -> changed
+            store_.transact(
+                store, lambda snap, now: {"changed": what(snap.ledger, now)}, clock=tick
+            )
+
+        for op, n, size, cpu, gpu in ops:
+            name = f"s{n}"
+            if op in ("create", "die"):
+                resources = {"cpu": cpu, "mem": f"{cpu}g", "gpu": gpu}
+                spec = normalize_spec({"name": name, "size": size, "resources": resources})
+                plan = place_through_store(store, engine, name, spec, tick)
+                if plan is not None:
+                    plans[name] = plan
+                    made = make(engine, plan, size if op == "create" else max(size - 1, 1))
+                    sid = plan["session_id"]
+                    if made and op == "create":
+                        change(lambda led, now, n=name, s=sid: book.mark_ready(led, n, s, now))
+                    elif not made:
+                        change(lambda led, now, n=name, s=sid: book.release(led, n, s))
+            elif op == "confirm" and name in plans:
+                sid = plans[name]["session_id"]
+                change(lambda led, now, n=name, s=sid: book.mark_ready(led, n, s, now))
+            elif op == "expire":
+                change(lambda led, now: bool(book.expire(led, now + 10_000).dropped))
+            elif op == "destroy":
+                for cname in [c for c in engine if c.startswith(f"bai-{name}-")]:
+                    del engine[cname]
+                change(lambda led, now, n=name: book.release(led, n))
+            elif op in ("stop", "start") and engine:
+                key = sorted(engine)[n % len(engine)]
+                engine[key]["State"] = "exited" if op == "stop" else "running"
+            elif op == "read" and engine:  # "kill": a container removed by hand
+                del engine[sorted(engine)[n % len(engine)]]
+            assert_engine_within_offer(engine)
+        assert store.load().damaged == ""

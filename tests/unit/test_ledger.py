@@ -284,6 +284,7 @@ def test_a_settled_ready_session_counts_as_read_so_stopping_it_frees_its_share()
 # --- Kept reads: what lets a create read only the agents it must ---------------------
 
 AGENTS = [{"name": "a1", "group": "default", "resources": {"cpu": 8}}]
+FULL = {"cpu": 4, "mem": "8g", "gpu": 0}  # every number a hint needs
 
 
 def test_a_kept_read_counts_every_reserved_session_even_one_it_saw_stopped():
@@ -344,17 +345,19 @@ def test_remember_keeps_what_an_older_read_knew_of_images_and_paths():
 @pytest.mark.parametrize(
     ("why", "change", "expected"),
     [
-        ("recent, knows the image and path", {}, []),
-        ("no kept read", {"drop": True}, ["a1"]),
-        ("older than max_age", {"now": 1000.0 + 301}, ["a1"]),
-        ("another image", {"images": ["img:2"]}, ["a1"]),
-        ("another mount source", {"paths": ["/e"]}, ["a1"]),
-        ("declared capacity changed", {"resources": {"cpu": 4}}, ["a1"]),
-        ("another resource group", {"group": "gpu"}, ["a1"]),
-        ("read by this run already", {"drop": True, "fresh": {"a1"}}, []),
+        ("recent, knows the image and path", {}, "kept"),
+        ("no kept read, no full declaration", {"drop": True}, "read"),
+        ("no kept read, declared with gpu 0", {"drop": True, "resources": FULL}, "hinted"),
+        ("older than max_age: its capacity is a hint", {"now": 1000.0 + 301}, "hinted"),
+        ("another image", {"images": ["img:2"]}, "hinted"),
+        ("another mount source", {"paths": ["/e"]}, "hinted"),
+        ("declared capacity changed", {"resources": {"cpu": 4}}, "read"),
+        ("declaration changed to a full one", {"resources": FULL}, "hinted"),
+        ("another resource group", {"group": "gpu"}, "read"),
+        ("read by this run already", {"drop": True, "fresh": {"a1"}}, None),
     ],
 )
-def test_to_read_names_the_agents_a_create_must_read(why, change, expected):
+def test_sources_say_how_a_create_knows_each_agent(why, change, expected):
     ledger = book.empty()
     read = {**info("a1"), "images": {"img:1": {"present": True}}, "paths": {"/d": False}}
     book.remember(ledger, [read], 1000.0, book.declarations(AGENTS))
@@ -367,7 +370,7 @@ def test_to_read_names_the_agents_a_create_must_read(why, change, expected):
             "resources": change.get("resources", AGENTS[0]["resources"]),
         }
     ]
-    need = book.to_read(
+    found = book.sources(
         ledger,
         agents,
         name="s1",
@@ -377,7 +380,100 @@ def test_to_read_names_the_agents_a_create_must_read(why, change, expected):
         now=change.get("now", 1000.0 + 300),
         max_age=300,
     )
-    assert need == expected, why
+    where = {"read": found.read, "kept": found.kept, "hinted": list(found.hinted)}
+    assert {k: v for k, v in where.items() if v} == ({expected: ["a1"]} if expected else {}), why
+
+
+def test_a_hint_is_the_declared_capacity_with_the_ledger_s_sessions_as_its_load():
+    ledger = book.empty()
+    place(ledger, "s1", [info("a1", cpu=4, mem_g=8)], size=2, resources={"cpu": 1, "mem": "1g"})
+    declared = {"name": "a1", "group": "default", "resources": FULL}
+    hint = book.hint(declared)
+    assert hint is not None and hint["hint"] and hint["kept"]
+    assert (hint["agent"]["cpu"], hint["agent"]["mem"], hint["agent"]["gpu_devices"]) == (
+        4.0,
+        8 * GI,
+        [],
+    )
+    # Its load is what the ledger gave out there, whatever the agent last showed.
+    (counted,) = book.adjust([hint], ledger)
+    assert (counted["agent"]["used_cpu"], counted["agent"]["used_mem"]) == (2.0, 2 * GI)
+    # GPU devices are detected on the agent: without gpu: 0 (or an earlier read) no hint.
+    assert book.hint({**declared, "resources": {"cpu": 4, "mem": "8g"}}) is None
+    # An earlier read gives what the declaration does not; the node list gives CPU, memory.
+    record = {"agent": {"cpu": 2, "mem": GI, "gpu_devices": [0, 1], "id": "n1"}}
+    from_read = book.hint({**declared, "resources": None}, record)
+    assert from_read is not None and from_read["agent"]["gpu_devices"] == [0, 1]
+    node = {"cpu": 6.0, "mem": 3 * GI, "id": "n1"}
+    from_node = book.hint({**declared, "resources": {"gpu": 0}}, None, node)
+    assert from_node is not None and from_node["agent"]["cpu"] == 6.0
+
+
+def test_a_missing_ledger_places_by_no_hint():
+    """A ledger that is missing is never read as empty: every agent is read first."""
+    agents = [{"name": a, "group": "default", "resources": FULL} for a in ("a1", "a2")]
+    args = {"name": "s", "images": [], "paths": [], "fresh": set(), "now": 0.0, "max_age": 300}
+    assert sorted(book.sources(book.empty(), agents, **args).hinted) == ["a1", "a2"]
+    assert book.sources(book.empty(), agents, hints=False, **args).read == ["a1", "a2"]
+
+
+NODES = [
+    {
+        "ID": "n1",
+        "Description": {"Hostname": "a1", "Resources": {"NanoCPUs": 4e9, "MemoryBytes": GI}},
+        "Status": {"State": "ready"},
+        "Spec": {"Availability": "active"},
+    },
+    {
+        "ID": "n2",
+        "Description": {"Hostname": "a2", "Resources": {"NanoCPUs": 4e9, "MemoryBytes": GI}},
+        "Status": {"State": "ready"},
+        "Spec": {"Availability": "drain"},
+    },
+    {
+        "ID": "n3",
+        "Description": {"Hostname": "a3", "Resources": {}},
+        "Status": {"State": "down"},
+        "Spec": {"Availability": "active"},
+    },
+]
+
+
+def test_the_swarm_s_node_list_keeps_placement_off_drained_and_down_agents():
+    table = book.node_table(NODES)
+    assert table["n1"] is table["a1"] and table["a1"]["usable"] and table["a1"]["cpu"] == 4.0
+    assert [table[h]["usable"] for h in ("a2", "a3")] == [False, False]
+    ledger = book.empty()
+    agents = [{"name": a, "group": "default", "resources": FULL} for a in ("a1", "a2", "a3", "a4")]
+    found = book.sources(
+        ledger,
+        agents,
+        name="s",
+        images=[],
+        paths=[],
+        fresh=set(),
+        now=0.0,
+        max_age=300,
+        nodes=table,
+    )
+    assert (sorted(found.hinted), found.unavailable) == (["a1", "a4"], ["a2", "a3"])
+    # Matched by the node ID an agent's read gave, whatever its inventory name.
+    record = {"agent": {"id": "n2/slot"}}
+    assert book.node_of(table, "other", record) is table["n2"]
+    # A drained agent that holds the session is still read (its containers decide a rerun).
+    place(ledger, "s", [info("a2", cpu=8)], size=1, resources={"cpu": 1})
+    found = book.sources(
+        ledger,
+        agents,
+        name="s",
+        images=[],
+        paths=[],
+        fresh=set(),
+        now=0.0,
+        max_age=300,
+        nodes=table,
+    )
+    assert "a2" in found.read and "a2" not in found.unavailable
 
 
 def test_agents_that_may_hold_the_session_are_always_read():
@@ -393,10 +489,10 @@ def test_agents_that_may_hold_the_session_are_always_read():
     assert book.holders(ledger, "s1") == {"a2"}  # its reservation
     assert book.holders(ledger, "s2") == {"a3"}  # a kept read saw it (made before the ledger)
     for name, holder in (("s1", "a2"), ("s2", "a3"), ("s3", None)):
-        need = book.to_read(
+        found = book.sources(
             ledger, agents, name=name, images=[], paths=[], fresh=set(), now=1000.0, max_age=300
         )
-        assert need == ([holder] if holder else []), name
+        assert found.read == ([holder] if holder else []), name
 
 
 @settings(max_examples=60, deadline=None)
@@ -511,9 +607,9 @@ def test_the_agents_of_an_overdue_reservation_are_read_once_after_it_expired():
     dead_create(ledger)
     args = {"name": "x", "images": [], "paths": [], "fresh": set(), "max_age": 300}
     assert book.overdue_agents(ledger, 1030.0) == []
-    assert book.to_read(ledger, agents, now=1030.0, **args) == []
+    assert book.sources(ledger, agents, now=1030.0, **args).read == []
     assert book.overdue_agents(ledger, 1061.0) == ["a1"]
-    assert book.to_read(ledger, agents, now=1061.0, **args) == ["a1"]
+    assert book.sources(ledger, agents, now=1061.0, **args).read == ["a1"]
     book.remember(ledger, [info("a1", cpu=8)], 1062.0, book.declarations(agents))
     assert book.overdue_agents(ledger, 1063.0) == []  # read since: not again
 
