@@ -12,8 +12,8 @@ Timed, each the median of --repeat runs of a 2-container session:
            create on a ledger that does not exist yet reads every agent once), when it
            keeps no read of any agent: it places by the agents' declared capacity, then
            reads only the agent it placed on
-  warm     the second create (reads the agent it places on unless the ledger has a
-           recent read of it)
+  warm     a create while the ledger's read of the agent it places on is recent (the
+           second session, on the same agent: va1 offers the most; reads none)
   no-op    the same create again (reads only the session's agent)
   destroy  (reaches only the session's agent)
 
@@ -42,6 +42,8 @@ EMPTY_PLAY = REPO / "bench" / "empty_play.yml"
 def inventory(folder: Path, agents: int) -> Path:
     path = folder / f"agents{agents}.yml"
     hosts = {f"va{i}": {"bai_agent_id": f"va{i}"} for i in range(1, agents + 1)}
+    # va1 offers the most, so both creates land on it: the second finds its read recent.
+    hosts["va1"]["bai_agent_resources"] = {"cpu": 8, "mem": "16g", "gpu": 0}
     path.write_text(
         yaml.safe_dump(
             {

@@ -33,3 +33,8 @@ class Pending(Exception):
 
 class Failure(Exception):
     """A module's run went wrong; the message is what its ``fail_json`` reports."""
+
+
+class Refused(Failure):
+    """An agent's admission refused a session: what its engine holds leaves no room (the
+    create places the session again, with a fresh read of that agent)."""

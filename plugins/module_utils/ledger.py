@@ -776,16 +776,18 @@ def node_table(nodes: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
         resources = description.get("Resources") or {}
         state = str((node.get("Status") or {}).get("State") or "unknown")
         availability = str((node.get("Spec") or {}).get("Availability") or "active")
+        node_id = str(node.get("ID") or "")
+        hostname = str(description.get("Hostname") or "")
         row = {
-            "id": str(node.get("ID") or ""),
-            "hostname": str(description.get("Hostname") or ""),
+            "id": node_id,
+            "hostname": hostname,
             "state": state,
             "availability": availability,
             "usable": state == "ready" and availability == "active",
             "cpu": int(resources.get("NanoCPUs") or 0) / 1e9,
             "mem": int(resources.get("MemoryBytes") or 0),
         }
-        for key in (row["id"], row["hostname"]):
+        for key in (node_id, hostname):
             if key:
                 table.setdefault(key, row)
     return table

@@ -355,6 +355,17 @@ ssh_port:
   description: Host port of the master's sshd when the master runs on this agent, else null.
   returned: state=present
   type: int
+refused:
+  description:
+    - On failure, whether this agent's admission refused the session (what its engine holds
+      leaves no room); session_create.yml then places the session again, once, with a fresh
+      read of this agent.
+  returned: failure
+  type: bool
+agent:
+  description: On failure, O(agent) (which agent failed, in a loop over agents).
+  returned: failure
+  type: str
 """
 
 import hashlib
@@ -387,6 +398,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.docker_api import (
 from ansible_collections.bai.cluster.plugins.module_utils.env import cluster_env, parse_image_env
 from ansible_collections.bai.cluster.plugins.module_utils.errors import (
     Failure,
+    Refused,
     SpecError,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.gpu import (
@@ -705,7 +717,7 @@ class Session:
         decision = admission.admit(offer, held, request)
         if not decision.admitted:
             what = "created" if create else "changed"
-            raise Failure(
+            raise Refused(
                 f"agent {self.p['agent']} ({self.identity}) refuses session "
                 f"{self.p['session']}: {decision.reason}; nothing was {what}"
                 + ("" if create else f"; {_recreate_hint(self.p['session'])}")
@@ -1212,7 +1224,8 @@ def main() -> None:
                 msg += f" and network {module.params['network']}"
             if leftovers:
                 msg += f" (except: {'; '.join(leftovers)})"
-        module.fail_json(msg=msg)
+        # refused: the agent's admission said no (the create places the session again).
+        module.fail_json(msg=msg, refused=isinstance(exc, Refused), agent=module.params["agent"])
     module.exit_json(**result)
 
 

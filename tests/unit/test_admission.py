@@ -323,7 +323,8 @@ def place_through_store(store, engine, name, spec, clock):
     fresh: list[dict] = []
     for _round in range(3):
 
-        def step(snapshot, now, fresh=fresh):
+        def step(snapshot, now, fresh=tuple(fresh)):
+            fresh = list(fresh)
             ledger = snapshot.ledger
             book.expire(ledger, now, fresh)
             book.remember(ledger, fresh, now, book.declarations([AGENT]))
@@ -370,7 +371,10 @@ def test_property_the_store_and_hints_never_put_more_on_an_engine_than_it_offers
     clock = iter(range(1_000, 1_000_000, 3))
     with tempfile.TemporaryDirectory() as folder:
         store = store_.FileStore(os.path.join(folder, "ledger.json"), lock_timeout=5)
-        tick = lambda: float(next(clock))  # noqa: E731 - the ledger's clock, 3 s a step
+
+        def tick() -> float:  # the ledger's clock, 3 s a step
+            return float(next(clock))
+
         store_.transact(store, lambda snap, now: {"save": True}, clock=tick)
         store_.transact(
             store,

@@ -37,6 +37,7 @@ def task_names(node) -> list[str]:
     [
         "playbooks/session_create.yml",
         "playbooks/session_place_reads.yml",
+        "playbooks/session_make.yml",
         "playbooks/session_destroy.yml",
         "playbooks/session_manager.yml",
     ],
