@@ -441,6 +441,17 @@ def reserve(
         )
     expiry = book.expire(ledger, now, fresh)
     dropped = expiry.dropped + book.drop_stale(ledger, fresh)
+
+    def ask_to_read(agents: list) -> dict:
+        """Place nothing yet: read these agents and ask again (fresh reads are kept)."""
+        return {
+            "changed": bool(dropped or expiry.adopted),
+            "save": bool(fresh),
+            "need_read": agents,
+            "ledger_time": now,
+            "dropped": dropped,
+        }
+
     if expiry.stuck:
         module.warn(
             f"session(s) {', '.join(expiry.stuck)}: a create died part-way and its agents "
@@ -469,25 +480,13 @@ def reserve(
         overdue = [a for a in book.overdue_agents(ledger, now) if a not in read]
         need = overdue if final else found.read
         if need:
-            return {
-                "changed": bool(dropped or expiry.adopted),
-                "save": bool(fresh),
-                "need_read": need,
-                "ledger_time": now,
-                "dropped": dropped,
-            }
+            return ask_to_read(need)
         # Only a fresh read of its agents tells a rerun from a race: a session this run
         # has not seen is read first (a waiting run meets it once the other run made it).
         holding = book.holders(ledger, spec.name) - read
         held = ledger["sessions"].get(spec.name)
         if holding and not (held and held.get("state") == book.CREATING):
-            return {
-                "changed": bool(dropped or expiry.adopted),
-                "save": bool(fresh),
-                "need_read": sorted(holding),
-                "ledger_time": now,
-                "dropped": dropped,
-            }
+            return ask_to_read(sorted(holding))
         records = ledger.get("agents") or {}
         kept, hinted, unavailable = found.kept, found.hinted, found.unavailable
         # Down, drained or paused nodes take no new session (a holder's read stays).
@@ -511,13 +510,7 @@ def reserve(
     except (Pending, SpecError) as exc:
         if kept and not final:
             # Kept reads only ever say yes: read those agents before saying no.
-            return {
-                "changed": bool(dropped or expiry.adopted),
-                "save": bool(fresh),
-                "need_read": kept,
-                "ledger_time": now,
-                "dropped": dropped,
-            }
+            return ask_to_read(kept)
         if isinstance(exc, Pending):
             module.fail_json(
                 msg=f"session {spec.name}: {exc}",
@@ -531,13 +524,7 @@ def reserve(
     # Placed by hints (capacity without a recent read): read those agents, place again.
     unverified = [a for a in plan["agents"] if a in hinted]
     if unverified:
-        return {
-            "changed": bool(dropped or expiry.adopted),
-            "save": bool(fresh),
-            "need_read": unverified,
-            "ledger_time": now,
-            "dropped": dropped,
-        }
+        return ask_to_read(unverified)
     plan = {
         **plan,
         "requested_mode": spec.mode,

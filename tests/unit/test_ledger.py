@@ -439,40 +439,23 @@ NODES = [
 ]
 
 
+EMPTY_REQUEST = {"name": "s", "images": [], "paths": [], "fresh": set(), "now": 0.0, "max_age": 300}
+
+
 def test_the_swarm_s_node_list_keeps_placement_off_drained_and_down_agents():
     table = book.node_table(NODES)
     assert table["n1"] is table["a1"] and table["a1"]["usable"] and table["a1"]["cpu"] == 4.0
     assert [table[h]["usable"] for h in ("a2", "a3")] == [False, False]
     ledger = book.empty()
     agents = [{"name": a, "group": "default", "resources": FULL} for a in ("a1", "a2", "a3", "a4")]
-    found = book.sources(
-        ledger,
-        agents,
-        name="s",
-        images=[],
-        paths=[],
-        fresh=set(),
-        now=0.0,
-        max_age=300,
-        nodes=table,
-    )
+    found = book.sources(ledger, agents, nodes=table, **EMPTY_REQUEST)
     assert (sorted(found.hinted), found.unavailable) == (["a1", "a4"], ["a2", "a3"])
     # Matched by the node ID an agent's read gave, whatever its inventory name.
     record = {"agent": {"id": "n2/slot"}}
     assert book.node_of(table, "other", record) is table["n2"]
     # A drained agent that holds the session is still read (its containers decide a rerun).
     place(ledger, "s", [info("a2", cpu=8)], size=1, resources={"cpu": 1})
-    found = book.sources(
-        ledger,
-        agents,
-        name="s",
-        images=[],
-        paths=[],
-        fresh=set(),
-        now=0.0,
-        max_age=300,
-        nodes=table,
-    )
+    found = book.sources(ledger, agents, nodes=table, **EMPTY_REQUEST)
     assert "a2" in found.read and "a2" not in found.unavailable
 
 
