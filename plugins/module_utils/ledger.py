@@ -732,7 +732,7 @@ def hint(
     agent = dict((record or {}).get("agent") or {})
     cpu = resources.get("cpu") or agent.get("cpu") or (node or {}).get("cpu")
     mem = resources.get("mem") or agent.get("mem") or (node or {}).get("mem")
-    if resources.get("gpu") is not None and float(resources["gpu"] or 0) == 0:
+    if str(resources.get("gpu")).strip() in ("0", "0.0"):
         devices: list[int] | None = []
     else:
         devices = agent.get("gpu_devices") if "gpu_devices" in agent else None

@@ -491,7 +491,9 @@ def reserve(
         kept, hinted, unavailable = found.kept, found.hinted, found.unavailable
         # Down, drained or paused nodes take no new session (a holder's read stays).
         info = [
-            r for r in fresh if r["agent"].get("name") not in unavailable or r.get("containers")
+            r
+            for r in fresh
+            if (r.get("agent") or {}).get("name") not in unavailable or r.get("containers")
         ]
         info += [book.kept_result(records[a]) for a in kept] + list(hinted.values())
     entry = ledger["sessions"].get(spec.name)
