@@ -766,10 +766,15 @@ def hint(
     }
 
 
+NODE_GONE = ("down", "disconnected")  # swarm node states that a placement passes over
+
+
 def node_table(nodes: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     """The swarm's node list (``GET /nodes``, one call on a manager) by node ID and by
-    hostname: ``id``, ``usable`` (ready and active), ``state``, ``availability``, ``cpu``,
-    ``mem`` (what the engine has)."""
+    hostname: ``id``, ``usable``, ``state``, ``availability``, ``cpu``, ``mem`` (what the
+    engine has). Usable: active, and not ``down`` or ``disconnected``. A new swarm leader
+    marks every node ``unknown`` until it registers again (seconds after a manager is
+    lost); such a node is used, and a placement on it reads it first anyway."""
     table: dict[str, dict[str, Any]] = {}
     for node in nodes:
         description = node.get("Description") or {}
@@ -783,7 +788,7 @@ def node_table(nodes: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
             "hostname": hostname,
             "state": state,
             "availability": availability,
-            "usable": state == "ready" and availability == "active",
+            "usable": availability == "active" and state not in NODE_GONE,
             "cpu": int(resources.get("NanoCPUs") or 0) / 1e9,
             "mem": int(resources.get("MemoryBytes") or 0),
         }

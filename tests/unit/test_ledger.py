@@ -436,6 +436,12 @@ NODES = [
         "Status": {"State": "down"},
         "Spec": {"Availability": "active"},
     },
+    {
+        "ID": "n4",
+        "Description": {"Hostname": "a4", "Resources": {"NanoCPUs": 2e9, "MemoryBytes": GI}},
+        "Status": {"State": "unknown"},  # what a new leader says until the node registers
+        "Spec": {"Availability": "active"},
+    },
 ]
 
 
@@ -445,7 +451,7 @@ EMPTY_REQUEST = {"name": "s", "images": [], "paths": [], "fresh": set(), "now": 
 def test_the_swarm_s_node_list_keeps_placement_off_drained_and_down_agents():
     table = book.node_table(NODES)
     assert table["n1"] is table["a1"] and table["a1"]["usable"] and table["a1"]["cpu"] == 4.0
-    assert [table[h]["usable"] for h in ("a2", "a3")] == [False, False]
+    assert [table[h]["usable"] for h in ("a2", "a3", "a4")] == [False, False, True]
     ledger = book.empty()
     agents = [{"name": a, "group": "default", "resources": FULL} for a in ("a1", "a2", "a3", "a4")]
     found = book.sources(ledger, agents, nodes=table, **EMPTY_REQUEST)
