@@ -11,16 +11,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from ansible_collections.bai.cluster.plugins.module_utils.errors import Pending, SpecError
-from ansible_collections.bai.cluster.plugins.module_utils.gpu import (
+from ansible_collections.bai.cluster.plugins.module_utils.errors import GpuError, Pending, SpecError
+from ansible_collections.bai.cluster.plugins.module_utils.gpu_alloc import (
     SOURCE_DECLARED,
     SOURCE_DETECTED,
     SOURCE_NONE,
-    GpuError,
     devices_in_use,
-    gpu_facts,
     offered_gpus,
     parse_device_label,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.gpu_facts import (
+    gpu_facts,
     parse_nvidia_smi_csv,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.labels import (

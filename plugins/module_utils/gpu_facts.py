@@ -1,4 +1,4 @@
-"""GPU detection and per-container GPU device allocation, as pure functions.
+"""GPU facts: which accelerators a host has, read from the vendors' tools, as pure functions.
 
 Why a separate file: the ``bai_gpu_facts`` module ships it to agents (Python 3.9+, stdlib
 only) and the unit tests run it against recorded tool outputs, because the machines that
@@ -9,16 +9,15 @@ here so that every module running on an agent (bai_gpu_facts, the session module
 call ``detect(HostProbe(module=module))`` without an extra Ansible task (commands then run
 through ``module.run_command``); the tests pass a fake probe.
 
-Three parts:
+Two parts:
 
 - parsers for what the vendors' tools print (``nvidia-smi --query-gpu ... --format=csv``,
   ``rocm-smi ... --json``, ``amd-smi list --json``) and for a ``/dev/dri`` listing;
 - ``detect``: which accelerator a host has, or why its driver is unusable, as the
-  ``bai_gpu`` facts dict (``gpu_facts``);
-- ``allocate_devices``: which device indices each new container gets, given the devices
-  that running containers already hold (label ``ai.backend.cluster.gpu-devices``), never
-  the same device twice; plus what to hand Docker (``docker_gpu_options``) and the
-  environment every container gets (``gpu_env``).
+  ``bai_gpu`` facts dict (``gpu_facts``).
+
+Which devices a container gets is gpu_alloc.py; what Docker is given for them,
+gpu_docker.py; the vendor and status names and ``GpuError``, gpu_common.py.
 """
 
 from __future__ import annotations
@@ -36,15 +35,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from ansible_collections.bai.cluster.plugins.module_utils.labels import LABEL_GPU_DEVICES
-
-VENDOR_NONE = "none"
-VENDOR_NVIDIA = "nvidia"
-VENDOR_AMD = "amd"
-# status of the facts: "ok" (devices usable or no accelerator at all), or why not.
-STATUS_OK = "ok"
-STATUS_DRIVER_MISSING = "driver_missing"
-STATUS_DRIVER_FAILED = "driver_failed"
+from ansible_collections.bai.cluster.plugins.module_utils.errors import GpuError
+from ansible_collections.bai.cluster.plugins.module_utils.gpu_common import (
+    STATUS_DRIVER_FAILED,
+    STATUS_DRIVER_MISSING,
+    STATUS_OK,
+    VENDOR_AMD,
+    VENDOR_NONE,
+    VENDOR_NVIDIA,
+)
 
 NVIDIA_SMI_ARGS = (
     "--query-gpu=index,uuid,name,memory.total,driver_version",
@@ -91,20 +90,6 @@ AMD_DRIVER_HINT = (
     "install the amdgpu driver with ROCm's installer (amdgpu-install --usecase=dkms,rocm "
     "from repo.radeon.com) and reboot, so that /dev/kfd and /dev/dri/renderD* appear"
 )
-
-
-class GpuError(ValueError):
-    """Output a parser cannot read, or input an allocator cannot honour."""
-
-
-class GpuAllocationError(GpuError):
-    """Not enough free devices on an agent. The text starts with ``PENDING:`` so the
-    session layer can report it like any other placement that must wait; ``reason`` is
-    the text without that prefix."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(f"PENDING: {reason}")
-        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -540,235 +525,6 @@ def merge_amd_devices(
             )
         )
     return devices
-
-
-# --- What an agent offers to sessions ----------------------------------------------------
-SOURCE_DETECTED = "detected"
-SOURCE_DECLARED = "declared"
-SOURCE_NONE = "none"
-
-
-def offered_gpus(facts: Optional[Mapping[str, Any]], declared: Optional[int]) -> dict[str, Any]:
-    """The GPU devices an agent offers to session containers.
-
-    ``facts``: what ``detect`` found on the agent (``bai_gpu``); ``declared``: the
-    inventory's ``bai_agent_resources.gpu`` (None when not given). The rule:
-
-    - **Detected devices win** whenever detection finds usable ones: those indices are
-      offered, whatever count the inventory declares (a differing count gets a warning,
-      because a device that is not there cannot be given, and one that is there is
-      offered: hold a GPU back from sessions by moving the agent to another resource
-      group, not by a smaller count).
-    - **Else the declared count** becomes anonymous indices ``0..K-1`` (``source``
-      ``declared``). Placement counts them (this is how capacities are simulated where
-      no GPU can exist), but a container given one cannot be created: the agent has no
-      device to hand over, and ``bai_session_containers`` says so before creating
-      anything.
-    - Neither: no GPUs.
-
-    Returns ``vendor``, ``devices`` (sorted indices), ``source`` and ``warning`` (None
-    or a sentence for people).
-    """
-    facts = facts or {}
-    usable = facts.get("status", STATUS_OK) == STATUS_OK
-    detected = sorted({int(d["index"]) for d in facts.get("devices") or []}) if usable else []
-    if declared is not None and (isinstance(declared, bool) or int(declared) < 0):
-        raise GpuError(f"declared GPU count must be a whole number >= 0, got {declared!r}")
-    if detected:
-        vendor = str(facts.get("vendor"))
-        warning = None
-        if declared is not None and int(declared) != len(detected):
-            warning = (
-                f"bai_agent_resources.gpu declares {declared} GPU(s) but {len(detected)} "
-                f"{vendor} GPU(s) were detected (devices {format_device_label(detected)}); "
-                "the detected devices are offered"
-            )
-        return {
-            "vendor": vendor,
-            "devices": detected,
-            "source": SOURCE_DETECTED,
-            "warning": warning,
-        }
-    count = int(declared or 0)
-    warning = None
-    if count:
-        why = facts.get("problem") or "no NVIDIA or AMD device was detected"
-        warning = (
-            f"bai_agent_resources.gpu declares {count} GPU(s) but {why}; placement counts "
-            f"them as devices {format_device_label(range(count))} (simulated), and a "
-            "container given one cannot be created on this agent"
-        )
-    return {
-        "vendor": VENDOR_NONE,
-        "devices": list(range(count)),
-        "source": SOURCE_DECLARED if count else SOURCE_NONE,
-        "warning": warning,
-    }
-
-
-# --- Allocation --------------------------------------------------------------------------
-def parse_device_label(value: Any) -> list[int]:
-    """Device indices from a LABEL_GPU_DEVICES value ("0,1"; "" or None: none). Tokens
-    that are not whole numbers are skipped (a hand-edited label must not break placement)."""
-    if value is None:
-        return []
-    found = []
-    for token in str(value).split(","):
-        token = token.strip()
-        if token.isdigit():
-            found.append(int(token))
-    return sorted(set(found))
-
-
-def format_device_label(indices: Iterable[int]) -> str:
-    """The LABEL_GPU_DEVICES value for ``indices``: sorted, comma-joined, "" for none."""
-    return ",".join(str(i) for i in sorted(set(int(i) for i in indices)))
-
-
-def devices_in_use(containers_labels: Iterable[Mapping[str, str]]) -> set[int]:
-    """Device indices held by containers, from their labels. Pass the labels of every
-    session container of the agent, in any state: a session holds its devices until it
-    is destroyed (module_utils/admission.py)."""
-    used: set[int] = set()
-    for labels in containers_labels:
-        used.update(parse_device_label((labels or {}).get(LABEL_GPU_DEVICES)))
-    return used
-
-
-def _index_of(device: Any) -> int:
-    if isinstance(device, Mapping):
-        return int(device["index"])
-    if isinstance(device, GpuDevice):
-        return device.index
-    return int(device)
-
-
-def allocate_devices(
-    devices: Iterable[Any],
-    in_use: Iterable[int],
-    requests: Mapping[str, int] | Sequence[tuple[str, int]],
-    *,
-    agent: str = "this agent",
-) -> dict[str, list[int]]:
-    """Pick devices for new containers on one agent, or raise ``GpuAllocationError``.
-
-    ``devices``: the agent's devices (indices, ``GpuDevice`` or ``bai_gpu.devices``
-    dicts); ``in_use``: indices running containers hold (``devices_in_use``);
-    ``requests``: container -> number of devices, in kernel order. Returns container
-    -> sorted indices (``[]`` for 0). No device goes to two containers and none that is
-    in use is given out. Larger requests choose first and take an adjacent run of
-    indices where one is free (GPUs next to each other usually share a switch or
-    NVLink), else the lowest free indices. Deterministic for the same input.
-    """
-    wanted = list(requests.items()) if isinstance(requests, Mapping) else list(requests)
-    for name, count in wanted:
-        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-            raise GpuError(
-                f"container {name}: GPU count must be a whole number >= 0, got {count!r}"
-            )
-    names = [name for name, _count in wanted]
-    if len(set(names)) != len(names):
-        raise GpuError(f"container names listed more than once: {names}")
-    all_indices = sorted({_index_of(d) for d in devices})
-    busy = set(in_use) & set(all_indices)
-    free = [i for i in all_indices if i not in busy]
-    need = sum(count for _name, count in wanted)
-    if need > len(free):
-        asked = ", ".join(f"{name}: {count}" for name, count in wanted if count)
-        held = f"; in use: {format_device_label(busy)}" if busy else ""
-        raise GpuAllocationError(
-            f"{agent} has {len(free)} free GPU device(s) of {len(all_indices)} "
-            f"(free: {format_device_label(free) or 'none'}{held}) but the containers "
-            f"placed there need {need} ({asked})"
-        )
-    left = list(free)
-    result: dict[str, list[int]] = {name: [] for name in names}
-    # Biggest first (stable), so a 4-GPU container gets an adjacent run before 1-GPU
-    # containers fragment the free list.
-    for name, count in sorted(wanted, key=lambda item: -item[1]):
-        if count == 0:
-            continue
-        chosen = _adjacent_run(left, count) or left[:count]
-        result[name] = sorted(chosen)
-        left = [i for i in left if i not in chosen]
-    return result
-
-
-def _adjacent_run(free: Sequence[int], count: int) -> Optional[list[int]]:
-    """The lowest run of ``count`` consecutive indices in ``free`` (sorted), if any."""
-    for start in range(len(free) - count + 1):
-        window = list(free[start : start + count])
-        if window[-1] - window[0] == count - 1:
-            return window
-    return None
-
-
-# --- Handing devices to Docker -----------------------------------------------------------
-def cdi_name(index: int, kind: str = "nvidia.com/gpu") -> str:
-    """The CDI device name ``nvidia-ctk cdi generate`` gives GPU ``index``."""
-    return f"{kind}={index}"
-
-
-def docker_gpu_options(
-    facts: Mapping[str, Any], indices: Sequence[int], *, method: str = "device_request"
-) -> dict[str, Any]:
-    """Keyword arguments for docker SDK ``APIClient.create_host_config`` that give a
-    container exactly ``indices`` of the agent described by ``facts`` (``bai_gpu``).
-
-    NVIDIA, ``method="device_request"`` (any engine >= 19.03, the ``--gpus`` path):
-    ``device_requests=[{"driver": "nvidia", "device_ids": ["0", "1"],
-    "capabilities": [["gpu"]]}]``. ``method="cdi"`` (engine >= 25 with CDI enabled):
-    ``device_requests=[{"driver": "cdi", "device_ids": ["nvidia.com/gpu=0", ...]}]``,
-    what ``docker run --device nvidia.com/gpu=0`` sends. AMD: the device nodes
-    (``/dev/kfd`` and each GPU's render node) and the groups that own them. No
-    indices, or no accelerator: ``{}``.
-    """
-    wanted = sorted(set(int(i) for i in indices))
-    if not wanted:
-        return {}
-    vendor = facts.get("vendor")
-    known = {int(d["index"]): d for d in facts.get("devices") or []}
-    missing = [i for i in wanted if i not in known]
-    if missing:
-        raise GpuError(
-            f"GPU device(s) {format_device_label(missing)} are not among this agent's "
-            f"devices ({format_device_label(known) or 'none'})"
-        )
-    if vendor == VENDOR_NVIDIA:
-        if method == "cdi":
-            return {
-                "device_requests": [{"driver": "cdi", "device_ids": [cdi_name(i) for i in wanted]}]
-            }
-        if method != "device_request":
-            raise GpuError(f"method: got {method!r}; allowed: device_request, cdi")
-        return {
-            "device_requests": [
-                {
-                    "driver": "nvidia",
-                    "device_ids": [str(i) for i in wanted],
-                    "capabilities": [["gpu"]],
-                }
-            ]
-        }
-    if vendor == VENDOR_AMD:
-        nodes = ["/dev/kfd"] + [str(known[i]["render_node"]) for i in wanted]
-        groups = facts.get("groups") or {}
-        return {
-            "devices": [f"{node}:{node}:rwm" for node in nodes],
-            "group_add": [str(gid) for _group, gid in sorted(groups.items())],
-        }
-    raise GpuError(f"this agent has no usable accelerator (vendor {vendor!r})")
-
-
-def gpu_env(vendor: str, count: int) -> dict[str, str]:
-    """Variables every session container gets (Backend.AI's names): ``GPU_COUNT`` and
-    ``N_GPUS`` (0 when none). On an NVIDIA agent a container without GPUs also gets
-    ``NVIDIA_VISIBLE_DEVICES=void``: CUDA images set it to ``all``, which would hand
-    such a container every GPU if it ever ran under the nvidia runtime."""
-    env = {"GPU_COUNT": str(count), "N_GPUS": str(count)}
-    if vendor == VENDOR_NVIDIA and count == 0:
-        env["NVIDIA_VISIBLE_DEVICES"] = "void"
-    return env
 
 
 # --- The real host (the only impure part) ------------------------------------------------
