@@ -17,12 +17,12 @@ them into progress lines with :mod:`bai_cli.progress`.
 
 from __future__ import annotations
 
-import json
 import shlex
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ansible_collections.bai.cluster.plugins.module_utils.appproxy import parse_route
 from ansible_collections.bai.cluster.plugins.module_utils.labels import (
     LABEL_HOST,
     LABEL_IDX,
@@ -382,22 +382,6 @@ def parse_env(text: str | None) -> dict[str, str]:
     return dict(sorted(found.items()))
 
 
-def parse_route(text: str | None, name: str) -> dict[str, Any] | None:
-    """The app proxy route of session ``name`` from its route file (roles/appproxy writes
-    a JSON header line with the session and the user-facing port)."""
-    for line in (text or "").splitlines():
-        start = line.find("{")
-        if start < 0:
-            continue
-        try:
-            header = json.loads(line[start:])
-        except ValueError:
-            continue
-        if isinstance(header, dict) and header.get("session") == name and header.get("port"):
-            return header
-    return None
-
-
 def details_from_stats(data: Mapping[str, Any]) -> SessionDetails:
     """Assemble :class:`SessionDetails` from session_show.yml's ``bai_session_show``."""
     name = str(data.get("name"))
@@ -433,8 +417,8 @@ def details_from_stats(data: Mapping[str, Any]) -> SessionDetails:
     nets = sorted({n for c in containers for n in c.addresses if n.startswith("bai-")})
     ssh = master.ports.get(SSH_PORT) or []
     proxy = str(data.get("appproxy") or "")
-    route = parse_route(data.get("route"), name)
-    if route:
+    route = parse_route(str(data.get("route") or ""))
+    if route and route["session"] == name:
         proxy_access = (data.get("access") or {}).get(proxy) or {}
         address = route.get("public_address") or proxy_access.get("host") or proxy
         route = {

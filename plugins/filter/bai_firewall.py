@@ -4,8 +4,8 @@ roles/host_firewall renders the rules this file builds into one nftables file (i
 table, ``inet bai_firewall``). Nothing here talks to a host: the role hands over plain
 data (the openings other roles export, the hosts' addresses, the groups) and gets back
 the rule lines plus a list of problems written for a person (empty = fine), so the role
-can ``assert`` before anything changes. The file imports only the standard library, so
-the unit tests load it directly.
+can ``assert`` before anything changes. Ports and ranges are read by
+module_utils/ports.py, as everywhere in the collection.
 
 An *opening* (the shape docker_swarm and image_distribution export) is a mapping:
 
@@ -32,6 +32,13 @@ import re
 from collections.abc import Mapping
 from typing import Any, Union
 
+from ansible_collections.bai.cluster.plugins.module_utils.addresses import covers, parse_ip
+from ansible_collections.bai.cluster.plugins.module_utils.ports import (
+    DEFAULT_CONTAINER_PORT_RANGE,
+    parse_port_ranges,
+    range_text,
+)
+
 Network = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
 
 PORT_PROTOS = ("tcp", "udp", "sctp", "udplite", "dccp")
@@ -56,28 +63,9 @@ def _comment(text: str) -> str:
     return clean if len(clean) <= _COMMENT_MAX else clean[: _COMMENT_MAX - 3] + "..."
 
 
-def _ports(value: Any) -> list[tuple[int, int]]:
-    """[(low, high), ...] from 6001, "30000-31000", "6001", or a list of those."""
-    ranges = []
-    for item in _as_list(value):
-        if isinstance(item, bool):
-            raise ValueError(f"port {item!r} is not a number")
-        text = str(item).strip()
-        match = re.fullmatch(r"(\d+)(?:\s*[-:]\s*(\d+))?", text)
-        if not match:
-            raise ValueError(f"port {item!r} is neither a number nor a range low-high")
-        low = int(match.group(1))
-        high = int(match.group(2) or low)
-        if not 1 <= low <= high <= 65535:
-            raise ValueError(f"port {item!r} lies outside 1-65535 (or low > high)")
-        ranges.append((low, high))
-    if not ranges:
-        raise ValueError("needs a port")
-    return sorted(set(ranges))
-
-
-def _port_text(ranges: list[tuple[int, int]]) -> str:
-    parts = [str(lo) if lo == hi else f"{lo}-{hi}" for lo, hi in ranges]
+def _port_text(value: Any, field_name: str) -> str:
+    """nftables' form of one port or range, or a list of those (SpecError, a ValueError)."""
+    parts = [range_text(r) for r in parse_port_ranges(value, field_name)]
     return parts[0] if len(parts) == 1 else "{ " + ", ".join(parts) + " }"
 
 
@@ -162,11 +150,8 @@ def addresses(hostvars: Any, hosts: Any, zone_cidrs: Any = None) -> dict[str, An
             continue
         mine = []
         for text in gathered:
-            try:
-                address = ipaddress.ip_address(str(text).split("%", maxsplit=1)[0])
-            except ValueError:
-                continue
-            if address.is_loopback or address.is_link_local:
+            address = parse_ip(text)
+            if address is None or address.is_loopback or address.is_link_local:
                 continue
             if zones and not any(address in net for net in zones if net.version == address.version):
                 continue
@@ -237,7 +222,7 @@ def _sources(
 def _match(proto: str, port: Any) -> str:
     """The protocol/port part of a rule, or ValueError."""
     if proto in PORT_PROTOS:
-        return f"{proto} dport {_port_text(_ports(port))}"
+        return f"{proto} dport {_port_text(port, 'port')}"
     if proto in PORTLESS_PROTOS:
         if port not in (None, "", []):
             raise ValueError(f"proto {proto} has no ports, but port is {port!r}")
@@ -254,7 +239,7 @@ def plan(
     zone_cidrs: Any = None,
     admin_cidrs: Any = None,
     ssh_port: Any = 22,
-    container_ports: Any = "30000-31000",
+    container_ports: Any = DEFAULT_CONTAINER_PORT_RANGE,
     container_from_groups: Any = ("appproxy",),
 ) -> dict[str, Any]:
     """What the firewall of ``host`` (member of ``host_groups``) lets in.
@@ -279,9 +264,9 @@ def plan(
     admin_v4, admin_v6 = _collapse(admins)
 
     try:
-        ssh = _port_text(_ports(ssh_port))
+        ssh = _port_text(ssh_port, "SSH port")
     except ValueError as exc:
-        problems.append(f"SSH port: {exc}")
+        problems.append(str(exc))
         ssh = "22"
 
     merged: dict[tuple[str, str], dict[str, Any]] = {}
@@ -335,10 +320,10 @@ def plan(
         opened.append(f"{match} from {who} ({comment})")
 
     try:
-        container = _port_text(_ports(container_ports))
+        container = _port_text(container_ports, "container port range")
     except ValueError as exc:
-        problems.append(f"container port range: {exc}")
-        container = "30000-31000"
+        problems.append(str(exc))
+        container = DEFAULT_CONTAINER_PORT_RANGE
     proxy_nets: list[Network] = []
     for group in _as_list(container_from_groups):
         if group not in groups:
@@ -363,21 +348,6 @@ def plan(
         "container_from_v6": proxy_v6,
         "problems": problems,
     }
-
-
-def covers(cidrs: Any, address: Any) -> bool:
-    """True when ``address`` lies in one of ``cidrs`` (invalid entries match nothing)."""
-    try:
-        ip = ipaddress.ip_address(str(address).strip().split("%", maxsplit=1)[0])
-    except ValueError:
-        return False
-    for cidr in _as_list(cidrs):
-        try:
-            if ip in ipaddress.ip_network(str(cidr).strip(), strict=False):
-                return True
-        except ValueError:
-            continue
-    return False
 
 
 def named_cidrs(groups: Any) -> dict[str, str]:

@@ -4,8 +4,8 @@ Why a filter of our own: ansible.utils' ipaddr filters need the ``netaddr`` libr
 which the controller venv does not carry; Python's ``ipaddress`` does all we need.
 
 Every filter returns a list of problems written for a person (empty = fine) instead of
-raising, so a role can ``assert`` that the list is empty and show it verbatim. The
-functions import only the standard library, so the unit tests load this file directly.
+raising, so a role can ``assert`` that the list is empty and show it verbatim. An
+address is read as everywhere in the collection (module_utils/addresses.py).
 
     bai_cidr_errors(cidrs)            invalid entries of a {name: cidr} mapping or a list
     bai_cidr_overlaps(cidrs)          pairs of entries that overlap each other
@@ -20,6 +20,8 @@ import ipaddress
 from collections.abc import Iterable, Mapping
 from itertools import combinations
 from typing import Any, Union
+
+from ansible_collections.bai.cluster.plugins.module_utils.addresses import parse_ip
 
 Network = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
 
@@ -107,11 +109,8 @@ def public_ipv4(addresses: Any) -> list[str]:
         addresses = [addresses]
     public = []
     for text in addresses or []:
-        try:
-            address = ipaddress.ip_address(str(text).split("/", maxsplit=1)[0].strip())
-        except ValueError:
-            continue
-        if address.version == 4 and address.is_global:
+        address = parse_ip(text)
+        if address is not None and address.version == 4 and address.is_global:
             public.append(str(address))
     return public
 

@@ -14,9 +14,10 @@ from ansible_collections.bai.cluster.plugins.module_utils import swarm as _utils
 def address(addresses: Any, cidr: Any = None, default: Any = None) -> dict[str, Any]:
     """{address, error}: the node's address on the compute network, or why there is none."""
     try:
-        return {"address": _utils.pick_address(addresses, cidr or None, default), "error": None}
+        found = _utils.advertise_address(addresses, cidr or None, default)
     except ValueError as exc:
         return {"address": None, "error": str(exc)}
+    return {"address": found, "error": None}
 
 
 class FilterModule:

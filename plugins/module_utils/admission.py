@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ansible_collections.bai.cluster.plugins.module_utils.gpu import (
+from ansible_collections.bai.cluster.plugins.module_utils.gpu_alloc import (
     LABEL_GPU_DEVICES,
     format_device_label,
     offered_gpus,

@@ -8,11 +8,10 @@ the controller venv, so it uses only the low-level ``docker.APIClient`` calls bo
 
 from __future__ import annotations
 
-import io
-import tarfile
 import threading
 import time
 import traceback
+from collections.abc import Mapping
 from typing import Any, Callable
 
 from ansible_collections.bai.cluster.plugins.module_utils.labels import LABEL_SESSION
@@ -123,7 +122,7 @@ def last_exit_code(api: Any, cid: str, state: dict[str, Any], since: int) -> str
     return next((str(code) for code in reversed(codes) if code is not None), "unknown")
 
 
-def container_row(item: dict[str, Any], agent: str | None = None) -> dict[str, Any]:
+def container_row(item: Mapping[str, Any], agent: str | None = None) -> dict[str, Any]:
     """The fields the modules return for one entry of ``api.containers()``."""
     names = item.get("Names") or ["/" + item.get("Id", "")[:12]]
     ports = [
@@ -201,30 +200,6 @@ def parallel(func: Callable[[Any], Any], items: list[Any], workers: int = 8) -> 
 
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(items)))) as pool:
         return list(pool.map(guarded, items))
-
-
-def session_tar(files: dict[str, bytes], folder: str = "session") -> bytes:
-    """An in-memory tar of ``folder/`` (0700) holding ``files`` (0600), all root-owned,
-    for ``put_archive``: secrets never touch the agent's disk outside the container."""
-    buffer = io.BytesIO()
-    now = int(time.time())
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        info = tarfile.TarInfo(folder)
-        info.type = tarfile.DIRTYPE
-        info.mode = 0o700
-        info.uid = info.gid = 0
-        info.uname = info.gname = "root"
-        info.mtime = now
-        tar.addfile(info)
-        for name, data in sorted(files.items()):
-            info = tarfile.TarInfo(f"{folder}/{name}")
-            info.size = len(data)
-            info.mode = 0o600
-            info.uid = info.gid = 0
-            info.uname = info.gname = "root"
-            info.mtime = now
-            tar.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
 
 
 # --- Networks -------------------------------------------------------------------------

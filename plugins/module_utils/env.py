@@ -11,12 +11,11 @@ from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils.errors import SpecError
 from ansible_collections.bai.cluster.plugins.module_utils.model import MODES, Kernel
-from ansible_collections.bai.cluster.plugins.module_utils.parse import parse_port
+from ansible_collections.bai.cluster.plugins.module_utils.ports import parse_port
 
 DEFAULT_MASTER_PORT = 29500
 # The one BACKENDAI_* variable a user may set: it chooses the rendezvous port.
 DIST_MASTER_PORT_VAR = "BACKENDAI_DIST_MASTER_PORT"
-DIST_VARS = ("MASTER_ADDR", "MASTER_PORT", "TF_CONFIG")
 # The session network's interface in every container: the containers are attached to the
 # session network alone, so it is the first one Docker makes (an overlay's containers also
 # get docker_gwbridge, as eth1, for their way out).

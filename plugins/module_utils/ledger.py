@@ -40,8 +40,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from ansible_collections.bai.cluster.plugins.module_utils.admission import SLOT_SEPARATOR
-from ansible_collections.bai.cluster.plugins.module_utils.errors import Pending
-from ansible_collections.bai.cluster.plugins.module_utils.gpu import devices_in_use
+from ansible_collections.bai.cluster.plugins.module_utils.errors import LedgerError, Pending
+from ansible_collections.bai.cluster.plugins.module_utils.gpu_alloc import devices_in_use
 from ansible_collections.bai.cluster.plugins.module_utils.labels import (
     LABEL_AGENT,
     LABEL_HOST,
@@ -64,10 +64,6 @@ READY = "ready"
 # alone (on_ledger_clock), never an agent's; this margin absorbs steps of that one clock.
 # Within it a ready session counts by its reservation.
 STALE_MARGIN_S = 5.0
-
-
-class LedgerError(ValueError):
-    """The ledger file cannot be read; the message says what to do."""
 
 
 REBUILD_HINT = (

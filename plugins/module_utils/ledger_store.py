@@ -32,6 +32,11 @@ from collections.abc import Callable
 from typing import Any, NamedTuple, Union
 
 from ansible_collections.bai.cluster.plugins.module_utils import ledger as book
+from ansible_collections.bai.cluster.plugins.module_utils.errors import (
+    LedgerError,
+    Stale,
+    StoreError,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.locks import locked
 
 # The swarm config object that holds the ledger, and the label its JSON lives in.
@@ -47,14 +52,6 @@ MAX_ATTEMPTS = 40
 # Seconds a manager waits for its swarm to elect a leader (after the leader was lost)
 # before it says it cannot serve the ledger.
 QUORUM_WAIT_S = 45.0
-
-
-class StoreError(Exception):
-    """The store cannot serve the ledger (no swarm, no quorum, too large); changes nothing."""
-
-
-class Stale(Exception):
-    """Another writer changed the ledger since it was read: read again and redo the step."""
 
 
 class Snapshot(NamedTuple):
@@ -114,7 +111,7 @@ class FileStore:
             handle.write((self.new_id or uuid.uuid4().hex) + "\n")
 
     def guard(self) -> Any:
-        """The ledger's lock (raises locks.Busy on entry when it stays taken)."""
+        """The ledger's lock (raises errors.Busy on entry when it stays taken)."""
         return locked(self.path + ".lock", self.lock_timeout)
 
     def load(self) -> Snapshot:
@@ -126,7 +123,7 @@ class FileStore:
             return Snapshot(book.empty(), "lost" if lost else "new", "", None)
         try:
             return Snapshot(book.loads(text), "", "", None)
-        except book.LedgerError as exc:
+        except LedgerError as exc:
             return Snapshot(book.empty(), "", str(exc), None)
 
     def save(self, ledger: dict[str, Any], snapshot: Snapshot) -> None:
@@ -233,7 +230,7 @@ class SwarmStore:
         token = (found["ID"], int((found.get("Version") or {}).get("Index") or 0), labels)
         try:
             return Snapshot(book.loads(labels.get(LEDGER_LABEL, "")), "", "", token)
-        except book.LedgerError as exc:
+        except LedgerError as exc:
             return Snapshot(book.empty(), "", str(exc), token)
 
     def save(self, ledger: dict[str, Any], snapshot: Snapshot) -> None:

@@ -11,9 +11,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-
-class Busy(Exception):
-    """The lock was not had within the timeout."""
+from ansible_collections.bai.cluster.plugins.module_utils.errors import Busy
 
 
 @contextmanager

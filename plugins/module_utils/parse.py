@@ -1,4 +1,4 @@
-"""Reading user values: memory sizes, CPUs, counts, ports and resource mappings.
+"""Reading user values: memory sizes, CPUs, counts and resource mappings (ports: ports.py).
 
 Every value a person can get wrong raises ``SpecError`` whose message names the field,
 shows what was given and says what is allowed. Docker's own grammar is followed where
@@ -102,18 +102,6 @@ def parse_count(value: Any, field_name: str, minimum: int) -> int:
         raise SpecError(f"{field_name}: got {type_name(value)} {value!r}; expected {allowed}")
     if value < minimum:
         raise SpecError(f"{field_name}: got {value}; expected {allowed}")
-    return value
-
-
-def parse_port(value: Any, field_name: str) -> int:
-    """A TCP port 1..65535 given as int or digit string (env values are strings)."""
-    allowed = "a TCP port number from 1 to 65535"
-    if isinstance(value, bool):
-        raise SpecError(f"{field_name}: got boolean {value!r}; expected {allowed}")
-    if isinstance(value, str) and _DIGITS_RE.match(value.strip()):
-        value = int(value.strip())
-    if not isinstance(value, int) or not 1 <= value <= 65535:
-        raise SpecError(f"{field_name}: got {value!r}; expected {allowed}")
     return value
 
 

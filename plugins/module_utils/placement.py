@@ -15,9 +15,12 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from ansible_collections.bai.cluster.plugins.module_utils.errors import Pending, SpecError
-from ansible_collections.bai.cluster.plugins.module_utils.gpu import (
+from ansible_collections.bai.cluster.plugins.module_utils.errors import (
     GpuAllocationError,
+    Pending,
+    SpecError,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.gpu_alloc import (
     allocate_devices,
     format_device_label,
 )

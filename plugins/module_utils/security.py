@@ -9,6 +9,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from ansible_collections.bai.cluster.plugins.module_utils.addresses import in_zone
 from ansible_collections.bai.cluster.plugins.module_utils.errors import SpecError
 
 # What the entrypoint (root, before sshd starts) and sshd need, and nothing else; Docker's
@@ -118,20 +119,12 @@ def publish_address(explicit: str | None, network: str | None, addresses: Iterab
     if not network:
         return "0.0.0.0"
     try:
-        net = ipaddress.ip_network(network, strict=False)
+        found = in_zone(addresses, network)
     except ValueError:
         raise SpecError(f"publish_network: got {network!r}; expected a CIDR") from None
-    found = [a for a in addresses if _in(a, net)]
     if not found:
         raise SpecError(
             f"publish_network: this agent has no address in {network} (it has "
             f"{', '.join(addresses) or 'none'}); set bai_session_publish_address for it"
         )
     return found[0]
-
-
-def _in(address: str, net: ipaddress.IPv4Network | ipaddress.IPv6Network) -> bool:
-    try:
-        return ipaddress.ip_address(address) in net
-    except ValueError:
-        return False

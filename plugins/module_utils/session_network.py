@@ -23,6 +23,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.labels import (
 from ansible_collections.bai.cluster.plugins.module_utils.naming import network_name
 from ansible_collections.bai.cluster.plugins.module_utils.subnets import (
     DEFAULT_SUBNET_POOL,
+    DEFAULT_SUBNET_PREFIX,
     pick_subnet,
 )
 
@@ -114,7 +115,7 @@ def create(api: Any, params: dict[str, Any], name: str, labels: dict[str, str]) 
         # next few, so that concurrent creates stop colliding.
         subnet = pick_subnet(
             params.get("subnet_pool") or DEFAULT_SUBNET_POOL,
-            params.get("subnet_prefix") or 24,
+            params.get("subnet_prefix") or DEFAULT_SUBNET_PREFIX,
             engine_subnets(api),
             skip=tried,
             spread=1 if attempt == 0 else 16,

@@ -7,7 +7,7 @@ without Docker or Ansible. The roles reach them through small filter plugins
 (plugins/filter/bai_swarm.py) that loads
 this file. Standard library only, valid Python 3.9+.
 
-    pick_address(addresses, cidr, default)   the node's IPv4 address on the compute network
+    advertise_address(addresses, cidr, default)  the node's IPv4 address on the compute network
     manager_membership(swarm, ...)           the first manager: init / ok / rejoin / conflict
     member_membership(swarm, ...)            any other node: join / ok / rejoin / conflict
     stale_nodes(nodes, current)              node entries left behind by a node that rejoined
@@ -24,11 +24,11 @@ import ipaddress
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Optional
 
+from ansible_collections.bai.cluster.plugins.module_utils.addresses import covers, in_zone, parse_ip
+
 # docker info .Swarm.LocalNodeState values.
 STATE_INACTIVE = "inactive"
 STATE_ACTIVE = "active"
-STATE_PENDING = "pending"
-STATE_ERROR = "error"
 STATE_LOCKED = "locked"
 
 ACTION_INIT = "init"
@@ -40,16 +40,9 @@ ACTION_CONFLICT = "conflict"
 FORCE_HINT = "docker_swarm_force_rejoin: true"
 
 
-def _ipv4(text: Any) -> Optional[ipaddress.IPv4Address]:
-    """An IPv4 address from "10.1.2.3" or "10.1.2.3/24"; None for anything else."""
-    try:
-        address = ipaddress.ip_address(str(text).split("/", maxsplit=1)[0].strip())
-    except ValueError:
-        return None
-    return address if address.version == 4 else None
-
-
-def pick_address(addresses: Iterable[Any], cidr: Optional[str] = None, default: Any = None) -> str:
+def advertise_address(
+    addresses: Iterable[Any], cidr: Optional[str] = None, default: Any = None
+) -> str:
     """The address a node advertises to the swarm (and serves the registry on).
 
     With ``cidr`` (the compute zone), the node's first IPv4 address inside it, in the
@@ -59,16 +52,16 @@ def pick_address(addresses: Iterable[Any], cidr: Optional[str] = None, default: 
     """
     if cidr:
         try:
-            zone = ipaddress.ip_network(str(cidr), strict=False)
+            found = in_zone(addresses, cidr, version=4)
         except ValueError:
             raise ValueError(f"compute zone {cidr!r} is not a valid CIDR") from None
-        found = [a for a in map(_ipv4, addresses or []) if a is not None and a in zone]
         if not found:
             shown = ", ".join(str(a) for a in addresses or []) or "none"
+            zone = ipaddress.ip_network(str(cidr), strict=False)
             raise ValueError(f"no IPv4 address in the compute zone {zone} (the host has: {shown})")
-        return str(found[0])
-    address = _ipv4(default) if default else None
-    if address is None:
+        return found[0]
+    address = parse_ip(default) if default else None
+    if address is None or address.version != 4:
         raise ValueError(
             "no compute zone (bai_zone_cidrs.compute) is set and the host has no "
             "default IPv4 address"
@@ -87,6 +80,16 @@ def _managers(swarm: Mapping[str, Any]) -> str:
 
 def _decision(action: str, reason: str) -> dict[str, str]:
     return {"action": action, "reason": reason}
+
+
+def _stuck(swarm: Mapping[str, Any], state: str) -> str:
+    """What a node is in a swarm state other than inactive or active (the words after its
+    name): in a locked swarm, or stuck (pending, error) with the engine's error or the
+    managers it knows."""
+    if state == STATE_LOCKED:
+        return "belongs to a locked swarm (unlock it with docker swarm unlock, or leave it)"
+    detail = swarm.get("Error") or f"managers: {_managers(swarm)}"
+    return f"is in swarm state {state!r} ({detail})"
 
 
 def _leave_or_force(host: str, what: str, force: bool) -> dict[str, str]:
@@ -118,11 +121,8 @@ def manager_membership(
         return _decision(ACTION_OK, f"{host} manages swarm {cluster}")
     if state == STATE_ACTIVE:
         what = f"is a worker of another swarm (its managers: {_managers(swarm)})"
-    elif state == STATE_LOCKED:
-        what = "belongs to a locked swarm (unlock it with docker swarm unlock, or leave it)"
     else:
-        detail = swarm.get("Error") or f"managers: {_managers(swarm)}"
-        what = f"is in swarm state {state!r} ({detail})"
+        what = _stuck(swarm, state)
     return _leave_or_force(host, what, force)
 
 
@@ -153,11 +153,8 @@ def member_membership(
             f"is in a different swarm: its node ID {node_id or '?'} is unknown to {manager}, "
             f"which manages the cluster's swarm (its managers: {_managers(swarm)})"
         )
-    elif state == STATE_LOCKED:
-        what = "belongs to a locked swarm (unlock it with docker swarm unlock, or leave it)"
     else:
-        detail = swarm.get("Error") or f"managers: {_managers(swarm)}"
-        what = f"is in swarm state {state!r} ({detail})"
+        what = _stuck(swarm, state)
     return _leave_or_force(host, what, force)
 
 
@@ -243,16 +240,12 @@ def registry_is_insecure(registry_config: Optional[Mapping[str, Any]], registry:
     if index is not None and not index.get("Secure", True):
         return True
     host = registry.rsplit(":", 1)[0] if registry.count(":") == 1 else registry
-    address = _ipv4(host)
-    if address is None:
-        return False
-    for cidr in config.get("InsecureRegistryCIDRs") or []:
-        try:
-            if address in ipaddress.ip_network(str(cidr), strict=False):
-                return True
-        except ValueError:
-            continue
-    return False
+    address = parse_ip(host)
+    return (
+        address is not None
+        and address.version == 4
+        and covers(config.get("InsecureRegistryCIDRs") or [], address)
+    )
 
 
 def taken_ports(ss_lines: Iterable[str], needed: Iterable[str]) -> list[str]:

@@ -12,7 +12,8 @@ description:
     a user-facing port on the app proxy to main1's published sshd port at the agent's
     compute address. Each route is one file, C(<routes_dir>/<session>.cfg) (a TCP
     C(listen) section), loaded by HAProxy with C(-f <routes_dir>). The files are the only
-    state; a header line in each records the session, its port and its backend.
+    state; a header line in each records the session (O(session), also the file's name,
+    and O(session_id)), its port and its backend.
   - O(state=present) keeps the session's port while it lies in O(port_range) (a route is
     stable for its session, even when its backend changes); a new route gets the lowest
     port of the range that no other route uses and nothing else listens on. The whole
@@ -27,18 +28,6 @@ description:
 version_added: "0.1.0"
 author: bai-cluster developers (@bai-cluster)
 options:
-  state:
-    description: Whether the session's route should exist.
-    type: str
-    choices: [present, absent]
-    default: present
-  session:
-    description: The session name (also the route file's name).
-    type: str
-    required: true
-  session_id:
-    description: The session id, recorded in the route file.
-    type: str
   backend_host:
     description:
       - Address HAProxy connects to (the agent that runs main1, on the compute network).
@@ -113,6 +102,9 @@ attributes:
     description:
       - A route whose file is unchanged and whose port HAProxy already listens on is left
         alone, so a second run reports no change.
+extends_documentation_fragment:
+  - bai.cluster.attributes
+  - bai.cluster.session
 requirements:
   - HAProxy on the app proxy host (the C(bai.cluster.appproxy) role installs it)
 """
@@ -183,18 +175,24 @@ import time
 from collections.abc import Iterator
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.bai.cluster.plugins.module_utils.addresses import (
+    first_in_zone,
+    read_addresses,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.appproxy import (
     ROUTE_SUFFIX,
-    RouteError,
     check_session,
     listening_ports,
-    parse_port_range,
     parse_route,
-    pick_address,
     plan_route,
     render_route,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.errors import Failure
+from ansible_collections.bai.cluster.plugins.module_utils.errors import Failure, SpecError
+from ansible_collections.bai.cluster.plugins.module_utils.naming import SESSION_ARGUMENT_SPEC
+from ansible_collections.bai.cluster.plugins.module_utils.ports import (
+    DEFAULT_APPPROXY_PORT_RANGE,
+    parse_port_range,
+)
 
 PROC_NET = ("/proc/net/tcp", "/proc/net/tcp6")
 
@@ -290,8 +288,10 @@ class Proxy:
     def present(self) -> dict:
         p = self.p
         session = check_session(p["session"])
-        port_range = parse_port_range(p["port_range"])
-        backend = p["backend_host"] or pick_address(p["backend_addresses"], p["backend_network"])
+        port_range = parse_port_range(p["port_range"], "port_range")
+        backend = p["backend_host"] or first_in_zone(
+            read_addresses(p["backend_addresses"]), p["backend_network"]
+        )
         if not backend:
             raise Failure(
                 f"session {session}: no backend address: none of the agent's addresses "
@@ -389,22 +389,20 @@ def public_address(module: AnsibleModule) -> str | None:
     if not module.params["public_network"]:
         return None
     rc, out, _err = module.run_command(["ip", "-o", "-4", "addr", "show"])
-    return pick_address(out.splitlines(), module.params["public_network"]) if rc == 0 else None
+    return first_in_zone(read_addresses(out), module.params["public_network"]) if rc == 0 else None
 
 
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
-            "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
-            "session": {"type": "str", "required": True},
-            "session_id": {"type": "str"},
+            **SESSION_ARGUMENT_SPEC,
             "backend_host": {"type": "str"},
             "backend_addresses": {"type": "list", "elements": "str", "default": []},
             "backend_network": {"type": "str"},
             "backend_port": {"type": "int"},
             "target_host": {"type": "str", "default": "main1"},
             "target_port": {"type": "int", "default": 2200},
-            "port_range": {"type": "str", "default": "10205-10300"},
+            "port_range": {"type": "str", "default": DEFAULT_APPPROXY_PORT_RANGE},
             "bind_address": {"type": "str", "default": ""},
             "public_network": {"type": "str"},
             "routes_dir": {"type": "path", "default": "/etc/haproxy/routes.d"},
@@ -424,7 +422,7 @@ def main() -> None:
             )
         result = proxy.present() if module.params["state"] == "present" else proxy.absent()
         result["public_address"] = public_address(module)
-    except (Failure, RouteError, OSError) as exc:
+    except (Failure, SpecError, OSError) as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(**result)
 

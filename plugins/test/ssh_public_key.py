@@ -1,15 +1,15 @@
 """Jinja test ``bai.cluster.ssh_public_key``: is the value one OpenSSH public key line?
 
-The rule is plugins/module_utils/appproxy.py's ``PUBLIC_KEY_RE`` (people's keys are
-installed in session containers and routed through the app proxy); session_create.yml
-checks ``session_authorized_keys`` with it before anything changes.
+The rule is plugins/module_utils/ssh_keys.py's (people's keys are installed in session
+containers); session_create.yml checks ``session_authorized_keys`` with it before
+anything changes, and bai_session_containers refuses what it refuses.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.bai.cluster.plugins.module_utils.appproxy import PUBLIC_KEY_RE
+from ansible_collections.bai.cluster.plugins.module_utils.ssh_keys import is_public_key
 
 DOCUMENTATION = r"""
 name: ssh_public_key
@@ -37,11 +37,6 @@ _value:
   description: Whether the value is one OpenSSH public key line.
   type: bool
 """
-
-
-def is_public_key(value: Any) -> bool:
-    """True when ``value`` is a string holding one public key line."""
-    return isinstance(value, str) and PUBLIC_KEY_RE.match(value.strip()) is not None
 
 
 class TestModule:

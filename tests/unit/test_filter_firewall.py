@@ -131,10 +131,10 @@ def test_esp_has_no_port():
 @pytest.mark.parametrize(
     ("bad", "message"),
     [
-        ({"port": 70000}, "outside 1-65535"),
-        ({"port": "abc"}, "neither a number nor a range"),
-        ({"port": "31000-30000"}, "low > high"),
-        ({"port": True}, "not a number"),
+        ({"port": 70000}, "within 1-65535"),
+        ({"port": "abc"}, "expected FIRST-LAST"),
+        ({"port": "31000-30000"}, "the first at most the last"),
+        ({"port": True}, "port: got True"),
         ({"proto": "quic"}, "is not one of"),
         ({"on_groups": []}, "on_groups is empty"),
         ({"from_groups": ["nosuch"]}, "not an inventory group"),

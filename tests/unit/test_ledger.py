@@ -6,7 +6,7 @@ import contextlib
 
 import pytest
 from ansible_collections.bai.cluster.plugins.module_utils import ledger as book
-from ansible_collections.bai.cluster.plugins.module_utils.errors import Pending
+from ansible_collections.bai.cluster.plugins.module_utils.errors import LedgerError, Pending
 from ansible_collections.bai.cluster.plugins.module_utils.labels import (
     LABEL_CPU,
     LABEL_GPU,
@@ -75,7 +75,7 @@ def test_loads_and_dumps_round_trip():
     ],
 )
 def test_a_damaged_ledger_is_refused_with_the_reason(text, says):
-    with pytest.raises(book.LedgerError, match=says):
+    with pytest.raises(LedgerError, match=says):
         book.loads(text)
 
 

@@ -15,6 +15,7 @@ import pytest
 from ansible_collections.bai.cluster.plugins.module_utils import ledger as book
 from ansible_collections.bai.cluster.plugins.module_utils import ledger_store as store_
 from ansible_collections.bai.cluster.plugins.module_utils.docker_api import APIError, NotFound
+from ansible_collections.bai.cluster.plugins.module_utils.errors import StoreError
 
 
 class FakeResponse:
@@ -153,7 +154,7 @@ def test_other_errors_are_not_retried_and_write_nothing():
         calls.append(1)
         return add_one("b")(snapshot, now)
 
-    with pytest.raises(store_.StoreError, match="does not have a leader"):
+    with pytest.raises(StoreError, match="does not have a leader"):
         store_.transact(swarm, step)
     assert len(calls) == 1
     assert sorted(api.ledger()["sessions"]) == ["a"]
@@ -182,7 +183,7 @@ def test_the_retry_loop_is_bounded():
         store_.transact(swarm, add_one(f"x{len(snapshot.ledger['sessions'])}"))
         return add_one("mine")(snapshot, now)
 
-    with pytest.raises(store_.StoreError, match="changed under this write 3 times"):
+    with pytest.raises(StoreError, match="changed under this write 3 times"):
         store_.transact(swarm, always_overtaken, attempts=3)
     assert "mine" not in api.ledger()["sessions"]
 
@@ -237,7 +238,7 @@ def test_a_ledger_past_the_store_limit_is_refused():
         snapshot.ledger["sessions"]["big"] = {"pad": "x" * (store_.MAX_LEDGER_BYTES + 1)}
         return {"changed": True}
 
-    with pytest.raises(store_.StoreError, match="past the"):
+    with pytest.raises(StoreError, match="past the"):
         store_.transact(swarm, huge)
     assert api.configs == {}
 
@@ -247,7 +248,7 @@ def test_a_host_that_is_no_manager_cannot_serve_the_swarm_ledger():
         def info(self):
             return {"Swarm": {"LocalNodeState": "active", "ControlAvailable": False}}
 
-    with pytest.raises(store_.StoreError, match="agent1 is not a manager"):
+    with pytest.raises(StoreError, match="agent1 is not a manager"):
         store_.SwarmStore.connect(Worker(), "agent1")
 
 
@@ -310,5 +311,5 @@ def test_a_manager_without_a_quorum_gives_up_after_the_wait():
         def info(self):
             return {"Swarm": {"LocalNodeState": "active", "ControlAvailable": True}}
 
-    with pytest.raises(store_.StoreError, match="no leader for 0 s"):
+    with pytest.raises(StoreError, match="no leader for 0 s"):
         store_.SwarmStore.connect(Leaderless(), "manager2", wait=0, sleep=lambda s: None)

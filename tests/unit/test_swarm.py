@@ -42,14 +42,14 @@ FOREIGN_WORKER = {
 CLUSTER = ["mgr0", "agent1-id", "agent2-id"]
 
 
-# --- pick_address ---------------------------------------------------------------------
+# --- advertise_address ---------------------------------------------------------------------
 def test_address_is_the_one_inside_the_compute_zone():
     addrs = ["10.210.2.3", "10.200.0.1", "10.210.3.2"]
-    assert sw.pick_address(addrs, "10.210.3.0/24", "10.210.2.3") == "10.210.3.2"
+    assert sw.advertise_address(addrs, "10.210.3.0/24", "10.210.2.3") == "10.210.3.2"
 
 
 def test_address_ignores_ipv6_and_prefixes():
-    assert sw.pick_address(["fd00::1", "10.210.3.9/24"], "10.210.3.0/24") == "10.210.3.9"
+    assert sw.advertise_address(["fd00::1", "10.210.3.9/24"], "10.210.3.0/24") == "10.210.3.9"
 
 
 def test_no_address_in_the_compute_zone_is_an_error_that_lists_what_the_host_has():
@@ -58,21 +58,21 @@ def test_no_address_in_the_compute_zone_is_an_error_that_lists_what_the_host_has
         match=r"no IPv4 address in the compute zone 10\.210\.3\.0/24 "
         r"\(the host has: 10\.210\.2\.3, 172\.17\.0\.1\)",
     ):
-        sw.pick_address(["10.210.2.3", "172.17.0.1"], "10.210.3.0/24", "10.210.2.3")
+        sw.advertise_address(["10.210.2.3", "172.17.0.1"], "10.210.3.0/24", "10.210.2.3")
 
 
 def test_without_a_compute_zone_the_default_address_is_used():
-    assert sw.pick_address(["10.0.0.5", "192.168.1.2"], None, "192.168.1.2") == "192.168.1.2"
+    assert sw.advertise_address(["10.0.0.5", "192.168.1.2"], None, "192.168.1.2") == "192.168.1.2"
 
 
 def test_without_zone_or_default_address_is_an_error():
     with pytest.raises(ValueError, match="no compute zone"):
-        sw.pick_address(["10.0.0.5"], None, None)
+        sw.advertise_address(["10.0.0.5"], None, None)
 
 
 def test_invalid_zone_is_an_error():
     with pytest.raises(ValueError, match="not a valid CIDR"):
-        sw.pick_address(["10.0.0.5"], "10.0.0.0/33")
+        sw.advertise_address(["10.0.0.5"], "10.0.0.0/33")
 
 
 # --- manager_membership ---------------------------------------------------------------
