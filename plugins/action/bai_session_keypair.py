@@ -8,7 +8,7 @@ as the module's would; the calling task's ``no_log`` hides them the same way.
 
 from __future__ import annotations
 
-from ansible_collections.bai.cluster.plugins.action.bai_session_plan import InProcessAction
+from ansible_collections.bai.cluster.plugins.plugin_utils.in_process import InProcessAction
 
 
 class ActionModule(InProcessAction):

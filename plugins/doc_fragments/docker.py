@@ -1,14 +1,15 @@
 """Documentation of the Docker connection options the bai.cluster modules share.
 
 They are ``DOCKER_ARGUMENT_SPEC`` in plugins/module_utils/docker_api.py; a module whose
-argument_spec includes it uses ``extends_documentation_fragment: [bai.cluster.docker]``.
+argument_spec includes it uses ``extends_documentation_fragment: [bai.cluster.docker]``,
+which also names the Docker SDK it needs (``connect()``) in its requirements.
 """
 
 from __future__ import annotations
 
 
 class ModuleDocFragment:
-    """The options of ``DOCKER_ARGUMENT_SPEC``."""
+    """The options of ``DOCKER_ARGUMENT_SPEC``, and the SDK behind them."""
 
     DOCUMENTATION = r"""
 ---
@@ -23,4 +24,6 @@ options:
     description: Seconds to wait for one Docker API call.
     type: int
     default: 60
+requirements:
+  - docker SDK for Python 5.0 or later (Debian python3-docker works)
 """

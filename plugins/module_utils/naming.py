@@ -1,7 +1,9 @@
 """Session names and the Docker object names derived from them.
 
 The session-name rule lives here only: the spec parser, the app proxy's route logic, the
-``bai.cluster.session_name`` Jinja test (session playbooks) and the CLI all use it.
+``bai.cluster.session_name`` Jinja test (session playbooks) and the CLI all use it. So do
+the options that name a session in the modules that make or remove something of it
+(``SESSION_ARGUMENT_SPEC``, documented by the doc fragment ``bai.cluster.session``).
 """
 
 from __future__ import annotations
@@ -11,6 +13,13 @@ import uuid
 from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils.errors import SpecError
+
+# The options state, session and session_id (doc fragment bai.cluster.session).
+SESSION_ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
+    "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
+    "session": {"type": "str", "required": True},
+    "session_id": {"type": "str"},
+}
 
 SESSION_NAME_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$"
 SESSION_NAME_RE = re.compile(SESSION_NAME_PATTERN)

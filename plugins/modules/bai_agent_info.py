@@ -86,20 +86,10 @@ options:
     description: Seconds each GPU detection command (C(nvidia-smi), C(rocm-smi)) may run.
     type: int
     default: 30
-attributes:
-  check_mode:
-    support: full
-    description: Read-only; runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Changes nothing, so there is no diff to show.
-  idempotent:
-    support: full
-    description: Never changes anything.
 extends_documentation_fragment:
+  - bai.cluster.attributes
+  - bai.cluster.attributes.read_only
   - bai.cluster.docker
-requirements:
-  - docker SDK for Python 5.0 or later (Debian python3-docker works)
 """
 
 EXAMPLES = r"""
@@ -218,6 +208,8 @@ paths:
 
 import os
 import time
+from collections.abc import Mapping
+from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.bai.cluster.plugins.module_utils.admission import (
@@ -234,13 +226,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.docker_api import (
     error_text,
     image_env,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.errors import SpecError
-from ansible_collections.bai.cluster.plugins.module_utils.gpu import (
-    GpuError,
-    HostProbe,
-    detect,
-    devices_in_use,
-)
+from ansible_collections.bai.cluster.plugins.module_utils.errors import GpuError, SpecError
+from ansible_collections.bai.cluster.plugins.module_utils.gpu_alloc import devices_in_use
+from ansible_collections.bai.cluster.plugins.module_utils.gpu_facts import HostProbe, detect
 from ansible_collections.bai.cluster.plugins.module_utils.labels import LABEL_AGENT, LABEL_SESSION
 from ansible_collections.bai.cluster.plugins.module_utils.ledger import observed_sessions
 from ansible_collections.bai.cluster.plugins.module_utils.placement import used_from_labels
@@ -319,7 +307,7 @@ def run(module: AnsibleModule) -> dict:
     }
 
 
-def on_this_agent(item: dict, agent: str) -> bool:
+def on_this_agent(item: Mapping[str, Any], agent: str) -> bool:
     """A container placed by this inventory name (its LABEL_AGENT), or one without that
     label (made before it existed)."""
     placed = (item.get("Labels") or {}).get(LABEL_AGENT)

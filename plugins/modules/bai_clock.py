@@ -18,16 +18,9 @@ description:
 version_added: "1.0.0"
 author: bai-cluster developers (@bai-cluster)
 options: {}
-attributes:
-  check_mode:
-    support: full
-    description: Read-only; runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Changes nothing, so there is no diff to show.
-  idempotent:
-    support: full
-    description: Never changes anything.
+extends_documentation_fragment:
+  - bai.cluster.attributes
+  - bai.cluster.attributes.read_only
 """
 
 EXAMPLES = r"""

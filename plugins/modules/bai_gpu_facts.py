@@ -36,18 +36,12 @@ options:
     type: bool
     default: false
 attributes:
-  check_mode:
-    support: full
-    description: Read-only; runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Changes nothing, so there is no diff to show.
-  idempotent:
-    support: full
-    description: Never changes anything.
   facts:
     support: full
     description: Sets the C(bai_gpu) fact (RV(ansible_facts.bai_gpu)).
+extends_documentation_fragment:
+  - bai.cluster.attributes
+  - bai.cluster.attributes.read_only
 notes:
   - Device indices are nvidia-smi's (the ones Docker device requests and CDI names use);
     for AMD, the position among the AMD render nodes in device-number order.
@@ -143,7 +137,8 @@ msg:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.bai.cluster.plugins.module_utils.gpu import STATUS_OK, HostProbe, detect
+from ansible_collections.bai.cluster.plugins.module_utils.gpu_common import STATUS_OK
+from ansible_collections.bai.cluster.plugins.module_utils.gpu_facts import HostProbe, detect
 
 
 def summary(facts: dict) -> str:

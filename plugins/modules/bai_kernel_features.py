@@ -26,16 +26,9 @@ options:
     elements: str
     required: true
     choices: [bridge, br_netfilter, vxlan, nf_tables]
-attributes:
-  check_mode:
-    support: full
-    description: Read-only; runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Changes nothing, so there is no diff to show.
-  idempotent:
-    support: full
-    description: Never changes anything.
+extends_documentation_fragment:
+  - bai.cluster.attributes
+  - bai.cluster.attributes.read_only
 """
 
 EXAMPLES = r"""

@@ -37,6 +37,8 @@ attributes:
     support: full
     description:
       - Changes nothing and never reports a change; every run returns new keys, by design.
+extends_documentation_fragment:
+  - bai.cluster.attributes
 requirements:
   - cryptography (preferred) or the ssh-keygen program
 """
@@ -159,7 +161,7 @@ ARGUMENT_SPEC = {"comment": {"type": "str", "default": "bai-session"}}
 
 def run(module: AnsibleModule) -> dict:
     """The module's work; ``module`` needs only params, fail_json and run_command (see
-    main() and plugins/action/bai_session_plan.py's stand-in)."""
+    main() and plugins/plugin_utils/in_process.py's stand-in)."""
     comment = module.params["comment"]
     if HAS_CRYPTOGRAPHY:
         backend = "cryptography"

@@ -173,6 +173,8 @@ attributes:
     description: >-
       A rerun of a session that exists changes nothing; each new session is one new
       reservation.
+extends_documentation_fragment:
+  - bai.cluster.attributes
 """
 
 EXAMPLES = r"""
@@ -354,6 +356,10 @@ permanent:
   description: True when waiting cannot help a PENDING placement.
   returned: failure
   type: bool
+conflict:
+  description: True when the name is taken by a different or incomplete session.
+  returned: failure
+  type: bool
 """
 
 import platform
@@ -369,12 +375,17 @@ from ansible_collections.bai.cluster.plugins.module_utils.docker_api import (
     error_text,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.errors import (
+    Busy,
     Pending,
     SessionConflict,
     SpecError,
+    StoreError,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.locks import Busy
-from ansible_collections.bai.cluster.plugins.module_utils.plan import agents_from_info, plan_session
+from ansible_collections.bai.cluster.plugins.module_utils.plan import (
+    agents_from_info,
+    placement_failure,
+    plan_session,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.spec import (
     normalize_spec,
     spec_canonical,
@@ -513,16 +524,12 @@ def reserve(
         if kept and not final:
             # Kept reads only ever say yes: read those agents before saying no.
             return ask_to_read(kept)
+        failure = placement_failure(spec.name, exc)
         if isinstance(exc, Pending):
-            module.fail_json(
-                msg=f"session {spec.name}: {exc}",
-                pending=True,
-                permanent=exc.permanent,
-                dropped=dropped,
-            )
-        module.fail_json(msg=f"session {spec.name}: {exc}; nothing was created")
+            failure["dropped"] = dropped
+        module.fail_json(**failure)
     except SessionConflict as exc:
-        module.fail_json(msg=str(exc), conflict=True)
+        module.fail_json(**placement_failure(spec.name, exc))
     # Placed by hints (capacity without a recent read): read those agents, place again.
     unverified = [a for a in plan["agents"] if a in hinted]
     if unverified:
@@ -596,7 +603,7 @@ def open_store(module: AnsibleModule) -> store_.Store:
     docker_ = connect(module)
     try:
         return store_.SwarmStore.connect(docker_.api, platform.node())
-    except store_.StoreError as exc:
+    except StoreError as exc:
         module.fail_json(msg=str(exc))
     except DockerException as exc:
         module.fail_json(msg=f"the session ledger in the swarm: {error_text(exc)}")
@@ -714,7 +721,7 @@ def run(module: AnsibleModule) -> dict:
             msg=f"{store.where} stayed locked for {params['lock_timeout']} s (another "
             f"create holds it; if none runs, a stuck process on this host does)"
         )
-    except store_.StoreError as exc:
+    except StoreError as exc:
         module.fail_json(msg=str(exc))
     except (DockerException, OSError) as exc:
         module.fail_json(msg=f"{store.where}: {error_text(exc)}")

@@ -23,18 +23,6 @@ description:
 version_added: "0.1.0"
 author: bai-cluster developers (@bai-cluster)
 options:
-  state:
-    description: Whether the network should exist.
-    type: str
-    choices: [present, absent]
-    default: present
-  session:
-    description: The session name (value of the C(ai.backend.cluster.session) label).
-    type: str
-    required: true
-  session_id:
-    description: The session id; required with O(state=present).
-    type: str
   name:
     description: Network name; default C(bai-<session>-net).
     type: str
@@ -77,9 +65,9 @@ attributes:
       - A network that exists for the same session id is left alone, and removing networks
         that are gone is not an error, so a second run reports no change.
 extends_documentation_fragment:
+  - bai.cluster.attributes
+  - bai.cluster.session
   - bai.cluster.docker
-requirements:
-  - docker SDK for Python 5.0 or later (Debian python3-docker works)
 """
 
 EXAMPLES = r"""
@@ -129,24 +117,26 @@ from ansible_collections.bai.cluster.plugins.module_utils.errors import (
     Failure,
     SpecError,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.naming import SESSION_ARGUMENT_SPEC
 from ansible_collections.bai.cluster.plugins.module_utils.session_network import (
     absent,
     present,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.subnets import DEFAULT_SUBNET_POOL
+from ansible_collections.bai.cluster.plugins.module_utils.subnets import (
+    DEFAULT_SUBNET_POOL,
+    DEFAULT_SUBNET_PREFIX,
+)
 
 
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
-            "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
-            "session": {"type": "str", "required": True},
-            "session_id": {"type": "str"},
+            **SESSION_ARGUMENT_SPEC,
             "name": {"type": "str"},
             "labels": {"type": "dict", "default": {}},
             "driver": {"type": "str", "choices": ["bridge", "overlay"], "default": "bridge"},
             "subnet_pool": {"type": "str", "default": DEFAULT_SUBNET_POOL},
-            "subnet_prefix": {"type": "int", "default": 24},
+            "subnet_prefix": {"type": "int", "default": DEFAULT_SUBNET_PREFIX},
             "mtu": {"type": "int"},
             **DOCKER_ARGUMENT_SPEC,
         },

@@ -33,14 +33,10 @@ options:
     default: []
 attributes:
   check_mode:
-    support: full
     description: Pure computation; runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Changes nothing, so there is no diff to show.
-  idempotent:
-    support: full
-    description: Never changes anything.
+extends_documentation_fragment:
+  - bai.cluster.attributes
+  - bai.cluster.attributes.read_only
 """
 
 EXAMPLES = r"""
