@@ -5,8 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ansible_collections.bai.cluster.plugins.module_utils.agent_settings import (
+    declared_data_roots,
+    from_hostvars,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.ledger import reconcile_lines
-from ansible_collections.bai.cluster.plugins.module_utils.mounts import DEFAULT_DATA_ROOT
 
 
 def agents(names: Sequence[str], hostvars: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -26,22 +29,13 @@ def agents(names: Sequence[str], hostvars: Mapping[str, Any]) -> list[dict[str, 
     return out
 
 
-def data_roots(host: Mapping[str, Any]) -> Any:
-    """One agent's data roots as its inventory declares them (docs/mounts.md):
-    ``bai_data_roots``, else ``[bai_data_root]``, else ``["/srv/bai-data"]``. Not checked
-    here: the session modules refuse a bad one with its name."""
-    roots = host.get("bai_data_roots")
-    if roots is None or roots == []:
-        roots = [host.get("bai_data_root") or DEFAULT_DATA_ROOT]
-    return [roots] if isinstance(roots, str) else list(roots)
-
-
 class FilterModule:
     """Ansible entry point."""
 
     def filters(self) -> dict[str, Any]:
         return {
             "bai_session_agents": agents,
-            "bai_data_roots": data_roots,
+            "bai_data_roots": declared_data_roots,
+            "bai_agent_settings": from_hostvars,
             "bai_reconcile_text": reconcile_lines,
         }

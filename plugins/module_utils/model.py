@@ -1,12 +1,16 @@
 """The data a session is made of: resources, mounts, roles, the validated spec, kernels.
 
-Pure logic (standard library only, Python 3.9+): Ansible ships these files to agents
+Pure logic (no Ansible imports, Python 3.9+): Ansible ships these files to agents
 (Debian's Python 3.11), and the unit tests use them without Docker or Ansible.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ansible_collections.bai.cluster.plugins.module_utils.errors import SpecError
 
 MODE_SINGLE = "single-node"
 MODE_MULTI = "multi-node"
@@ -110,6 +114,110 @@ class Kernel:
     rank: int
     image: str
     resources: Resources
+
+
+@dataclass(frozen=True)
+class PlannedKernel:
+    """One container of a placed session, as the plan gives it to the agents: the kernel,
+    the agent it runs on, its kernel id, container name, GPU devices and labels.
+
+    The plan's ``kernels`` are ``to_dict()`` of these, and the agents read them back with
+    ``from_dict`` into the same object (``resources.shm`` is always the size of
+    /dev/shm here: the plan has settled it)."""
+
+    kernel: Kernel
+    agent: str
+    kernel_id: str
+    container_name: str
+    gpu_devices: tuple[int, ...] = ()
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def hostname(self) -> str:
+        return self.kernel.hostname
+
+    @property
+    def role(self) -> str:
+        return self.kernel.role
+
+    @property
+    def idx(self) -> int:
+        return self.kernel.idx
+
+    @property
+    def image(self) -> str:
+        return self.kernel.image
+
+    @property
+    def rank(self) -> int:
+        return self.kernel.rank
+
+    @property
+    def resources(self) -> Resources:
+        return self.kernel.resources
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plan's form (bai_session_ledger's RV kernels, bai_session_containers' input)."""
+        kernel, res = self.kernel, self.kernel.resources
+        return {
+            "hostname": kernel.hostname,
+            "role": kernel.role,
+            "idx": kernel.idx,
+            "rank": kernel.rank,
+            "agent": self.agent,
+            "kernel_id": self.kernel_id,
+            "container_name": self.container_name,
+            "image": kernel.image,
+            "resources": {"cpu": res.cpu, "mem": res.mem, "gpu": res.gpu, "shm": res.shm_size},
+            # The agent's GPU device indices this container is given ([] for none).
+            "gpu_devices": list(self.gpu_devices),
+            "labels": dict(self.labels),
+        }
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> PlannedKernel:
+        """Read back ``to_dict()``; SpecError names an entry that is not one."""
+        try:
+            res = raw["resources"]
+            resources = Resources(
+                float(res["cpu"]),
+                int(res["mem"]),
+                int(res.get("gpu") or 0),
+                int(res["shm"]) if res.get("shm") is not None else None,
+            )
+            kernel = Kernel(
+                role=str(raw["role"]),
+                idx=int(raw["idx"]),
+                hostname=str(raw["hostname"]),
+                rank=int(raw["rank"]),
+                image=str(raw["image"]),
+                resources=resources,
+            )
+            planned = cls(
+                kernel=kernel,
+                agent=str(raw["agent"]),
+                kernel_id=str(raw["kernel_id"]),
+                container_name=str(raw["container_name"]),
+                gpu_devices=tuple(sorted({int(i) for i in raw.get("gpu_devices") or ()})),
+                labels={str(k): str(v) for k, v in (raw.get("labels") or {}).items()},
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            where = raw.get("hostname", raw) if isinstance(raw, Mapping) else raw
+            raise SpecError(
+                f"kernels: entry {where!r} is not a kernel of the session's plan ({exc!r}); "
+                f"pass plan.kernels unchanged"
+            ) from None
+        if len(planned.gpu_devices) != resources.gpu:
+            raise SpecError(
+                f"kernels: {kernel.hostname} asks for {resources.gpu} GPU(s) but the plan "
+                f"gave it devices {list(planned.gpu_devices)}; pass plan.kernels unchanged"
+            )
+        return planned
+
+
+def with_shm(resources: Resources) -> Resources:
+    """``resources`` with the size of /dev/shm settled (``shm_size``)."""
+    return Resources(resources.cpu, resources.mem, resources.gpu, resources.shm_size)
 
 
 def _round_cpu(value: float) -> float:

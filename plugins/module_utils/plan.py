@@ -8,10 +8,15 @@ refuses (``SessionConflict``) when the name is taken by something else.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
-from ansible_collections.bai.cluster.plugins.module_utils.errors import SessionConflict, SpecError
-from ansible_collections.bai.cluster.plugins.module_utils.gpu import (
+from ansible_collections.bai.cluster.plugins.module_utils.errors import (
+    Pending,
+    SessionConflict,
+    SpecError,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.gpu_alloc import (
     format_device_label,
     parse_device_label,
 )
@@ -34,9 +39,11 @@ from ansible_collections.bai.cluster.plugins.module_utils.labels import (
 )
 from ansible_collections.bai.cluster.plugins.module_utils.model import (
     Kernel,
+    PlannedKernel,
     Resources,
     SessionSpec,
     format_cpu,
+    with_shm,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.naming import (
     container_name,
@@ -154,34 +161,26 @@ def plan_session(
     planned = []
     for kernel in kernels:
         kid = kernel_ids[kernel.hostname]
+        devices = tuple(gpu_devices.get(kernel.hostname, ()))
+        agent = assignment[kernel.hostname]
+        labels = container_labels(
+            spec,
+            kernel,
+            session_id=session_id,
+            kernel_id=kid,
+            mode=mode,
+            gpu_devices=devices,
+            agent=agent,
+        )
         planned.append(
-            {
-                "hostname": kernel.hostname,
-                "role": kernel.role,
-                "idx": kernel.idx,
-                "rank": kernel.rank,
-                "agent": assignment[kernel.hostname],
-                "kernel_id": kid,
-                "container_name": container_name(spec.name, kernel.hostname),
-                "image": kernel.image,
-                "resources": {
-                    "cpu": kernel.resources.cpu,
-                    "mem": kernel.resources.mem,
-                    "gpu": kernel.resources.gpu,
-                    "shm": kernel.resources.shm_size,
-                },
-                # The agent's GPU device indices this container is given ([] for none).
-                "gpu_devices": list(gpu_devices.get(kernel.hostname, [])),
-                "labels": container_labels(
-                    spec,
-                    kernel,
-                    session_id=session_id,
-                    kernel_id=kid,
-                    mode=mode,
-                    gpu_devices=gpu_devices.get(kernel.hostname, []),
-                    agent=assignment[kernel.hostname],
-                ),
-            }
+            PlannedKernel(
+                kernel=replace(kernel, resources=with_shm(kernel.resources)),
+                agent=agent,
+                kernel_id=kid,
+                container_name=container_name(spec.name, kernel.hostname),
+                gpu_devices=devices,
+                labels=labels,
+            )
         )
     network = network_plan(spec, used, session_id=session_id)
     return {
@@ -195,7 +194,7 @@ def plan_session(
         "spec_hash": spec_hash(spec),
         "network": network,
         "agents": used,
-        "kernels": planned,
+        "kernels": [k.to_dict() for k in planned],
         "summary": {
             "name": spec.name,
             "session_id": session_id,
@@ -204,17 +203,30 @@ def plan_session(
             "network_driver": network["driver"] if network else None,
             "containers": [
                 {
-                    "host": k["hostname"],
-                    "role": k["role"],
-                    "idx": k["idx"],
-                    "agent": k["agent"],
-                    "kernel_id": k["kernel_id"],
-                    "container": k["container_name"],
+                    "host": k.hostname,
+                    "role": k.kernel.role,
+                    "idx": k.kernel.idx,
+                    "agent": k.agent,
+                    "kernel_id": k.kernel_id,
+                    "container": k.container_name,
                 }
                 for k in planned
             ],
         },
     }
+
+
+def placement_failure(name: str, exc: Pending | SessionConflict | SpecError) -> dict[str, Any]:
+    """What a module's ``fail_json`` reports when ``plan_session`` refuses session ``name``:
+    PENDING (``pending``, and ``permanent`` when waiting cannot help), the name taken by
+    another session (``conflict``), or a spec the agents cannot hold. bai_session_plan and
+    bai_session_ledger report it alike; plugins/doc_fragments/placement.py documents the
+    keys, and bai_cli/errors.py reads them."""
+    if isinstance(exc, Pending):
+        return {"msg": f"session {name}: {exc}", "pending": True, "permanent": exc.permanent}
+    if isinstance(exc, SessionConflict):
+        return {"msg": str(exc), "conflict": True}
+    return {"msg": f"session {name}: {exc}; nothing was created"}
 
 
 def _published_ssh_port(existing: Sequence[Mapping[str, Any]], session_id: str) -> int | None:

@@ -2,6 +2,7 @@
 
 import ipaddress
 import random
+import re
 
 import pytest
 from ansible_collections.bai.cluster.plugins.module_utils.errors import (
@@ -19,9 +20,12 @@ from ansible_collections.bai.cluster.plugins.module_utils.listing import (
     format_table,
     summarize_sessions,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.model import Resources
+from ansible_collections.bai.cluster.plugins.module_utils.model import PlannedKernel, Resources
 from ansible_collections.bai.cluster.plugins.module_utils.placement import Agent, agent_capacity
-from ansible_collections.bai.cluster.plugins.module_utils.plan import plan_session
+from ansible_collections.bai.cluster.plugins.module_utils.plan import (
+    placement_failure,
+    plan_session,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.spec import normalize_spec
 from ansible_collections.bai.cluster.plugins.module_utils.subnets import (
     DEFAULT_SUBNET_POOL,
@@ -86,6 +90,34 @@ def test_new_session_is_planned_on_one_agent_with_a_bridge():
         "kernel_id": sub2["kernel_id"],
         "container": "bai-s1-sub2",
     }
+
+
+def test_the_plan_s_kernels_read_back_into_the_same_objects():
+    """The agents read plan.kernels into PlannedKernel, the object the plan made them
+    from: one shape from the plan to the containers."""
+    got = plan_session(spec(size=3, resources={"cpu": 0.5, "shm": "128m"}), [agent("a1")])
+    for raw in got["kernels"]:
+        planned = PlannedKernel.from_dict(raw)
+        assert planned.to_dict() == raw
+        assert (planned.hostname, planned.agent, planned.resources.shm) == (
+            raw["hostname"],
+            "a1",
+            128 * 1024**2,
+        )
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ({"resources": None}, "is not a kernel of the session's plan"),
+        ({"rank": "first"}, "is not a kernel of the session's plan"),
+        ({"gpu_devices": [0]}, "asks for 0 GPU(s) but the plan gave it devices [0]"),
+    ],
+)
+def test_a_kernel_that_is_not_the_plan_s_is_named(change, says):
+    raw = {**plan_session(spec(size=1), [agent("a1")])["kernels"][0], **change}
+    with pytest.raises(SpecError, match=re.escape(says)):
+        PlannedKernel.from_dict(raw)
 
 
 def test_size_1_has_a_bridge_of_its_own():
@@ -169,6 +201,22 @@ def test_two_attempts_of_one_name_is_a_conflict():
     two = as_existing(plan_session(spec(size=2), [agent("a1")]))
     with pytest.raises(SessionConflict, match="more than one attempt"):
         plan_session(spec(size=2), [agent("a1")], one + two[1:])
+
+
+def test_placement_failure_is_what_both_placing_modules_report():
+    # bai_session_plan and bai_session_ledger fail with these; bai_cli reads the keys.
+    assert placement_failure("s1", Pending("no agent has 8 CPUs free", permanent=True)) == {
+        "msg": "session s1: PENDING: no agent has 8 CPUs free",
+        "pending": True,
+        "permanent": True,
+    }
+    assert placement_failure("s1", SessionConflict("s1 already exists")) == {
+        "msg": "s1 already exists",
+        "conflict": True,
+    }
+    assert placement_failure("s1", SpecError("image x not on agent a1")) == {
+        "msg": "session s1: image x not on agent a1; nothing was created"
+    }
 
 
 # --- capacity ---------------------------------------------------------------------------

@@ -1,0 +1,35 @@
+"""The SSH mesh check: from main1, one login as user ``work`` to every container of the
+session, all at once, so that a session is handed over only when ``ssh sub1`` works.
+
+    SCRIPT                  the check, run in main1 as ``bash -c SCRIPT mesh HOST...``
+    broken(output, code)    the lines naming the hosts it could not reach (empty = fine)
+"""
+
+from __future__ import annotations
+
+# Prints "ok HOST" or "FAILED HOST: what ssh said" per host; exits 1 when one failed.
+SCRIPT = r"""set -u
+dir=$(mktemp -d)
+for h in "$@"; do
+  ( ssh -o BatchMode=yes -o ConnectTimeout=10 "$h" hostname > "$dir/$h" 2> "$dir/$h.err" ) &
+done
+wait
+rc=0
+for h in "$@"; do
+  got=$(tail -n 1 "$dir/$h")
+  if [ "$got" = "$h" ]; then echo "ok $h"; else
+    echo "FAILED $h: $(cat "$dir/$h" "$dir/$h.err" | tail -n 5 | tr '\n' ' ' | sed 's/ *$//')"; rc=1
+  fi
+done
+rm -rf "$dir"
+exit $rc
+"""
+
+
+def broken(output: str, code: object) -> list[str]:
+    """What the check's output says failed (``code``: its exit code); empty when every
+    host answered."""
+    if code == 0:
+        return []
+    lines = [line for line in output.splitlines() if line.strip()]
+    return [line for line in lines if not line.startswith("ok ")] or [f"exit {code}"]
