@@ -56,7 +56,7 @@ lint: setup  ## yamllint, ansible-lint, ruff, mypy, role READMEs, ansible-test s
 	ruff check .
 	ruff format --check .
 	@mkdir -p .cache/mypy/ansible_collections/bai && ln -sfn ../../../.. .cache/mypy/ansible_collections/bai/cluster
-	MYPYPATH=.cache/mypy mypy -p ansible_collections.bai.cluster.plugins.module_utils -p bai_cli
+	MYPYPATH=.cache/mypy mypy -p ansible_collections.bai.cluster.plugins -p bai_cli
 	python scripts/role_readmes.py --check
 	scripts/sanity.sh
 
@@ -72,9 +72,7 @@ integration: test-images lab-up site  ## real Docker: the lab, site.yml, session
 # Molecule installs its own copy of the collection into the first collections path: give
 # it Ansible's default paths, not ansible.cfg's .cache/collections (the checkout's link).
 molecule: setup  ## Molecule scenarios ($(SCENARIOS))
-	@for s in $(SCENARIOS); do echo "== molecule test -s $$s"; \
-	  ANSIBLE_COLLECTIONS_PATH="$$HOME/.ansible/collections:/usr/share/ansible/collections" \
-	  molecule test -s $$s; done
+	@for s in $(SCENARIOS); do echo "== molecule test -s $$s"; molecule test -s $$s; done
 
 test: lint unit integration molecule  ## everything CI runs
 	@echo "make test: all stages passed"

@@ -133,9 +133,19 @@ setup_tools() {
     || { as_root apt-get update -qq && as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null; }
 }
 
+setup_data_root() {
+  # inventories/local makes this machine its only agent: sessions mount data folders from
+  # under its data root (bai_data_roots, default /srv/bai-data), which must exist. Made
+  # once (root, 0755), as roles/nfs_client makes it on the agents of other inventories.
+  local root=/srv/bai-data
+  [ -d "$root" ] && return 0
+  log "creating $root (the local agent's data root, inventories/local)"
+  as_root mkdir -p -m 0755 "$root"
+}
+
 case "$what" in
-  all) setup_venv; setup_engine; setup_tools ;;
+  all) setup_venv; setup_engine; setup_tools; setup_data_root ;;
   venv) setup_venv ;;
-  engine) setup_engine; setup_tools ;;
+  engine) setup_engine; setup_tools; setup_data_root ;;
   *) die "usage: $0 [all|venv|engine]" ;;
 esac

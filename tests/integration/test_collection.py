@@ -5,9 +5,9 @@ lives outside the repository, with no ansible.cfg of ours.
 The checkout itself is linked into the venv's site-packages as bai.cluster (that is how a
 clone runs its own playbooks). So that only the installed tarball can answer here, the
 run turns off Ansible's scan of sys.path and names its collection paths explicitly: the
-temporary install, plus the community.docker, community.general, ansible.posix and
-ansible.utils collections the roles and playbooks use, from the pinned ``ansible``
-package.
+temporary install, plus the collections galaxy.yml declares (and community.docker's own
+dependency), from the pinned ``ansible`` package. The install resolves galaxy.yml's
+dependencies offline against those, as an operator's install would against Galaxy.
 """
 
 from __future__ import annotations
@@ -23,7 +23,14 @@ from conftest import REPO, VENV_BIN
 pytestmark = pytest.mark.integration
 
 SESSION = "coll1"
-DEPENDENCIES = ("community/docker", "community/general", "ansible/posix", "ansible/utils")
+# galaxy.yml's dependencies, and community.docker's own.
+DEPENDENCIES = (
+    "community/docker",
+    "community/general",
+    "community/crypto",
+    "ansible/posix",
+    "community/library_inventory_filtering_v1",
+)
 
 PLAYBOOK = """\
 ---
@@ -61,29 +68,6 @@ def installed(tmp_path_factory, docker_client):
     )
     assert build.returncode == 0, build.stderr
     (tarball,) = work.glob("bai-cluster-*.tar.gz")
-    install = _run(
-        [
-            str(VENV_BIN / "ansible-galaxy"),
-            "collection",
-            "install",
-            "--offline",
-            "-p",
-            str(work / "collections"),
-            str(tarball),
-        ],
-        work,
-        # Not "already installed": the checkout's link in site-packages is not looked at.
-        {
-            "PATH": f"{VENV_BIN}:/usr/bin:/bin",
-            "ANSIBLE_COLLECTIONS_PATH": str(work / "collections"),
-            "ANSIBLE_COLLECTIONS_SCAN_SYS_PATH": "false",
-        },
-    )
-    assert install.returncode == 0, install.stdout + install.stderr
-    root = work / "collections" / "ansible_collections" / "bai" / "cluster"
-    assert (root / "plugins" / "modules" / "bai_session_containers.py").is_file()
-    assert not (root / "bench").exists() and not (root / "molecule").exists()
-
     # The other collections the playbooks use, and nothing else from site-packages.
     site = Path(
         _run(
@@ -100,6 +84,30 @@ def installed(tmp_path_factory, docker_client):
     for dep in DEPENDENCIES:
         (deps / dep).parent.mkdir(parents=True, exist_ok=True)
         (deps / dep).symlink_to(site / dep)
+
+    install = _run(
+        [
+            str(VENV_BIN / "ansible-galaxy"),
+            "collection",
+            "install",
+            "--offline",
+            "-p",
+            str(work / "collections"),
+            str(tarball),
+        ],
+        work,
+        # Not "already installed": the checkout's link in site-packages is not looked at;
+        # galaxy.yml's dependencies are found among the ones linked above.
+        {
+            "PATH": f"{VENV_BIN}:/usr/bin:/bin",
+            "ANSIBLE_COLLECTIONS_PATH": f"{work / 'collections'}:{work / 'deps'}",
+            "ANSIBLE_COLLECTIONS_SCAN_SYS_PATH": "false",
+        },
+    )
+    assert install.returncode == 0, install.stdout + install.stderr
+    root = work / "collections" / "ansible_collections" / "bai" / "cluster"
+    assert (root / "plugins" / "modules" / "bai_session_containers.py").is_file()
+    assert not (root / "bench").exists() and not (root / "molecule").exists()
 
     env = {
         "PATH": f"{VENV_BIN}:/usr/local/bin:/usr/bin:/bin",

@@ -12,7 +12,9 @@ namespace, so only the stand-in sees what the role writes). It plays:
   real manager (docker_swarm must refuse them before anything changes);
 - a host whose sysctls agent_network can set, and one with a Docker network inside a zone;
 - a host where nfs_client writes /etc/fstab and mounts, with a stand-in for the kernel's
-  NFS client (this machine's kernel has none; see the cannot_run_here test).
+  NFS client. Not tested here: mounting a real export, hard/nofail against a server
+  going away, a rerun over a live NFS mount (these machines' kernels have no NFS client
+  and the lab has no NFS server).
 
 A second, engine-less container with Docker's default capabilities and an empty
 /sys/module stands in for a node that cannot make VXLAN links. Checks that need no
@@ -695,15 +697,3 @@ def test_nfs_client_records_the_export_in_fstab_and_mounts_it(standin, plays, ru
     finally:
         sh(node, f"umount {path}; rm -f /sbin/mount.nfs /run/mount.nfs.calls")
         sh(node, f"sed -i '\\# {path} #d' /etc/fstab")
-
-
-@pytest.mark.cannot_run_here(
-    "this machine's kernel has no NFS client (no nfs in /proc/filesystems) and the lab has "
-    "no NFS server: mounting a real export, hard/nofail against a server going away, and a "
-    "rerun over a live NFS mount are not tested here"
-)
-def test_nfs_client_mounts_a_real_export():
-    filesystems = Path("/proc/filesystems").read_text().split()
-    if "nfs" not in filesystems and "nfs4" not in filesystems:
-        pytest.skip("no NFS in this kernel (/proc/filesystems)")
-    pytest.skip("no NFS server in the lab to mount from")
