@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
+from ansible_collections.bai.cluster.plugins.module_utils import agent_view
 from ansible_collections.bai.cluster.plugins.module_utils.ledger import reconcile_lines
 
 from . import __version__, api
@@ -22,7 +23,8 @@ from .errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, BaiClusterError
 from .progress import PlayProgress, Printer, SessionProgress
 
 EPILOG = """exit codes: 0 success, 2 bad input, 3 PENDING (the session cannot be placed now),
-1 any other failure. Progress goes to stderr, results to stdout (--json: one JSON document).
+1 any other failure (also a drain that left sessions on the agent). Progress goes to stderr,
+results to stdout (--json: one JSON document).
 """
 
 
@@ -236,6 +238,55 @@ def build_parser() -> argparse.ArgumentParser:
     ssh.add_argument("name")
     ssh.add_argument("host", nargs="?")
     ssh.add_argument("--print", action="store_true", help="print the command, do not run it")
+
+    agent = top.add_parser(
+        "agent",
+        parents=[common],
+        help="the agents: list, show, pause, drain, activate",
+        description="The inventory's agents as the cluster sees them, and whether they take "
+        "new sessions (agent_list.yml, agent_availability.yml, agent_drain.yml).",
+    )
+    agents = agent.add_subparsers(dest="action", required=True, metavar="ACTION")
+    agents.add_parser(
+        "list",
+        parents=[common],
+        help="every agent: availability, health, offer, what is given out, sessions",
+    )
+    agent_show = agents.add_parser("show", parents=[common], help="one agent in detail")
+    agent_show.add_argument("name")
+    pause = agents.add_parser(
+        "pause",
+        parents=[common],
+        help="no new sessions on the agent (its sessions keep running)",
+        description="Pause an agent: no new session is placed on it or admitted by it; the "
+        "sessions there keep running and a rerun still repairs them. Until agent activate.",
+    )
+    pause.add_argument("name")
+    pause.add_argument("--reason", help="why (recorded with who and when)")
+    drain = agents.add_parser(
+        "drain",
+        parents=[common],
+        help="no new sessions, then wait for the agent's sessions to end",
+        description="Drain an agent: as pause, then wait until no session is left on it. "
+        "Sessions left after the timeout fail the command (the agent stays drained), or "
+        "with --force are destroyed. Until agent activate.",
+    )
+    drain.add_argument("name")
+    drain.add_argument(
+        "--timeout",
+        type=int,
+        default=api.DRAIN_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"how long to wait for the sessions to end (default {api.DRAIN_TIMEOUT_S})",
+    )
+    drain.add_argument(
+        "--force", action="store_true", help="destroy the sessions left after the timeout"
+    )
+    drain.add_argument("--reason", help="why (recorded with who and when)")
+    activate = agents.add_parser(
+        "activate", parents=[common], help="put a paused or drained agent back in service"
+    )
+    activate.add_argument("name")
     return parser
 
 
@@ -304,7 +355,135 @@ def details_text(details: api.SessionDetails) -> list[str]:
     return lines
 
 
+def availability_text(done: api.AgentAvailability) -> list[str]:
+    """``agent pause`` / ``activate``: the agent's availability now, the sessions there."""
+    lines = [f"agent {done.name}: {done.text}"]
+    held = done.availability != "active"
+    if done.session_names:
+        keep = " (they keep running; a rerun still repairs them)" if held else ""
+        lines.append(f"  sessions there{keep}: {', '.join(done.session_names)}")
+    if not done.told_agent:
+        lines.append(
+            "  the agent did not answer: recorded in the cluster only (placement passes over "
+            "it); run this again once it answers, so that it refuses new sessions itself too"
+        )
+    if held:
+        lines.append(f"  no new sessions there until: bai-cluster agent activate {done.name}")
+    return lines
+
+
+def drain_text(done: api.Drained) -> list[str]:
+    """``agent drain``: drained, and no sessions left or the ones destroyed."""
+    marked = done.availability.text if done.availability else "drained"
+    lines = [f"agent {done.name}: {marked}"]
+    if done.forced:
+        lines.append(
+            f"  {len(done.left)} session(s) still there after the wait, destroyed (--force):"
+        )
+        for row in done.destroyed:
+            count = len(row.get("containers") or [])
+            lines.append(f"  destroyed session {row.get('name')}: {count} container(s)")
+    else:
+        lines.append("  no sessions left on it")
+    lines.append(f"  no new sessions there until: bai-cluster agent activate {done.name}")
+    return lines
+
+
+class DrainWait:
+    """Progress of ``agent drain`` (also without -v): the wait for the agent's sessions
+    to end, one line when it starts and one each time the sessions left change."""
+
+    TASK = "Read the sessions left on the agent"
+
+    def __init__(self, timeout_s: int) -> None:
+        self.timeout_s = timeout_s
+        self.left: list[str] | None = None
+
+    def feed(self, event: dict[str, Any]) -> list[str]:
+        data = event.get("event_data") or {}
+        if not str(data.get("task") or "").startswith(self.TASK):
+            return []
+        kind = event.get("event")
+        if kind == "playbook_on_task_start":
+            return [f"drain: waiting up to {self.timeout_s} s for the agent's sessions to end"]
+        if kind not in ("runner_retry", "runner_on_ok"):
+            return []
+        sessions = (data.get("res") or {}).get("sessions") or []
+        names = sorted({str(s.get("name")) for s in sessions})
+        if names == self.left:
+            return []
+        self.left = names
+        if not names:
+            return [f"drain: {data.get('host')}: no sessions left"]
+        return [f"drain: {data.get('host')}: {len(names)} session(s) left: {', '.join(names)}"]
+
+
 # --- commands -------------------------------------------------------------------------
+def run_agent_command(
+    args: argparse.Namespace, printer: Printer, common: dict[str, Any], verbose: int
+) -> int:
+    """``bai-cluster agent ...``: progress lines only with -v (plays and tasks), but for
+    the wait of a drain."""
+    as_json = bool(getattr(args, "json", False))
+    progress = PlayProgress(verbose)
+
+    def plays(event: dict[str, Any]) -> None:
+        if verbose:
+            printer(progress.feed(event))
+
+    action = args.action
+    if action == "list":
+        rows, totals = api.list_agents(on_event=plays, **common)
+        if as_json:
+            emit_json({"agents": rows, "totals": totals})
+        elif rows:
+            print("\n".join(agent_view.table(rows)))
+        else:
+            print("no agents in this inventory")
+        return EXIT_OK
+    if action == "show":
+        row = api.show_agent(args.name, on_event=plays, **common)
+        if as_json:
+            emit_json(row)
+        else:
+            print("\n".join(agent_view.details(row)))
+        return EXIT_OK
+    if action in ("pause", "activate"):
+        done = api.set_agent_availability(
+            args.name,
+            "pause" if action == "pause" else "active",
+            reason=getattr(args, "reason", None),
+            on_event=plays,
+            **common,
+        )
+        if as_json:
+            emit_json(asdict(done))
+        else:
+            print("\n".join(availability_text(done)))
+        return EXIT_OK
+    if action == "drain":
+        wait = DrainWait(args.timeout)
+
+        def draining(event: dict[str, Any]) -> None:
+            plays(event)
+            printer(wait.feed(event))
+
+        drained = api.drain_agent(
+            args.name,
+            timeout_s=args.timeout,
+            force=args.force,
+            reason=args.reason,
+            on_event=draining,
+            **common,
+        )
+        if as_json:
+            emit_json(asdict(drained))
+        else:
+            print("\n".join(drain_text(drained)))
+        return EXIT_OK
+    raise UsageError(f"unknown command agent {action}")  # pragma: no cover
+
+
 def run_command(args: argparse.Namespace, printer: Printer) -> int:
     verbose = int(getattr(args, "verbose", 0) or 0)
     as_json = bool(getattr(args, "json", False))
@@ -333,6 +512,9 @@ def run_command(args: argparse.Namespace, printer: Printer) -> int:
                     f"{host}: ok={summary.ok.get(host, 0)} changed={summary.changed.get(host, 0)}"
                 )
         return EXIT_OK
+
+    if args.command == "agent":
+        return run_agent_command(args, printer, common, verbose)
 
     action = args.action
     if action == "create":

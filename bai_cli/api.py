@@ -11,18 +11,28 @@ Each function runs one of the project's playbooks through ansible-runner
     print(session.session_id, [c.host for c in session.containers])
     api.destroy_session("train", inventory="inventories/local")
 
+    rows, totals = api.list_agents(inventory="inventories/local")
+    api.set_agent_availability("agent1", "pause", reason="driver upgrade")
+    api.drain_agent("agent1", timeout_s=300)
+
 ``on_event`` (optional) receives every ansible-runner event as it happens; the CLI turns
 them into progress lines with :mod:`bai_cli.progress`.
 """
 
 from __future__ import annotations
 
+import getpass
 import shlex
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ansible_collections.bai.cluster.plugins.module_utils import agent_view
 from ansible_collections.bai.cluster.plugins.module_utils.appproxy import parse_route
+from ansible_collections.bai.cluster.plugins.module_utils.availability import (
+    AVAILABILITIES,
+    describe,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.labels import (
     LABEL_HOST,
     LABEL_IDX,
@@ -45,6 +55,12 @@ LIST = "playbooks/session_list.yml"
 SHOW = "bai_cli/playbooks/session_show.yml"
 LAB = "playbooks/lab.yml"
 SITE = "site.yml"
+AGENT_LIST = "playbooks/agent_list.yml"
+AGENT_AVAILABILITY = "playbooks/agent_availability.yml"
+AGENT_DRAIN = "playbooks/agent_drain.yml"
+# How long a drain waits for the agent's sessions to end (agent_drain.yml's default).
+DRAIN_TIMEOUT_S = 600
+# The agent playbooks' request checks: failing one is bad input (exit code 2).
 
 SSH_PORT = f"{SSHD_PORT}/tcp"
 # The environment `session env` shows (docs/environment.md).
@@ -236,6 +252,65 @@ class ShellCommand:
 
     def __str__(self) -> str:
         return shlex.join(self.argv)
+
+
+def _flag(value: Any) -> bool:
+    """A set_stats boolean, also when a template made it the text 'True' or 'False'."""
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "yes", "1")
+    return bool(value)
+
+
+@dataclass
+class AgentAvailability:
+    """What ``agent pause``, ``drain`` or ``activate`` recorded (agent_availability.yml's
+    ``bai_agent_availability``): the cluster's ``record`` (None when active), whether the
+    agent itself was told (``told_agent``; False: it did not answer, the cluster alone
+    holds it out of service), its swarm ``node`` and the ``sessions`` on it (each with
+    ``name``, ``session_id``, ``containers``, ``states``)."""
+
+    name: str
+    id: str
+    availability: str
+    record: dict[str, Any] | None = None
+    told_agent: bool = True
+    node: dict[str, Any] | None = None
+    sessions: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        """'paused by alice at 2026-11-26 09:00:00 UTC: driver upgrade', or 'active'."""
+        return describe(self.record)
+
+    @property
+    def session_names(self) -> list[str]:
+        return sorted({str(s.get("name")) for s in self.sessions})
+
+    @classmethod
+    def from_stats(cls, data: Mapping[str, Any]) -> AgentAvailability:
+        return cls(
+            name=str(data.get("name")),
+            id=str(data.get("id") or ""),
+            availability=str(data.get("availability")),
+            record=dict(data["record"]) if data.get("record") else None,
+            told_agent=_flag(data.get("told_agent", True)),
+            node=dict(data["node"]) if data.get("node") else None,
+            sessions=[dict(s) for s in data.get("sessions") or []],
+        )
+
+
+@dataclass
+class Drained:
+    """What ``agent drain`` ended with: the sessions ``left`` on the agent when the wait
+    ended and, when ``forced``, what destroying them removed (``destroyed``:
+    session_destroy.yml's rows, with ``name``, ``containers``, ``networks``...). The agent
+    stays drained either way (``availability``)."""
+
+    name: str
+    left: list[str] = field(default_factory=list)
+    forced: bool = False
+    destroyed: list[dict[str, Any]] = field(default_factory=list)
+    availability: AgentAvailability | None = None
 
 
 def _run(playbook: str, extravars: Mapping[str, Any], **kwargs: Any) -> PlaybookResult:
@@ -566,3 +641,116 @@ def site(
     """Converge the whole infrastructure (site.yml), optionally only ``tags``."""
     result = _run(SITE, {}, inventory=inventory, tags=tags, on_event=on_event, **kwargs)
     return _summary(SITE, result)
+
+
+def _user() -> str | None:
+    """Who runs this (recorded as who paused or drained an agent); None when unknown."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no login name and no passwd entry
+        return None
+
+
+def list_agents(
+    name: str | None = None,
+    *,
+    inventory: str | None = None,
+    on_event: Event | None = None,
+    **kwargs: Any,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The inventory's agents (or agent ``name`` alone) as the cluster sees them, and the
+    totals (playbooks/agent_list.yml). Each row: name, id, group, availability
+    (active, pause, drain), availability_text, by, reason, since, health, node_state,
+    offer and given_out (cpu, mem, gpu_devices), gpu_free, sessions, source (engine, or
+    ledger for an agent that does not answer), in_service. Totals: agents, in_service,
+    offered, given_out, free (of the agents in service only)."""
+    extravars = {"agent_name": name} if name else {}
+    result = _run(AGENT_LIST, extravars, inventory=inventory, on_event=on_event, **kwargs)
+    rows = [dict(row) for row in result.stats.get("bai_agents") or []]
+    totals = dict(result.stats.get("bai_agent_totals") or agent_view.totals(rows))
+    return rows, totals
+
+
+def show_agent(
+    name: str, *, inventory: str | None = None, on_event: Event | None = None, **kwargs: Any
+) -> dict[str, Any]:
+    """One agent's row (see :func:`list_agents`)."""
+    rows, _totals = list_agents(name, inventory=inventory, on_event=on_event, **kwargs)
+    for row in rows:
+        if row.get("name") == name:
+            return row
+    raise BaiClusterError("not_found", f"no agent {name} in this inventory")
+
+
+def set_agent_availability(
+    name: str,
+    availability: str,
+    *,
+    reason: str | None = None,
+    by: str | None = None,
+    inventory: str | None = None,
+    on_event: Event | None = None,
+    **kwargs: Any,
+) -> AgentAvailability:
+    """Pause (``pause``), drain (``drain``, without waiting: see :func:`drain_agent`) or
+    activate (``active``) an agent (playbooks/agent_availability.yml). Paused or drained:
+    no new session is placed on it or admitted by it; its sessions keep running and a
+    rerun still repairs them. ``by`` defaults to the user running this. Idempotent:
+    pausing a paused agent keeps the first record's who and when."""
+    if availability not in AVAILABILITIES:
+        raise BaiClusterError(
+            "bad_input",
+            f"availability must be one of {', '.join(AVAILABILITIES)}, got {availability!r}",
+        )
+    extravars: dict[str, Any] = {"agent_name": name, "agent_availability": availability}
+    _set(extravars, "agent_reason", reason)
+    _set(extravars, "agent_by", by or _user())
+    result = _run(AGENT_AVAILABILITY, extravars, inventory=inventory, on_event=on_event, **kwargs)
+    data = result.stats.get("bai_agent_availability")
+    if not data:
+        raise BaiClusterError("failed", "agent_availability.yml recorded no outcome")
+    return AgentAvailability.from_stats(data)
+
+
+def drain_agent(
+    name: str,
+    *,
+    timeout_s: int = DRAIN_TIMEOUT_S,
+    force: bool = False,
+    reason: str | None = None,
+    by: str | None = None,
+    inventory: str | None = None,
+    on_event: Event | None = None,
+    **kwargs: Any,
+) -> Drained:
+    """Drain an agent (playbooks/agent_drain.yml): mark it drained (no new sessions), then
+    wait up to ``timeout_s`` seconds for its sessions to end. Sessions left after that
+    raise :class:`BaiClusterError` naming them (the agent stays drained), unless
+    ``force``: then they are destroyed. The agent is never activated here (see
+    :func:`set_agent_availability`)."""
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, int) or timeout_s < 0:
+        raise BaiClusterError(
+            "bad_input", f"the drain timeout must be whole seconds >= 0, got {timeout_s!r}"
+        )
+    extravars: dict[str, Any] = {
+        "agent_name": name,
+        "agent_drain_timeout_s": timeout_s,
+        "agent_drain_force": bool(force),
+    }
+    _set(extravars, "agent_reason", reason)
+    _set(extravars, "agent_by", by or _user())
+    result = _run(AGENT_DRAIN, extravars, inventory=inventory, on_event=on_event, **kwargs)
+    data = result.stats.get("bai_agent_drain")
+    if not data:
+        raise BaiClusterError("failed", "agent_drain.yml recorded no outcome")
+    marked = result.stats.get("bai_agent_availability")
+    forced = _flag(data.get("forced"))
+    return Drained(
+        name=str(data.get("name") or name),
+        left=[str(s) for s in data.get("left") or []],
+        forced=forced,
+        destroyed=[dict(r) for r in result.stats.get("bai_sessions_destroyed") or []]
+        if forced
+        else [],
+        availability=AgentAvailability.from_stats(marked) if marked else None,
+    )

@@ -31,6 +31,8 @@ VALIDATION_TASKS = (
     "Check the session request",
     "Check the session name",
     "Check the people's public keys",
+    "Check the agent name",
+    "Check the agent and the availability asked for",
 )
 PLACEMENT_STOP = "Stop when the session cannot be placed"
 PLACEMENT = "Place the session on the agents"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ansible_collections.bai.cluster.plugins.module_utils import destroy
 from ansible_collections.bai.cluster.plugins.module_utils.agent_settings import (
     declared_data_roots,
     from_hostvars,
@@ -38,4 +39,8 @@ class FilterModule:
             "bai_data_roots": declared_data_roots,
             "bai_agent_settings": from_hostvars,
             "bai_reconcile_text": reconcile_lines,
+            "bai_destroy_targets": destroy.targets,
+            "bai_destroy_outcome": destroy.outcome,
+            "bai_destroy_text": destroy.text,
+            "bai_destroy_failures": destroy.failures,
         }

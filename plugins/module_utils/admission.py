@@ -23,6 +23,8 @@ Pure (standard library only): the modules list the containers and hold the lock.
 
 from __future__ import annotations
 
+import hashlib
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -53,6 +55,16 @@ from ansible_collections.bai.cluster.plugins.module_utils.placement import (
 )
 
 SLOT_SEPARATOR = "/"
+# Where an agent's engine lock lives unless a module is told otherwise (a tmpfs: the
+# kernel drops the lock with the process, and nothing of it needs to outlive a boot).
+DEFAULT_LOCK_DIR = "/run/bai-cluster"
+
+
+def lock_path(lock_dir: str, engine_id: str) -> str:
+    """The admission lock of an engine: every create or start of a session container,
+    and every change of the agent's availability, on that engine takes it."""
+    digest = hashlib.sha256(engine_id.encode()).hexdigest()[:16]
+    return os.path.join(lock_dir or DEFAULT_LOCK_DIR, f"admission-{digest}.lock")
 
 
 def engine_identity(info: Mapping[str, Any]) -> str:

@@ -39,6 +39,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
+from ansible_collections.bai.cluster.plugins.module_utils import availability
 from ansible_collections.bai.cluster.plugins.module_utils.admission import SLOT_SEPARATOR
 from ansible_collections.bai.cluster.plugins.module_utils.errors import LedgerError, Pending
 from ansible_collections.bai.cluster.plugins.module_utils.gpu_alloc import devices_in_use
@@ -648,7 +649,7 @@ class Sources(NamedTuple):
     read: list[str]  # to read before placing: nothing else says enough of them
     kept: list[str]  # recent kept reads: a placement on them is made as it is
     hinted: dict[str, dict[str, Any]]  # agent -> hint: a placement on it reads it first
-    unavailable: list[str]  # down, drained or paused in the swarm's node list: not used
+    unavailable: dict[str, str]  # agent -> why it takes no new session (paused, down)
 
 
 def sources(
@@ -676,19 +677,24 @@ def sources(
     (``bai_agent_resources`` with ``gpu: 0``), an earlier read under the same declaration,
     or the swarm's node list (``nodes``, :func:`node_table`) - with the ledger's own
     sessions as its load; a placement that uses it reads it first, and places again with
-    that read. An agent the node list shows down, drained or paused is not placed on.
+    that read. An agent that is paused or drained (the ledger's availability records, or
+    its swarm node's availability) or that the node list shows down is not placed on
+    (``unavailable``, with why), unless it may hold the session (a rerun repairs it).
     Without ``hints`` (a ledger that is missing: what the agents run must be seen) every
     agent without a recent kept read is read.
     """
     records = ledger.get("agents") or {}
     holding = holders(ledger, name) | set(overdue_agents(ledger, now))
-    out = Sources([], [], {}, [])
+    out = Sources([], [], {}, {})
+    paused = availability.records(ledger)
     for declared in agents:
         agent = str(declared["name"])
         record = records.get(agent)
         node = node_of(nodes, agent, record)
-        if node is not None and not node["usable"] and agent not in holding:
-            out.unavailable.append(agent)
+        identity = str(((record or {}).get("agent") or {}).get("id") or "")
+        why = availability.unavailable(agent, identity, paused, node)
+        if why and agent not in holding:
+            out.unavailable[agent] = why
             continue
         if agent in fresh:
             continue

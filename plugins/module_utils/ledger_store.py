@@ -24,6 +24,7 @@ clock that lags it.
 from __future__ import annotations
 
 import os
+import platform
 import random
 import tempfile
 import time
@@ -290,6 +291,30 @@ class _nothing:
 
 
 Store = Union[FileStore, SwarmStore]
+
+
+def open_store(module: Any) -> Store:
+    """The store a module's options name (``store``, ``path``, ``lock_timeout``): the file,
+    or the swarm behind this host's engine; fail_json when it cannot be had."""
+    from ansible_collections.bai.cluster.plugins.module_utils.docker_api import (
+        DockerException,
+        connect,
+        error_text,
+    )
+
+    params = module.params
+    if params["store"] == "file":
+        return FileStore(params["path"], params["lock_timeout"])
+    docker_ = connect(module)
+    try:
+        return SwarmStore.connect(docker_.api, platform.node())
+    except StoreError as exc:
+        module.fail_json(msg=str(exc))
+    except DockerException as exc:
+        module.fail_json(msg=f"the session ledger in the swarm: {error_text(exc)}")
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
 Step = Callable[[Snapshot, float], dict[str, Any]]
 
 

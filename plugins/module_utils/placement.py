@@ -99,6 +99,16 @@ class Agent:
 
 
 @dataclass(frozen=True)
+class OutOfService:
+    """An agent placement may not use now (paused, drained, down), and why: it is kept
+    out of ``place``'s agents, and named by its PENDING messages (docs/operations.md)."""
+
+    name: str
+    group: str
+    why: str
+
+
+@dataclass(frozen=True)
 class Placement:
     """``mode`` is the mode as actually placed; ``assignment`` maps hostname -> agent
     name in kernel order."""
@@ -146,6 +156,7 @@ def place(
     *,
     mode: str,
     resource_group: str,
+    out_of_service: Sequence[OutOfService] = (),
 ) -> Placement:
     """Choose an agent for every kernel, or raise ``Pending`` (nothing is half-placed).
 
@@ -153,31 +164,67 @@ def place(
     free capacity (free CPU, then free memory, then name). multi-node: the same if one
     agent fits all (the result then says single-node); else kernels are spread, in
     kernel order, each to the agent with the most capacity left that fits it.
+
+    ``agents`` are those placement may use; ``out_of_service`` the group's others
+    (paused, drained, down). Their room is never counted, so every mode, and the
+    collapse of a multi-node session onto one agent, passes over them; a PENDING names
+    them and is never permanent while the group has any (they may come back).
     """
     if mode not in MODES:
         raise SpecError(f"mode: got {mode!r}; allowed: {', '.join(MODES)}")
     if not kernels:
         raise ValueError("place() needs at least one kernel")
-    group = _group_agents(agents, resource_group)
-    _check_never_fits(kernels, group, resource_group)
-    whole = _place_on_one(kernels, group)
-    if whole is not None:
-        return whole
-    if mode == MODE_SINGLE:
-        raise _single_node_pending(kernels, group, resource_group)
-    assignment = _spread(kernels, group)
-    if assignment is None:
-        raise _multi_node_pending(kernels, group, resource_group)
+    away = sorted((a for a in out_of_service if a.group == resource_group), key=lambda a: a.name)
+    try:
+        group = _group_agents(agents, resource_group, away)
+        # Whether "never" can be said: an agent out of service may be bigger.
+        whole_group = not away
+        if whole_group:
+            _check_never_fits(kernels, group, resource_group)
+        whole = _place_on_one(kernels, group)
+        if whole is not None:
+            return whole
+        if mode == MODE_SINGLE:
+            raise _single_node_pending(kernels, group, resource_group, whole_group)
+        assignment = _spread(kernels, group)
+        if assignment is None:
+            raise _multi_node_pending(kernels, group, resource_group, whole_group)
+    except Pending as exc:
+        if not away:
+            raise
+        # What is out of service may come back: waiting can help.
+        raise Pending(exc.reason + out_of_service_note(away), permanent=False) from None
     used = set(assignment.values())
     return Placement(MODE_MULTI if len(used) > 1 else MODE_SINGLE, assignment)
 
 
-def _group_agents(agents: Sequence[Agent], resource_group: str) -> list[Agent]:
+# Agents out of service a PENDING message names one by one.
+REPORT_AWAY = 8
+
+
+def out_of_service_note(away: Sequence[OutOfService]) -> str:
+    """'; not counted, as they take no new sessions: agent2 paused by bob ...: upgrade'."""
+    if not away:
+        return ""
+    parts = [f"{a.name} {a.why}" for a in away[:REPORT_AWAY]]
+    if len(away) > REPORT_AWAY:
+        parts.append(f"and {len(away) - REPORT_AWAY} more")
+    return (
+        f"; not counted, as they take no new sessions: {'; '.join(parts)} "
+        f"(bai-cluster agent activate NAME puts a paused agent back in service)"
+    )
+
+
+def _group_agents(
+    agents: Sequence[Agent], resource_group: str, away: Sequence[OutOfService] = ()
+) -> list[Agent]:
     counts = Counter(agent.name for agent in agents)
     duplicates = sorted(name for name, n in counts.items() if n > 1)
     if duplicates:
         raise ValueError(f"agent name(s) listed more than once: {', '.join(duplicates)}")
     group = sorted((a for a in agents if a.group == resource_group), key=_by_name)
+    if not group and away:
+        raise Pending(f"no agent of resource group {resource_group!r} is in service")
     if not group:
         groups = sorted({agent.group for agent in agents})
         known = ", ".join(repr(g) for g in groups) if groups else "none (no agents at all)"
@@ -433,10 +480,10 @@ def _short_of(need: Resources, free: Resources) -> list[str]:
 
 
 def _single_node_pending(
-    kernels: Sequence[Kernel], group: list[Agent], resource_group: str
+    kernels: Sequence[Kernel], group: list[Agent], resource_group: str, whole_group: bool = True
 ) -> Pending:
     need = _total(kernels)
-    never = not any(need.fits_in(agent.total) for agent in group)
+    never = whole_group and not any(need.fits_in(agent.total) for agent in group)
     hint = ""
     if never and need.fits_in(_capacity(group)):
         hint = "; it can never fit on one agent, use mode multi-node to spread it"
@@ -451,10 +498,10 @@ def _single_node_pending(
 
 
 def _multi_node_pending(
-    kernels: Sequence[Kernel], group: list[Agent], resource_group: str
+    kernels: Sequence[Kernel], group: list[Agent], resource_group: str, whole_group: bool = True
 ) -> Pending:
     need = _total(kernels)
-    never = not need.fits_in(_capacity(group))
+    never = whole_group and not need.fits_in(_capacity(group))
     hint = "; it can never fit in this group" if never else ""
     per_kernel = kernels[0].resources if len({k.resources for k in kernels}) == 1 else None
     each = f" ({per_kernel.describe()} each)" if per_kernel else ""

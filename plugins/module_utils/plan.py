@@ -52,6 +52,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.naming import (
 )
 from ansible_collections.bai.cluster.plugins.module_utils.placement import (
     Agent,
+    OutOfService,
     assign_gpu_devices,
     label_float,
     place,
@@ -127,6 +128,7 @@ def plan_session(
     existing: Sequence[Mapping[str, Any]] = (),
     *,
     inventory: Mapping[str, Mapping[str, Any]] | None = None,
+    out_of_service: Sequence[OutOfService] = (),
 ) -> dict[str, Any]:
     """Decide what creating ``spec`` means now. Pure: the caller supplies the agents
     (capacity and use), the containers of this session name found on them
@@ -150,7 +152,13 @@ def plan_session(
         gpu_devices = _existing_gpu_devices(existing)
         action = "exists"
     else:
-        placement = place(kernels, agents, mode=spec.mode, resource_group=spec.resource_group)
+        placement = place(
+            kernels,
+            agents,
+            mode=spec.mode,
+            resource_group=spec.resource_group,
+            out_of_service=out_of_service,
+        )
         assignment, mode = placement.assignment, placement.mode
         gpu_devices = assign_gpu_devices(kernels, assignment, agents)
         kernel_ids = {k.hostname: kernel_id() for k in kernels}

@@ -16,7 +16,6 @@ unit tests drive it with stand-ins.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
 import threading
@@ -26,7 +25,12 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Optional, Protocol
 
-from ansible_collections.bai.cluster.plugins.module_utils import admission, mesh, session_network
+from ansible_collections.bai.cluster.plugins.module_utils import (
+    admission,
+    availability,
+    mesh,
+    session_network,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.addresses import read_addresses
 from ansible_collections.bai.cluster.plugins.module_utils.docker_api import (
     DockerException,
@@ -143,6 +147,7 @@ class Settings:
     lock_dir: str
     lock_timeout: int
     workers: int
+    state_dir: str = availability.DEFAULT_STATE_DIR
 
 
 SSHD_READY = b"Server listening on"
@@ -356,6 +361,7 @@ class AgentShare:
             )
         starting = {c["name"] for _kernel, c in start}
         mine = admission.holdings(listed, self.cfg.agent_id or "")
+        self.admit_availability(mine)
         request = [h for h in mine if h.container in starting] + [
             admission.Holding(
                 container=k.container_name,
@@ -378,14 +384,29 @@ class AgentShare:
                 + ("" if create else f"; {_recreate_hint(self.req.session)}")
             )
 
+    def admit_availability(self, mine: list[admission.Holding]) -> None:
+        """Refuse (Refused) a new session on an agent its own record says is paused or
+        drained; a session with containers here is admitted (a rerun repairs it)."""
+        try:
+            own = availability.read_marker(self.cfg.state_dir).get(self.cfg.agent_id or "")
+        except (OSError, ValueError) as exc:
+            raise Failure(
+                f"agent {self.req.agent}: cannot tell whether it is paused: {exc}; nothing "
+                f"was changed"
+            ) from None
+        there = any(h.session_id == self.req.session_id for h in mine)
+        why = availability.admits(own, session_there=there)
+        if why:
+            raise Refused(
+                f"agent {self.req.agent} ({self.identity}) refuses session "
+                f"{self.req.session}: {why}; nothing was created"
+            )
+
     def admission_lock(self):
         """The engine's admission lock (none in check mode, which makes nothing)."""
         if self.module.check_mode:
             return nullcontext()
-        digest = hashlib.sha256(self.engine_id.encode()).hexdigest()[:16]
-        return locked(
-            os.path.join(self.cfg.lock_dir, f"admission-{digest}.lock"), self.cfg.lock_timeout
-        )
+        return locked(admission.lock_path(self.cfg.lock_dir, self.engine_id), self.cfg.lock_timeout)
 
     def gpu_host_options(self, kernel: PlannedKernel, docker) -> dict:
         """create_host_config keyword arguments that give ``kernel`` exactly its GPUs."""

@@ -86,6 +86,12 @@ options:
     description: Seconds each GPU detection command (C(nvidia-smi), C(rocm-smi)) may run.
     type: int
     default: 30
+  state_dir:
+    description:
+      - Folder (on this agent) of its own availability record
+        (M(bai.cluster.bai_agent_availability)), returned as RV(agent.availability).
+    type: path
+    default: /var/lib/bai-cluster
 extends_documentation_fragment:
   - bai.cluster.attributes
   - bai.cluster.attributes.read_only
@@ -168,6 +174,12 @@ agent:
           ...), given to session containers unless turned off; empty when it has none.
       type: list
       elements: str
+    availability:
+      description:
+        - The agent's own availability record (C(availability) C(pause) or C(drain),
+          C(by), C(reason), C(at)); null when it is active. Placement passes over an
+          agent whose read has one.
+      type: dict
 sessions:
   description:
     - Per session id on this agent, what its containers (any state) were given (C(cpu),
@@ -212,6 +224,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.bai.cluster.plugins.module_utils import availability
 from ansible_collections.bai.cluster.plugins.module_utils.admission import (
     agent_identity,
     engine_identity,
@@ -251,6 +264,10 @@ def run(module: AnsibleModule) -> dict:
         raise SpecError(f"bai_agent_resources.gpu: {exc}") from None
     except ValueError as exc:  # SpecError is one
         raise SpecError(str(exc)) from None
+    try:
+        own = availability.read_marker(params["state_dir"]).get(params["agent_id"] or "")
+    except (OSError, ValueError) as exc:
+        raise SpecError(f"its availability record: {exc}") from None
     if gpus["warning"]:
         module.warn(f"agent {params['agent_name']}: {gpus['warning']}")
     read_at = time.time()
@@ -284,6 +301,8 @@ def run(module: AnsibleModule) -> dict:
             "gpu_source": gpus["source"],
             # Shared by every session container of this agent (not counted).
             "rdma_devices": rdma_devices(),
+            # Its own availability record (bai_agent_availability): None when active.
+            "availability": own,
         },
         # Per session id, for the reservation ledger (module_utils/ledger.py).
         "sessions": observed_sessions(listed),
@@ -327,6 +346,7 @@ def main() -> None:
             "paths": {"type": "list", "elements": "str", "default": []},
             "gpu_detect": {"type": "bool", "default": True},
             "gpu_detect_timeout": {"type": "int", "default": 30},
+            "state_dir": {"type": "path", "default": "/var/lib/bai-cluster"},
             **DOCKER_ARGUMENT_SPEC,
         },
         supports_check_mode=True,

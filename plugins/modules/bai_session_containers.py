@@ -210,6 +210,14 @@ options:
     description: Seconds to wait for the admission lock before failing.
     type: int
     default: 120
+  state_dir:
+    description:
+      - Folder (on this agent) of the agent's own availability record, C(availability.json)
+        (M(bai.cluster.bai_agent_availability)). Admission, under the lock, refuses a new
+        session while it says this agent is paused or drained; a session with containers
+        here is still repaired.
+    type: path
+    default: /var/lib/bai-cluster
   kernels:
     description:
       - Every kernel of the session in kernel order (bai_session_plan's C(kernels)), each with
@@ -431,7 +439,7 @@ def request_of(params: dict) -> Request:
 def settings_of(params: dict) -> Settings:
     """This agent's settings (option settings, validated by its argument spec) and the
     module's own limits."""
-    own = ("ssh_timeout", "lock_dir", "lock_timeout", "workers")
+    own = ("ssh_timeout", "lock_dir", "lock_timeout", "workers", "state_dir")
     return Settings(**params["settings"], **{key: params[key] for key in own})
 
 
@@ -450,6 +458,7 @@ def main() -> None:
             "ledger_ids": {"type": "list", "elements": "str", "default": []},
             "lock_dir": {"type": "path", "default": "/run/bai-cluster"},
             "lock_timeout": {"type": "int", "default": 120},
+            "state_dir": {"type": "path", "default": "/var/lib/bai-cluster"},
             "mode": {"type": "str", "choices": ["single-node", "multi-node"]},
             "network": {"type": "str"},
             "env": {"type": "dict", "default": {}},

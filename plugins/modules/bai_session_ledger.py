@@ -43,9 +43,9 @@ description:
     (C(cpu), C(mem) and C(gpu=0)), an older read's, or the swarm node list's - with the
     ledger's sessions as its load; a placement on hinted agents reserves nothing and asks
     for reads of those agents only (RV(need_read)), then places again. With O(store=swarm)
-    the node list (one call) also keeps placement off down, drained and paused nodes
-    (RV(unavailable)). So a create reads only the agents it places on, whatever the size
-    of the cluster.
+    the node list (one call) also keeps placement off down nodes; paused and drained
+    agents are passed over wherever the cluster or the agent says so (RV(unavailable)).
+    So a create reads only the agents it places on, whatever the size of the cluster.
   - O(state=ready) confirms this run's reservation (matched by O(session_id)); it lasts
     until the session is destroyed. It fails when that reservation is gone (it expired
     while the create still ran), so the create removes what it made instead of reporting
@@ -239,9 +239,12 @@ read:
   type: list
   elements: str
 unavailable:
-  description: Agents of O(agents) not placed on - down, drained or paused in the swarm's
-    node list.
-  returned: O(state=reserved), placed
+  description:
+    - Agents not placed on - paused or drained (M(bai.cluster.bai_agent_availability) -
+      by the ledger's record, the agent's own in its fresh read, or its swarm node's
+      availability) or down in the swarm's node list. A PENDING failure lists those of
+      the session's resource group too, and its message says why each was passed over.
+  returned: O(state=reserved), placed or PENDING
   type: list
   elements: str
 kept:
@@ -362,16 +365,15 @@ conflict:
   type: bool
 """
 
-import platform
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.bai.cluster.plugins.module_utils import admission
+from ansible_collections.bai.cluster.plugins.module_utils import availability as avail
 from ansible_collections.bai.cluster.plugins.module_utils import ledger as book
 from ansible_collections.bai.cluster.plugins.module_utils import ledger_store as store_
 from ansible_collections.bai.cluster.plugins.module_utils.docker_api import (
     DOCKER_ARGUMENT_SPEC,
     DockerException,
-    connect,
     error_text,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.errors import (
@@ -381,6 +383,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.errors import (
     SpecError,
     StoreError,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.placement import OutOfService
 from ansible_collections.bai.cluster.plugins.module_utils.plan import (
     agents_from_info,
     placement_failure,
@@ -469,7 +472,14 @@ def reserve(
             f"run part of it; it keeps its share until bai-cluster session reconcile "
             f"removes it"
         )
-    info, kept, hinted, unavailable = fresh, [], {}, []
+    info, kept, hinted = list(fresh), [], {}
+    # Agents that take no new session: paused or drained by their own record (a fresh
+    # read says so) or the ledger's, or down in the swarm's node list.
+    unavailable = {
+        str(r["agent"].get("name")): avail.describe(r["agent"]["availability"])
+        for r in fresh
+        if (r.get("agent") or {}).get("availability")
+    }
     if params["agents"] is not None:  # the inventory's agents: kept reads for the rest
         declared = declarations(module)
         book.remember(ledger, fresh, now, declared)
@@ -499,13 +509,25 @@ def reserve(
         if holding and not (held and held.get("state") == book.CREATING):
             return ask_to_read(sorted(holding))
         records = ledger.get("agents") or {}
-        kept, hinted, unavailable = found.kept, found.hinted, found.unavailable
-        # Down, drained or paused nodes take no new session (a holder's read stays).
+        kept, hinted = found.kept, found.hinted
+        unavailable = {**found.unavailable, **unavailable}
+    else:
+        paused = avail.records(ledger)
+        for r in fresh:
+            agent = r.get("agent") or {}
+            why = avail.unavailable(
+                str(agent.get("name")), str(agent.get("id") or ""), paused, None
+            )
+            if why:
+                unavailable.setdefault(str(agent.get("name")), why)
+    if unavailable:
+        # Down, drained or paused agents take no new session (a holder's read stays).
         info = [
             r
             for r in fresh
             if (r.get("agent") or {}).get("name") not in unavailable or r.get("containers")
         ]
+    if params["agents"] is not None:
         info += [book.kept_result(records[a]) for a in kept] + list(hinted.values())
     entry = ledger["sessions"].get(spec.name)
     counted = book.adjust(info, ledger)
@@ -519,7 +541,8 @@ def reserve(
             entry = {**entry, "name": spec.name}
         if book.before_placing(entry, existing, read_at) == "place" and entry is not None:
             del ledger["sessions"][spec.name]  # stale: its containers are gone
-        plan = plan_session(spec, agents or [], existing, inventory=inventory)
+        away = out_of_service(params["agents"], fresh, unavailable)
+        plan = plan_session(spec, agents or [], existing, inventory=inventory, out_of_service=away)
     except (Pending, SpecError) as exc:
         if kept and not final:
             # Kept reads only ever say yes: read those agents before saying no.
@@ -527,6 +550,11 @@ def reserve(
         failure = placement_failure(spec.name, exc)
         if isinstance(exc, Pending):
             failure["dropped"] = dropped
+            failure["unavailable"] = sorted(
+                a.name
+                for a in out_of_service(params["agents"], fresh, unavailable)
+                if a.group == spec.resource_group
+            )
         module.fail_json(**failure)
     except SessionConflict as exc:
         module.fail_json(**placement_failure(spec.name, exc))
@@ -542,7 +570,7 @@ def reserve(
         "size": spec.size,
         "read": sorted(read) if params["agents"] is not None else None,
         "kept": kept,
-        "unavailable": unavailable,
+        "unavailable": sorted(unavailable),
     }
     # Keeping the agents' reads is bookkeeping, not a change to the cluster.
     changed = bool(dropped or expiry.adopted)
@@ -560,6 +588,17 @@ def reserve(
         "adopted": expiry.adopted,
         "save": bool(fresh),
     }
+
+
+def out_of_service(declared: list | None, fresh: list, unavailable: dict) -> list:
+    """The agents placement passed over (``unavailable``: name -> why), with their
+    resource groups (the inventory's, else their reads')."""
+    groups = {str(r["agent"].get("name")): r["agent"].get("group") for r in fresh if "agent" in r}
+    groups.update({str(a["name"]): a.get("group") or "default" for a in declared or []})
+    return [
+        OutOfService(name, str(groups.get(name) or "default"), why)
+        for name, why in sorted(unavailable.items())
+    ]
 
 
 def declarations(module: AnsibleModule) -> dict:
@@ -593,21 +632,6 @@ def reconciled(module: AnsibleModule, ledger: dict, now: float, ids: list) -> di
         "unread": unread,
         "held": sorted(ledger["sessions"]),
     }
-
-
-def open_store(module: AnsibleModule) -> store_.Store:
-    """The store O(store) names: the file O(path), or the swarm behind this host's engine."""
-    params = module.params
-    if params["store"] == "file":
-        return store_.FileStore(params["path"], params["lock_timeout"])
-    docker_ = connect(module)
-    try:
-        return store_.SwarmStore.connect(docker_.api, platform.node())
-    except StoreError as exc:
-        module.fail_json(msg=str(exc))
-    except DockerException as exc:
-        module.fail_json(msg=f"the session ledger in the swarm: {error_text(exc)}")
-    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def node_table(module: AnsibleModule, store: store_.Store) -> dict | None:
@@ -708,7 +732,7 @@ def run(module: AnsibleModule) -> dict:
         )
     if state == "reconciled" and params["agent_info"] is None:
         module.fail_json(msg="bai_session_ledger: state=reconciled needs agent_info")
-    store = open_store(module)
+    store = store_.open_store(module)
     nodes = node_table(module, store)
     try:
         result = store_.transact(

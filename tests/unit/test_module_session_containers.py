@@ -28,7 +28,10 @@ from ansible_collections.bai.cluster.plugins.module_utils.labels import (
 from ansible_collections.bai.cluster.plugins.module_utils.placement import Agent
 from ansible_collections.bai.cluster.plugins.module_utils.plan import plan_session
 from ansible_collections.bai.cluster.plugins.module_utils.spec import normalize_spec, spec_canonical
-from ansible_collections.bai.cluster.plugins.modules import bai_session_containers
+from ansible_collections.bai.cluster.plugins.modules import (
+    bai_agent_availability,
+    bai_session_containers,
+)
 from docker_fake import GI, SSHD_LISTENING, FakeEngine, api_error, run_module
 
 AGENT = "agent1"
@@ -91,6 +94,7 @@ def args_for(plan, tmp_path, data_root, **override):
         "network_spec": {"driver": "bridge", "labels": plan["network"]["labels"]},
         "mesh_check": True,
         "lock_dir": str(tmp_path / "locks"),
+        "state_dir": str(tmp_path / "state"),
     }
     return {**args, **override}
 
@@ -519,3 +523,59 @@ def test_an_agent_the_plan_does_not_use_is_refused(engine, tmp_path, data_root):
     result = run(args_for(plan, tmp_path, data_root, agent="agnet1"), engine)
     assert result["failed"] is True and "no container of session s1" in result["msg"], result
     assert engine.store == {}
+
+
+# --- availability ---------------------------------------------------------------------
+def pause(engine, tmp_path, availability="pause"):
+    """Pause agent1 as playbooks/agent_availability.yml does on the agent."""
+    return run_module(
+        bai_agent_availability,
+        {
+            "agent": AGENT,
+            "availability": availability,
+            "reason": "driver upgrade",
+            "by": "alice",
+            "state_dir": str(tmp_path / "state"),
+            "lock_dir": str(tmp_path / "locks"),
+        },
+        engine,
+    )
+
+
+def test_a_paused_agent_refuses_a_new_session_and_still_repairs_one_it_holds(
+    engine, tmp_path, data_root
+):
+    held = args_for(plan_for("held", size=1, cpu=1), tmp_path, data_root)
+    run(held, engine)
+    engine.stop("bai-held-main1")
+
+    paused = pause(engine, tmp_path)
+
+    assert paused["changed"] is True, paused
+    assert paused["record"]["by"] == "alice" and paused["identity"] == engine.engine_id
+    assert [s["name"] for s in paused["sessions"]] == ["held"]
+    assert pause(engine, tmp_path)["changed"] is False  # paused already: kept as it was
+
+    refused = run(args_for(plan_for("s1", cpu=1), tmp_path, data_root), engine)
+    assert refused["refused"] is True, refused
+    assert "paused by alice" in refused["msg"] and "driver upgrade" in refused["msg"]
+    assert container_names(engine, "s1") == [] and engine.network_named("bai-s1-net") is None
+
+    # A rerun of the session already there starts its container again.
+    repaired = run(held, engine)
+    assert repaired["restarted"] == ["bai-held-main1"], repaired
+
+    activated = pause(engine, tmp_path, "active")
+    assert activated["changed"] is True and activated["record"] is None
+    assert run(args_for(plan_for("s1", cpu=1), tmp_path, data_root), engine)["changed"] is True
+
+
+def test_pause_in_check_mode_writes_nothing(engine, tmp_path):
+    result = run_module(
+        bai_agent_availability,
+        {"agent": AGENT, "availability": "drain", "state_dir": str(tmp_path / "state")},
+        engine,
+        check_mode=True,
+    )
+    assert result["changed"] is True and result["record"]["availability"] == "drain"
+    assert not (tmp_path / "state").exists()

@@ -10,6 +10,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.labels import (
 from ansible_collections.bai.cluster.plugins.module_utils.model import Resources
 from ansible_collections.bai.cluster.plugins.module_utils.placement import (
     Agent,
+    OutOfService,
     place,
     used_from_labels,
 )
@@ -237,3 +238,75 @@ def test_placement_over_ten_thousand_agents_is_a_heap_not_a_scan_per_container()
     used = list(got.assignment.values())
     assert len(set(used)) == 64
     assert all(int(name[1:]) % 16 == 0 for name in used)  # nothing in use on those
+
+
+# --- agents out of service (paused, drained, down: docs/operations.md) -----------------
+PAUSED = OutOfService("agent2", "default", "paused by alice at 2026-11-26 09:00:00 UTC: bios")
+
+
+def test_an_agent_out_of_service_is_never_chosen_in_any_mode():
+    # Its room is never counted: placement is given the agents it may use, and the
+    # collapse of a multi-node session onto one agent uses only those too.
+    usable = [agent("agent1", cpu=4), agent("agent3", cpu=2)]
+    for mode in ("single-node", "multi-node"):
+        got = place(
+            kernels_for(2), usable, mode=mode, resource_group="default", out_of_service=[PAUSED]
+        )
+        assert got.agents == ["agent1"] and got.mode == "single-node"
+    got = place(
+        kernels_for(3, cpu=2),
+        usable,
+        mode="multi-node",
+        resource_group="default",
+        out_of_service=[PAUSED],
+    )
+    assert got.agents == ["agent1", "agent3"]
+
+
+def test_a_pending_session_names_the_agents_out_of_service_and_can_wait():
+    usable = [agent("agent1", cpu=4)]
+    with pytest.raises(Pending) as caught:
+        place(
+            kernels_for(3, cpu=2),
+            usable,
+            mode="multi-node",
+            resource_group="default",
+            out_of_service=[PAUSED],
+        )
+    assert caught.value.permanent is False
+    assert "not counted, as they take no new sessions: agent2 paused by alice" in str(caught.value)
+    assert "agent1: cpu 4" in str(caught.value) and "agent2: cpu" not in str(caught.value)
+    # Bigger than any agent in service, but an agent away may be bigger: never "never".
+    with pytest.raises(Pending) as caught:
+        place(
+            kernels_for(1, cpu=8),
+            usable,
+            mode="single-node",
+            resource_group="default",
+            out_of_service=[PAUSED],
+        )
+    assert caught.value.permanent is False and "never" not in str(caught.value)
+
+
+def test_a_group_with_every_agent_out_of_service_waits_and_other_groups_do_not_count():
+    with pytest.raises(Pending) as caught:
+        place(
+            kernels_for(1),
+            [agent("gpu1", group="gpu")],
+            mode="single-node",
+            resource_group="default",
+            out_of_service=[PAUSED],
+        )
+    assert "no agent of resource group 'default' is in service" in str(caught.value)
+    assert caught.value.permanent is False
+    # An agent of another group out of service changes nothing for this one.
+    other = OutOfService("gpu2", "gpu", "drained by bob")
+    with pytest.raises(Pending) as caught:
+        place(
+            kernels_for(1, cpu=8),
+            [agent("agent1")],
+            mode="single-node",
+            resource_group="default",
+            out_of_service=[other],
+        )
+    assert caught.value.permanent is True and "gpu2" not in str(caught.value)

@@ -1,0 +1,26 @@
+"""Filters of the agent playbooks (playbooks/agent_list.yml)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ansible_collections.bai.cluster.plugins.module_utils.agent_view import (
+    details,
+    rows,
+    table,
+    totals,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.availability import describe
+
+
+class FilterModule:
+    """Ansible entry point."""
+
+    def filters(self) -> dict[str, Any]:
+        return {
+            "bai_agent_rows": rows,
+            "bai_agent_table": table,
+            "bai_agent_totals": totals,
+            "bai_agent_details": details,
+            "bai_availability_text": describe,
+        }

@@ -1,0 +1,231 @@
+"""Agent availability (docs/operations.md): whether an agent takes new sessions.
+
+- ``active``: in service.
+- ``pause``: no new session is placed or admitted there. Sessions already there keep
+  running, and a rerun of one of them still repairs it (its containers are there).
+- ``drain``: paused, while the operator waits for its sessions to end (``bai-cluster
+  agent drain``); it stays so once they have, until ``activate``.
+
+The words are Swarm's node availability, and in a swarm the agent's node is set to the
+same, so ``docker node ls`` shows it. Two records, written in this order by ``pause``
+and ``drain`` (``activate`` clears them in the same order):
+
+1. **The agent's own** (:data:`MARKER` in its state folder, per slot of its engine),
+   written under the engine's admission lock and read by admission under that lock. So
+   a create racing a pause never lands: either its containers were admitted before the
+   pause (the drain then waits for them), or it is refused.
+2. **The cluster's**: in the session ledger (``ledger["availability"]``, by agent
+   identity, with its inventory name, who, why and when), which lives in the swarm's
+   raft store where there is a swarm, so every controller sees it; and the swarm node's
+   availability for an agent that is its whole engine. Placement passes over an agent
+   that either calls unavailable, and over one the swarm reports down.
+
+Nothing but ``activate`` makes an agent active again: no role or playbook of site.yml
+touches either record. Pure, except :func:`read_marker` and :func:`write_marker` (one
+small file).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+ACTIVE = "active"
+PAUSE = "pause"
+DRAIN = "drain"
+AVAILABILITIES = (ACTIVE, PAUSE, DRAIN)
+# How list, show and messages say each one.
+WORDS = {ACTIVE: "active", PAUSE: "paused", DRAIN: "drained"}
+
+# The agent's own record: slot ('' for an agent that is its whole engine) -> record.
+MARKER = "availability.json"
+DEFAULT_STATE_DIR = "/var/lib/bai-cluster"
+
+
+def make_record(
+    availability: str, *, name: str, identity: str, by: str, reason: str, now: float
+) -> dict[str, Any]:
+    """The record of one pause or drain (``active`` has none)."""
+    if availability not in (PAUSE, DRAIN):
+        raise ValueError(f"availability: got {availability!r}; allowed: {PAUSE}, {DRAIN}")
+    return {
+        "availability": availability,
+        "name": name,
+        "id": identity,
+        "by": by or "unknown",
+        "reason": reason or "",
+        "at": float(now),
+    }
+
+
+def describe(record: Mapping[str, Any] | None) -> str:
+    """'paused by alice at 2026-11-26 09:00:00 UTC: driver upgrade' ('active' for None)."""
+    if not record:
+        return WORDS[ACTIVE]
+    word = WORDS.get(str(record.get("availability")), str(record.get("availability")))
+    text = f"{word} by {record.get('by') or 'unknown'} at {clock(record.get('at'))}"
+    return text + (f": {record['reason']}" if record.get("reason") else "")
+
+
+def clock(epoch: Any) -> str:
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(float(epoch)))
+    except (TypeError, ValueError):
+        return "?"
+
+
+# --- the cluster's record (in the session ledger) -------------------------------------
+def records(ledger: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """identity -> record of every agent the ledger holds out of service."""
+    found = ledger.get("availability") or {}
+    return {str(k): dict(v) for k, v in found.items() if isinstance(v, Mapping)}
+
+
+def record_of(
+    found: Mapping[str, Mapping[str, Any]], name: str, identity: str = ""
+) -> Mapping[str, Any] | None:
+    """An agent's record: by its identity, else by its inventory name (an agent paused
+    before it was ever read has no identity in the ledger)."""
+    if identity and identity in found:
+        return found[identity]
+    for key, row in found.items():
+        if row.get("name") == name and (not identity or not row.get("id") or key == identity):
+            return row
+    return None
+
+
+def set_availability(
+    ledger: dict[str, Any], record: Mapping[str, Any] | None, *, name: str, identity: str
+) -> bool:
+    """Write an agent's record into the ledger (None: active, the record goes); whether
+    that changed anything. The key is its identity (its name while it has none)."""
+    table = ledger.setdefault("availability", {})
+    key = identity or name
+    # A record written under the name alone, before the agent's identity was known.
+    old_key = next((k for k, v in table.items() if v.get("name") == name and k != key), None)
+    if old_key and (not identity or not table[old_key].get("id")):
+        table.setdefault(key, table[old_key])
+        del table[old_key]
+    return set_entry(table, key, record)
+
+
+def set_entry(table: dict[str, Any], key: str, record: Mapping[str, Any] | None) -> bool:
+    """Put ``record`` at ``key`` of a table of records (None: remove it); whether that
+    changed anything. Pausing a paused agent again (or draining a drained one) keeps the
+    first record's who and when, and its reason unless a new one is given."""
+    old = table.get(key)
+    if record is None:
+        return table.pop(key, None) is not None
+    new = dict(record)
+    if old and old.get("availability") == new["availability"]:
+        new.update(by=old.get("by", new["by"]), at=old.get("at", new["at"]))
+        if not record.get("reason"):
+            new["reason"] = old.get("reason", "")
+    if old == new:
+        return False
+    table[key] = new
+    return True
+
+
+def unavailable(
+    name: str,
+    identity: str,
+    found: Mapping[str, Mapping[str, Any]],
+    node: Mapping[str, Any] | None,
+) -> str:
+    """Why placement passes over an agent ('' when it may place there): paused or drained
+    (the ledger's record, or the swarm node's availability), or down in the swarm."""
+    record = record_of(found, name, identity)
+    if record is not None:
+        return describe(record)
+    if node is not None and node.get("availability", ACTIVE) != ACTIVE:
+        word = WORDS.get(str(node["availability"]), str(node["availability"]))
+        return f"{word} in the swarm (docker node update; not by this toolkit)"
+    if node is not None and not node.get("usable", True):
+        return f"{node.get('state') or 'down'} in the swarm"
+    return ""
+
+
+# --- the agent's own record (admission) -----------------------------------------------
+def admits(record: Mapping[str, Any] | None, *, session_there: bool) -> str:
+    """'' when an agent with its own ``record`` admits a session, else why not. A paused
+    or drained agent admits only a session that already has containers there (a rerun
+    repairs it); nothing new."""
+    if not record or record.get("availability") == ACTIVE or session_there:
+        return ""
+    return (
+        f"it is {describe(record)}; it takes no new sessions until bai-cluster agent "
+        f"activate (sessions already there are still repaired)"
+    )
+
+
+def marker_path(state_dir: str) -> str:
+    return os.path.join(state_dir or DEFAULT_STATE_DIR, MARKER)
+
+
+def read_marker(state_dir: str) -> dict[str, dict[str, Any]]:
+    """The agent's own records (slot -> record); {} when there is none. A damaged file
+    raises ValueError: an agent that cannot tell whether it is paused admits nothing."""
+    path = marker_path(state_dir)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except FileNotFoundError:
+        return {}
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+        raise ValueError(
+            f"{path} is damaged (not a JSON mapping of records); remove it and pause or "
+            f"activate the agent again"
+        )
+    return data
+
+
+def write_marker(state_dir: str, found: Mapping[str, Mapping[str, Any]]) -> None:
+    """Replace the agent's own records atomically (0600; the folder 0700)."""
+    path = marker_path(state_dir)
+    folder = os.path.dirname(path)
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".availability-")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(dict(found), handle, indent=1, sort_keys=True)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def sessions_held(holdings: Iterable[Any]) -> list[dict[str, Any]]:
+    """[{name, session_id, containers, states}] of ``admission.Holding`` rows, by name."""
+    out: dict[str, dict[str, Any]] = {}
+    for h in holdings:
+        row = out.setdefault(
+            h.session_id or h.session,
+            {"name": h.session, "session_id": h.session_id, "containers": [], "states": []},
+        )
+        row["containers"].append(h.container)
+        if h.state and h.state not in row["states"]:
+            row["states"].append(h.state)
+    return sorted(out.values(), key=lambda r: (r["name"], r["session_id"]))
+
+
+# --- the swarm node -------------------------------------------------------------------
+def node_spec(node: Mapping[str, Any], availability: str) -> dict[str, Any] | None:
+    """The node's new spec for ``availability`` (``docker node inspect``'s Spec with it
+    changed), or None when it is so already."""
+    spec = dict(node.get("Spec") or {})
+    if spec.get("Availability", ACTIVE) == availability:
+        return None
+    spec["Availability"] = availability
+    return spec

@@ -1,0 +1,382 @@
+#!/usr/bin/python
+"""Ansible module bai_agent_availability: pause, drain or activate an agent."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: bai_agent_availability
+short_description: Pause, drain or activate a compute agent, or read what is out of service
+description:
+  - An agent's availability (docs/operations.md) says whether it takes new sessions -
+    V(active), V(pause) (no new session is placed or admitted there; sessions there keep
+    running and a rerun still repairs them) or V(drain) (paused while its sessions end).
+  - It is kept in two places, each written by one run of this module. Pausing writes the
+    agent's first, then the cluster's; activating clears them in the same order. So no
+    create that is placed while a pause is under way lands on the agent.
+  - O(scope=agent) runs on the agent and writes its own record (C(availability.json) in
+    O(state_dir), one per slot of its engine) under the engine's admission lock, the lock
+    under which M(bai.cluster.bai_session_containers) admits containers and reads this
+    record. Returns RV(identity) and the sessions that hold the agent (RV(sessions)).
+  - O(scope=cluster) runs where the session ledger is served (a swarm manager, or the
+    file ledger's host) and writes the record into the session ledger (in the swarm's
+    raft store where there is a swarm, by compare-and-swap), with who (O(by)), why
+    (O(reason)) and when (the ledger's clock). For an agent that is its whole engine in a
+    swarm, the swarm node's availability is set the same (C(docker node ls) shows it);
+    M(bai.cluster.bai_session_ledger) places no session on an agent either says is paused
+    or drained.
+  - Without O(availability) nothing is changed - O(scope=agent) returns the agent's record
+    and sessions, O(scope=cluster) every record (RV(records)), the swarm's nodes
+    (RV(nodes)) and what the ledger's reservations give out per agent.
+  - Nothing else in this collection changes an agent's availability - re-running site.yml
+    or a role never puts a paused agent back in service.
+version_added: "1.2.0"
+author: bai-cluster developers (@bai-cluster)
+options:
+  agent:
+    description: The agent's inventory name (required with O(availability)).
+    type: str
+  agent_id:
+    description:
+      - The inventory's C(bai_agent_id), for a virtual agent (one slot of an engine). Its
+        record is its own; in a swarm its node is left alone (other slots share it).
+    type: str
+  identity:
+    description:
+      - The agent's identity (RV(identity) of the O(scope=agent) run), for
+        O(scope=cluster). Omitted (an agent that does not answer) - the identity of the
+        ledger's last read of O(agent), else the swarm node whose hostname is O(agent).
+    type: str
+  availability:
+    description: What to make the agent; omit to read only.
+    type: str
+    choices: [active, pause, drain]
+  scope:
+    description: Which record - the agent's own (run on the agent) or the cluster's.
+    type: str
+    choices: [agent, cluster]
+    default: agent
+  reason:
+    description: Why (shown by C(bai-cluster agent list) and in PENDING messages).
+    type: str
+    default: ""
+  by:
+    description: Who (the operator; the CLI passes the user that runs it).
+    type: str
+    default: ""
+  state_dir:
+    description: Folder of the agent's own record (O(scope=agent)); made 0700.
+    type: path
+    default: /var/lib/bai-cluster
+  lock_dir:
+    description: Folder of the engine's admission lock (O(scope=agent)).
+    type: path
+    default: /run/bai-cluster
+  lock_timeout:
+    description: Seconds to wait for the admission lock, or the file ledger's lock.
+    type: int
+    default: 120
+  store:
+    description:
+      - Where the session ledger lives (O(scope=cluster)), as for
+        M(bai.cluster.bai_session_ledger).
+    type: str
+    choices: [file, swarm]
+    default: file
+  path:
+    description: The file ledger (O(store=file)).
+    type: path
+    default: /var/lib/bai-cluster/ledger.json
+attributes:
+  check_mode:
+    support: full
+    description: Reports whether a record would change, and changes nothing.
+  diff_mode:
+    support: none
+    description: Returns no diff; RV(previous) and RV(record) say what changed.
+  idempotent:
+    support: full
+    description:
+      - Pausing a paused agent keeps its first record (who and when) and reports no
+        change; activating an active one changes nothing.
+extends_documentation_fragment:
+  - bai.cluster.attributes
+  - bai.cluster.docker
+"""
+
+EXAMPLES = r"""
+- name: Pause agent1 on the agent itself (its admission refuses new sessions)
+  bai.cluster.bai_agent_availability:
+    agent: agent1
+    availability: pause
+    reason: driver upgrade
+    by: alice
+  delegate_to: agent1
+  register: own
+
+- name: Record the pause in the cluster (placement passes over agent1)
+  bai.cluster.bai_agent_availability:
+    agent: agent1
+    identity: "{{ own.identity }}"
+    availability: pause
+    reason: driver upgrade
+    by: alice
+    scope: cluster
+    store: swarm
+  delegate_to: manager
+"""
+
+RETURN = r"""
+identity:
+  description:
+    - The agent's identity (its swarm node ID, else its engine ID; C(/SLOT) for a
+      virtual agent).
+  returned: when O(agent) is given and known
+  type: str
+record:
+  description:
+    - The agent's record now (C(availability), C(name), C(id), C(by), C(reason), C(at));
+      null when it is active.
+  returned: when O(agent) is given
+  type: dict
+previous:
+  description: The record before this run; null when the agent was active.
+  returned: when O(agent) is given
+  type: dict
+sessions:
+  description:
+    - O(scope=agent) - the sessions with containers (any state) on this agent
+      (C(name), C(session_id), C(containers), C(states)); a drain waits until none is left.
+  returned: O(scope=agent)
+  type: list
+  elements: dict
+node:
+  description:
+    - O(scope=cluster) in a swarm - the agent's node (C(id), C(availability) now,
+      C(state)); null when the agent has no node of its own.
+  returned: O(scope=cluster) with O(agent)
+  type: dict
+records:
+  description: O(scope=cluster) - every agent the ledger holds out of service, by identity.
+  returned: O(scope=cluster)
+  type: dict
+nodes:
+  description:
+    - O(scope=cluster) read only, in a swarm - its nodes by node ID (C(hostname),
+      C(state), C(availability), C(usable), C(cpu), C(mem)).
+  returned: O(scope=cluster) without O(availability)
+  type: dict
+given_out:
+  description:
+    - O(scope=cluster) read only - per agent (inventory name), what the ledger's
+      reservations give out (C(cpu), C(mem), C(gpu_devices)) and which sessions
+      (C(sessions)).
+  returned: O(scope=cluster) without O(availability)
+  type: dict
+"""
+
+import time
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.bai.cluster.plugins.module_utils import admission
+from ansible_collections.bai.cluster.plugins.module_utils import availability as avail
+from ansible_collections.bai.cluster.plugins.module_utils import ledger as book
+from ansible_collections.bai.cluster.plugins.module_utils import ledger_store as store_
+from ansible_collections.bai.cluster.plugins.module_utils.docker_api import (
+    DOCKER_ARGUMENT_SPEC,
+    APIError,
+    DockerException,
+    connect,
+    error_text,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.errors import Busy, StoreError
+from ansible_collections.bai.cluster.plugins.module_utils.labels import LABEL_SESSION
+from ansible_collections.bai.cluster.plugins.module_utils.locks import locked
+
+
+def wanted(params: dict, identity: str, now: float) -> dict | None:
+    """The record O(availability) asks for (None: active)."""
+    if params["availability"] == avail.ACTIVE:
+        return None
+    return avail.make_record(
+        params["availability"],
+        name=params["agent"],
+        identity=identity,
+        by=params["by"],
+        reason=params["reason"],
+        now=now,
+    )
+
+
+def on_agent(module: AnsibleModule) -> dict:
+    """scope=agent: this agent's own record, under its engine's admission lock."""
+    params = module.params
+    api = connect(module).api
+    info = api.info()
+    identity = admission.agent_identity(admission.engine_identity(info), params["agent_id"])
+    slot = params["agent_id"] or ""
+    listed = api.containers(all=True, filters={"label": [LABEL_SESSION]})
+    result: dict[str, Any] = {"identity": identity}
+    if params["availability"] is None:
+        result["record"] = avail.read_marker(params["state_dir"]).get(slot)
+    elif module.check_mode:
+        own = avail.read_marker(params["state_dir"])
+        new = wanted(params, identity, time.time())
+        trial = dict(own)
+        changed = avail.set_entry(trial, slot, new)
+        result.update(changed=changed, previous=own.get(slot), record=trial.get(slot))
+    else:
+        with locked(
+            admission.lock_path(params["lock_dir"], str(info.get("ID") or "")),
+            params["lock_timeout"],
+        ):
+            own = avail.read_marker(params["state_dir"])
+            previous = own.get(slot)
+            changed = avail.set_entry(own, slot, wanted(params, identity, time.time()))
+            if changed:
+                avail.write_marker(params["state_dir"], own)
+            # Listed under the lock: no container is admitted after this list.
+            listed = api.containers(all=True, filters={"label": [LABEL_SESSION]})
+        result.update(changed=changed, previous=previous, record=own.get(slot))
+    result["sessions"] = avail.sessions_held(admission.holdings(listed, slot))
+    return result
+
+
+def in_cluster(module: AnsibleModule) -> dict:
+    """scope=cluster: the record in the session ledger, and the agent's swarm node."""
+    params = module.params
+    store = store_.open_store(module)
+    name = params["agent"]
+    found: dict[str, Any] = {}
+
+    def step(snapshot: store_.Snapshot, now: float) -> dict:
+        if snapshot.damaged:
+            module.fail_json(msg=f"{store.where}: {snapshot.damaged}; {book.REBUILD_HINT}")
+        ledger = snapshot.ledger
+        found["records"] = avail.records(ledger)
+        if name is None:
+            found["given_out"] = _given_out(ledger)
+            found["agents"] = ledger.get("agents") or {}
+            return {"changed": False}
+        identity = params["identity"] or _known_identity(ledger, name)
+        found["identity"] = identity
+        previous = avail.record_of(found["records"], name, identity)
+        new = None if params["availability"] is None else wanted(params, identity, now)
+        changed = params["availability"] is not None and avail.set_availability(
+            ledger, new, name=name, identity=identity
+        )
+        found.update(
+            previous=previous, record=avail.record_of(avail.records(ledger), name, identity)
+        )
+        found["records"] = avail.records(ledger)
+        return {"changed": changed}
+
+    try:
+        done = store_.transact(store, step, write=not module.check_mode)
+    except Busy:
+        module.fail_json(msg=f"{store.where} stayed locked for {params['lock_timeout']} s")
+    except StoreError as exc:
+        module.fail_json(msg=str(exc))
+    result: dict[str, Any] = {"changed": done["changed"], "records": found["records"]}
+    if name is None:
+        result["given_out"] = found["given_out"]
+        if isinstance(store, store_.SwarmStore):
+            result["nodes"] = {
+                row["id"]: row for row in book.node_table(store.api.nodes()).values()
+            }
+        return result
+    result.update(identity=found["identity"], previous=found["previous"], record=found["record"])
+    result["node"] = None
+    if isinstance(store, store_.SwarmStore) and params["availability"] is not None:
+        result["node"], moved = _swarm_node(module, store.api, name, found["identity"])
+        result["changed"] = result["changed"] or moved
+    return result
+
+
+def _known_identity(ledger: dict, name: str) -> str:
+    """The identity of the ledger's last read of agent ``name`` ('' if never read)."""
+    record = (ledger.get("agents") or {}).get(name) or {}
+    return str((record.get("agent") or {}).get("id") or "")
+
+
+def _given_out(ledger: dict) -> dict:
+    """Per agent: what the reservations give out, and the sessions they are for."""
+    out = book.given_out(ledger)
+    for session, entry in ledger["sessions"].items():
+        for kernel in entry["kernels"]:
+            names = out[kernel["agent"]].setdefault("sessions", [])
+            if session not in names:
+                names.append(session)
+    return out
+
+
+def _swarm_node(module: AnsibleModule, api: Any, name: str, identity: str) -> tuple:
+    """Set the agent's swarm node to O(availability) (a whole-engine agent only)."""
+    if admission.SLOT_SEPARATOR in identity:
+        return None, False  # a slot of an engine: other agents share its node
+    nodes = api.nodes()
+    node = next((n for n in nodes if identity and n.get("ID") == identity), None)
+    if node is None and not identity:
+        node = next(
+            (n for n in nodes if (n.get("Description") or {}).get("Hostname") == name), None
+        )
+    if node is None:
+        module.warn(f"agent {name}: no swarm node has identity {identity or '(unknown)'}")
+        return None, False
+    want = module.params["availability"]
+    for _attempt in range(10):
+        spec = avail.node_spec(node, want)
+        if spec is None or module.check_mode:
+            break
+        try:
+            api.update_node(node["ID"], int(node["Version"]["Index"]), spec)
+            break
+        except APIError as exc:
+            if "out of sequence" not in error_text(exc):
+                module.fail_json(msg=f"agent {name}: swarm node {node['ID']}: {error_text(exc)}")
+            node = api.inspect_node(node["ID"])
+    row = book.node_table([node])[node["ID"]]
+    return {**row, "availability": want}, spec is not None
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "agent": {"type": "str"},
+            "agent_id": {"type": "str"},
+            "identity": {"type": "str"},
+            "availability": {"type": "str", "choices": list(avail.AVAILABILITIES)},
+            "scope": {"type": "str", "choices": ["agent", "cluster"], "default": "agent"},
+            "reason": {"type": "str", "default": ""},
+            "by": {"type": "str", "default": ""},
+            "state_dir": {"type": "path", "default": "/var/lib/bai-cluster"},
+            "lock_dir": {"type": "path", "default": "/run/bai-cluster"},
+            "lock_timeout": {"type": "int", "default": 120},
+            "store": {"type": "str", "choices": ["file", "swarm"], "default": "file"},
+            "path": {"type": "path", "default": "/var/lib/bai-cluster/ledger.json"},
+            **DOCKER_ARGUMENT_SPEC,
+        },
+        required_if=[
+            ("availability", "active", ("agent",)),
+            ("availability", "pause", ("agent",)),
+            ("availability", "drain", ("agent",)),
+        ],
+        supports_check_mode=True,
+    )
+    try:
+        result = on_agent(module) if module.params["scope"] == "agent" else in_cluster(module)
+    except Busy:
+        module.fail_json(
+            msg=f"agent {module.params['agent']}: the admission lock of its engine stayed "
+            f"taken for {module.params['lock_timeout']} s"
+        )
+    except ValueError as exc:
+        module.fail_json(msg=f"agent {module.params['agent']}: {exc}")
+    except (DockerException, OSError) as exc:
+        module.fail_json(msg=f"agent {module.params['agent']}: {error_text(exc)}")
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

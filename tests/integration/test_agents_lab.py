@@ -1,0 +1,204 @@
+"""Agents taken out of service and back (docs/operations.md), on the lab's real swarm.
+
+Pause, drain and activate (playbooks/agent_availability.yml, agent_drain.yml), and what
+they do to everything else: placement passes over a paused agent in every mode and says
+so when a session waits; the agent's own admission refuses a create that was placed
+before its pause reached the ledger; a drain waits for the sessions, fails naming them,
+or destroys them with force; site.yml leaves a paused agent paused; the agents' list
+shows who paused it and counts none of its room as free. Every assertion reads the
+engines (the swarm node, the agent's containers), not only what the playbooks report.
+
+This module comes first of the lab modules that converge site.yml (alphabetical order):
+it asks for the shared ``site_converged`` run while agent1 is paused, so the check that
+site.yml never brings a paused agent back costs no converge of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+
+import pytest
+from conftest import REPO, VENV_BIN
+from labtools import lab_agents, on_agent, spanning_session
+
+pytestmark = [pytest.mark.integration, pytest.mark.lab]
+
+REASON = "driver upgrade"
+
+
+@pytest.fixture(scope="module")
+def lab(docker_client):
+    return lab_agents(docker_client)
+
+
+@pytest.fixture(scope="module")
+def manager(docker_client, lab):
+    return docker_client.containers.get("bai-lab-manager")
+
+
+@pytest.fixture(autouse=True)
+def agents_back_in_service(run_playbook):
+    """Whatever a test did, both agents are active again afterwards."""
+    yield
+    for agent in ("agent1", "agent2"):
+        done = set_availability(run_playbook, agent, "active")
+        assert done.rc == 0, done
+
+
+def set_availability(run_playbook, agent, availability, reason=""):
+    extra = {"agent_name": agent, "agent_availability": availability, "agent_reason": reason}
+    return run_playbook("agent_availability.yml", extra_vars=extra)
+
+
+def node_availability(manager, agent):
+    code, out = on_agent(
+        manager, "docker", "node", "inspect", agent, "--format", "{{.Spec.Availability}}"
+    )
+    assert code == 0, out
+    return out
+
+
+def own_record(node):
+    """The agent's own availability records (what its admission reads)."""
+    code, out = on_agent(node, "cat", "/var/lib/bai-cluster/availability.json")
+    return json.loads(out) if code == 0 else {}
+
+
+def sessions_on(node):
+    code, out = on_agent(
+        node,
+        "docker",
+        "ps",
+        "-a",
+        "--filter",
+        "label=ai.backend.cluster.session",
+        "--format",
+        '{{.Label "ai.backend.cluster.session"}}',
+    )
+    assert code == 0, out
+    return sorted(set(out.split()))
+
+
+def create(run_playbook, name, **extra):
+    return run_playbook(
+        "session_create.yml", extra_vars={"session_name": name, "session_size": 1, **extra}
+    )
+
+
+def destroy(run_playbook, *names):
+    done = run_playbook("session_destroy.yml", extra_vars={"session_names": list(names)})
+    assert done.rc == 0, done
+    return done
+
+
+def agent_rows(run_playbook):
+    listed = run_playbook("agent_list.yml")
+    assert listed.rc == 0, listed
+    return {row["name"]: row for row in listed.stats["bai_agents"]}, listed.stats[
+        "bai_agent_totals"
+    ]
+
+
+def test_a_paused_agent_takes_no_new_session_and_site_yml_leaves_it_paused(
+    request, run_playbook, lab, manager
+):
+    paused = set_availability(run_playbook, "agent1", "pause", REASON)
+    assert paused.rc == 0, paused
+    assert node_availability(manager, "agent1") == "pause"
+    assert own_record(lab["agent1"])[""]["reason"] == REASON
+
+    # Single-node: agent1 is first by name and empty, yet the session goes to agent2.
+    made = create(run_playbook, "it-ag-single")
+    assert made.rc == 0, made
+    assert sessions_on(lab["agent2"]) == ["it-ag-single"] and sessions_on(lab["agent1"]) == []
+
+    # Multi-node: 3 x 2 CPUs need both agents; it waits and names the paused one.
+    spread = run_playbook("session_create.yml", extra_vars=spanning_session("it-ag-spread"))
+    assert spread.rc != 0
+    (msg,) = [m for m in spread.failures if "PENDING" in m]
+    assert "agent1 paused by" in msg and REASON in msg and "agent1: cpu" not in msg, msg
+    assert sessions_on(lab["agent1"]) == []
+
+    rows, totals = agent_rows(run_playbook)
+    assert rows["agent1"]["availability"] == "pause" and rows["agent1"]["reason"] == REASON
+    assert rows["agent1"]["health"] == "ready" and not rows["agent1"]["in_service"]
+    assert rows["agent2"]["sessions"] == ["it-ag-single"]
+    # agent1's 4 CPUs are not free: only agent2's 4, less the session's 1.
+    assert totals["free"]["cpu"] == 3.0 and totals["offered"]["cpu"] == 8.0, totals
+    destroy(run_playbook, "it-ag-single")
+
+    # site.yml, twice (the run the site tests share), puts nobody back in service.
+    first, second = request.getfixturevalue("site_converged")
+    assert first.rc == 0 and second.rc == 0, (first, second)
+    assert node_availability(manager, "agent1") == "pause"
+    assert own_record(lab["agent1"])[""]["availability"] == "pause"
+
+    back = set_availability(run_playbook, "agent1", "active")
+    assert back.rc == 0, back
+    assert node_availability(manager, "agent1") == "active" and own_record(lab["agent1"]) == {}
+    spread = run_playbook("session_create.yml", extra_vars=spanning_session("it-ag-spread"))
+    assert spread.rc == 0, spread
+    assert sessions_on(lab["agent1"]) == sessions_on(lab["agent2"]) == ["it-ag-spread"]
+    destroy(run_playbook, "it-ag-spread")
+
+
+def test_a_create_placed_before_the_pause_reached_the_ledger_does_not_land(
+    run_playbook, lab, manager
+):
+    # A pause writes the agent's own record first: here it has, the ledger's not yet.
+    argv = [
+        str(VENV_BIN / "ansible"),
+        "agent1",
+        "-m",
+        "bai.cluster.bai_agent_availability",
+        "-a",
+        "agent=agent1 availability=pause reason=race by=test",
+    ]
+    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg")}
+    told = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, check=False)
+    assert told.returncode == 0, told.stdout + told.stderr
+    assert node_availability(manager, "agent1") == "active"
+
+    made = create(run_playbook, "it-ag-race")
+    # The ledger placed it on agent1 (first by name); agent1 refused it; placed again.
+    assert made.rc == 0, made
+    assert any("refuses session it-ag-race: it is paused by test" in m for m in made.failures)
+    assert sessions_on(lab["agent1"]) == [] and sessions_on(lab["agent2"]) == ["it-ag-race"]
+    destroy(run_playbook, "it-ag-race")
+
+
+def test_a_drain_waits_fails_naming_the_sessions_and_with_force_destroys_them(
+    run_playbook, lab, manager
+):
+    made = create(run_playbook, "it-ag-drain")
+    assert made.rc == 0, made
+    assert sessions_on(lab["agent1"]) == ["it-ag-drain"]
+
+    extra = {"agent_name": "agent1", "agent_drain_timeout_s": 3, "agent_drain_delay_s": 1}
+    began = time.monotonic()
+    waited = run_playbook("agent_drain.yml", extra_vars=extra)
+    took = time.monotonic() - began
+    assert waited.rc != 0, waited
+    assert any("1 session(s) still hold it after 3 s: it-ag-drain" in m for m in waited.failures)
+    assert node_availability(manager, "agent1") == "drain"
+    assert sessions_on(lab["agent1"]) == ["it-ag-drain"]  # nothing was destroyed
+    print(f"drain that timed out after 3 s: {took:.1f} s")
+
+    began = time.monotonic()
+    forced = run_playbook("agent_drain.yml", extra_vars={**extra, "agent_drain_force": True})
+    took = time.monotonic() - began
+    assert forced.rc == 0, forced
+    assert forced.stats["bai_agent_drain"]["left"] == ["it-ag-drain"]
+    assert [s["name"] for s in forced.stats["bai_sessions_destroyed"]] == ["it-ag-drain"]
+    assert sessions_on(lab["agent1"]) == []
+    assert node_availability(manager, "agent1") == "drain"  # only activate brings it back
+    print(f"forced drain (3 s wait, one session destroyed): {took:.1f} s")
+
+    # Drained and empty: a drain now ends at once.
+    began = time.monotonic()
+    again = run_playbook("agent_drain.yml", extra_vars=extra)
+    assert again.rc == 0 and again.stats["bai_agent_drain"]["left"] == [], again
+    print(f"drain of an empty agent: {time.monotonic() - began:.1f} s")
