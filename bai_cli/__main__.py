@@ -16,6 +16,7 @@ from dataclasses import asdict
 from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils import agent_view
+from ansible_collections.bai.cluster.plugins.module_utils.destroy import text as destroy_text
 from ansible_collections.bai.cluster.plugins.module_utils.ledger import reconcile_lines
 
 from . import __version__, api
@@ -203,6 +204,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     destroy = sub.add_parser("destroy", parents=[common], help="destroy a session")
     destroy.add_argument("name")
+    destroy.add_argument(
+        "--force",
+        action="store_true",
+        help="release the session even when an agent holding part of it does not answer "
+        "(session reconcile removes that part once it answers)",
+    )
     sub.add_parser("list", parents=[common], help="list the sessions")
     reconcile = sub.add_parser(
         "reconcile",
@@ -534,16 +541,13 @@ def run_command(args: argparse.Namespace, printer: Printer) -> int:
         return EXIT_OK
     quiet_events = None if verbose else (lambda event: None)
     if action == "destroy":
-        done = api.destroy_session(args.name, on_event=quiet_events or plays, **common)
+        done = api.destroy_session(
+            args.name, force=args.force, on_event=quiet_events or plays, **common
+        )
         if as_json:
             emit_json(asdict(done))
-        elif done.containers or done.networks:
-            print(
-                f"session {done.name}: removed {len(done.containers)} container(s) "
-                f"({', '.join(done.containers)}) and {len(done.networks)} network(s)"
-            )
         else:
-            print(f"session {done.name}: nothing to remove (no such session)")
+            print(destroy_text(asdict(done)))
         return EXIT_OK
     if action == "list":
         rows = api.list_sessions(on_event=quiet_events or plays, **common)
@@ -552,7 +556,15 @@ def run_command(args: argparse.Namespace, printer: Printer) -> int:
         elif rows:
             head = [("NAME", "SESSION-ID", "SIZE", "MODE", "AGENTS", "STATE")]
             body = [
-                (r.name, r.session_id, f"{r.running}/{r.size}", r.mode, ",".join(r.agents), r.state)
+                (
+                    r.name,
+                    r.session_id,
+                    f"{r.running}/{r.size}",
+                    r.mode,
+                    ",".join(r.agents),
+                    r.state
+                    + (f" ({', '.join(r.unreachable)} does not answer)" if r.unreachable else ""),
+                )
                 for r in rows
             ]
             print("\n".join(table(head + body)))

@@ -165,6 +165,8 @@ class SessionRow:
     agents: list[str]
     hosts: list[str]
     state: str
+    # The agents that did not answer, for a session whose state is "unreachable".
+    unreachable: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -174,6 +176,8 @@ class Destroyed:
     name: str
     containers: list[str]
     networks: list[str]
+    # A forced destroy: the agents whose part was left for reconcile (they did not answer).
+    left_on: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -190,6 +194,7 @@ class Reconciled:
     spared: list[str] = field(default_factory=list)
     conflicts: list[str] = field(default_factory=list)
     foreign: list[str] = field(default_factory=list)
+    forsaken: list[str] = field(default_factory=list)
     unread: list[str] = field(default_factory=list)
     rebuilt: str | None = None
     ledger_ids: list[str] = field(default_factory=list)
@@ -390,15 +395,26 @@ def create_session(
 
 
 def destroy_session(
-    name: str, *, inventory: str | None = None, on_event: Event | None = None, **kwargs: Any
+    name: str,
+    *,
+    force: bool = False,
+    inventory: str | None = None,
+    on_event: Event | None = None,
+    **kwargs: Any,
 ) -> Destroyed:
-    """Remove every container and network of the session (idempotent)."""
-    result = _run(DESTROY, {"session_name": name}, inventory=inventory, on_event=on_event, **kwargs)
+    """Remove every container and network of the session (idempotent). ``force``: release
+    its reservation even when an agent that holds part of it does not answer (that part
+    is left for ``reconcile`` to remove once the agent answers)."""
+    extravars: dict[str, Any] = {"session_name": name}
+    if force:
+        extravars["session_destroy_force"] = True
+    result = _run(DESTROY, extravars, inventory=inventory, on_event=on_event, **kwargs)
     data = result.stats.get("bai_session_destroyed") or {}
     return Destroyed(
         name=name,
         containers=list(data.get("containers") or []),
         networks=list(data.get("networks") or []),
+        left_on=list(data.get("left_on") or []),
     )
 
 

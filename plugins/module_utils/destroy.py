@@ -60,11 +60,16 @@ def outcome(
     plan: Mapping[str, Any],
     containers: Mapping[str, Any],
     overlays: Mapping[str, Any],
+    force: bool = False,
 ) -> list[dict[str, Any]]:
     """Per session: what was removed (``containers``, ``networks``), the hosts whose part
     did not finish (``missed``), the agents the inventory lacks (``unlisted``) and whether
     its reservation may go (``release``). ``containers``/``overlays``: host -> its
-    registered result of the looped removal (agents / managers)."""
+    registered result of the looped removal (agents / managers).
+
+    ``force`` (an agent is down for long): the reservation goes all the same, and
+    ``left_on`` names the agents whose part was left (the ledger remembers the session,
+    so that reconcile removes those leftovers when the agents answer again)."""
     out = []
     for session in plan["sessions"]:
         name = session["name"]
@@ -84,6 +89,8 @@ def outcome(
                 missed.append(host)
             for result in mine or []:
                 networks.extend(result.get("removed") or [])
+        left = [h for h in [*missed, *session["unlisted"]] if h not in session["manager"]]
+        whole = not missed and not session["unlisted"]
         out.append(
             {
                 "name": name,
@@ -92,7 +99,9 @@ def outcome(
                 "networks": sorted(set(networks)),
                 "missed": missed,
                 "unlisted": list(session["unlisted"]),
-                "release": bool(session["session_id"]) and not missed and not session["unlisted"],
+                "release": bool(session["session_id"]) and (whole or force),
+                "forced": bool(force and not whole),
+                "left_on": left if force else [],
             }
         )
     return out
@@ -103,7 +112,7 @@ def _mine(registered: Any, name: str) -> list[Mapping[str, Any]] | None:
     (the host did not run the task, had no item for the session, or the item failed)."""
     found = _results(registered)
     mine = [r for r in found or [] if _item_name(r) == name]
-    if found is None or not mine or any(r.get("failed") for r in mine):
+    if found is None or not mine or any(r.get("failed") or r.get("unreachable") for r in mine):
         return None
     return mine
 
@@ -116,19 +125,31 @@ def _item_name(result: Mapping[str, Any]) -> str:
 def text(done: Mapping[str, Any]) -> str:
     """One line for a person: what a destroy removed, or that there was nothing."""
     name = done["name"]
+    left = ""
+    where = ", ".join(done.get("left_on") or [])
+    if where:
+        left = (
+            f"; its part on {where} (which did not answer or this inventory lacks) is left "
+            f"and its reservation released: session reconcile removes it once they answer"
+        )
     if done["containers"] or done["networks"]:
         return (
             f"session {name}: removed {len(done['containers'])} container(s) "
-            f"({', '.join(done['containers'])}) and {len(done['networks'])} network(s)"
+            f"({', '.join(done['containers'])}) and {len(done['networks'])} network(s){left}"
         )
+    if left:
+        return f"session {name}: removed nothing{left}"
     return f"session {name}: nothing to remove (no such session)"
 
 
 def failures(outcomes: Sequence[Mapping[str, Any]]) -> list[str]:
     """Why a destroy fails: per session, the hosts not reached and the agents the
-    inventory lacks (each keeps the session's reservation)."""
+    inventory lacks (each keeps the session's reservation). A forced destroy fails for
+    none of them: it says what it left where (:func:`text`)."""
     lines = []
     for done in outcomes:
+        if done.get("forced"):
+            continue
         elsewhere = (
             f"removed elsewhere: {len(done['containers'])} container(s), "
             f"{len(done['networks'])} network(s)"

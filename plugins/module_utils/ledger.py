@@ -370,6 +370,30 @@ def release(ledger: dict[str, Any], name: str, session_id: str | None = None) ->
     return True
 
 
+def forsake(
+    ledger: dict[str, Any], name: str, session_id: str, left_on: Sequence[str], now: float
+) -> bool:
+    """Release the reservation of ``name`` although its part on agents ``left_on`` was not
+    removed (they did not answer: a forced destroy). The session's containers there are
+    remembered by id (``forsaken``), so that reconcile removes them when those agents
+    answer again, never takes them in; until then the agents' kept reads keep counting
+    them. True if it changed the ledger."""
+    entry = ledger["sessions"].get(name)
+    if entry is None or entry["session_id"] != session_id:
+        return False
+    del ledger["sessions"][name]
+    away = set(left_on)
+    for agent, record in (ledger.get("agents") or {}).items():
+        if agent not in away:
+            forget_session({"agents": {agent: record}}, session_id)
+    ledger.setdefault("forsaken", {})[session_id] = {
+        "name": name,
+        "agents": sorted(away),
+        "at": now,
+    }
+    return True
+
+
 # --- Reconcile: the ledger and what the agents run, made to agree --------------------
 
 
@@ -387,6 +411,7 @@ class Reconciliation(NamedTuple):
     spared: list[str]  # unknown and incomplete, and not every agent was read: not removed
     conflicts: list[str]  # unknown, complete, and its name is another session's: left alone
     foreign: list[str]  # "NAME (ledger ID)": another ledger counts it: left alone
+    forsaken: list[str]  # released by a forced destroy: its leftovers are removed
 
 
 def reconcile(
@@ -419,7 +444,8 @@ def reconcile(
             sid = labels.get(LABEL_SESSION_ID)
             if sid:
                 found.setdefault(sid, []).append((str(labels.get(LABEL_AGENT) or agent), row))
-    out = Reconciliation([], [], [], [], [], [], [], [], [])
+    out = Reconciliation([], [], [], [], [], [], [], [], [], [])
+    forsaken = ledger.get("forsaken") or {}
     own = {str(x) for x in ledgers if x}
     known = set()
     for name, entry in sorted(ledger["sessions"].items()):
@@ -456,6 +482,11 @@ def reconcile(
         if sid in known:
             continue
         name = _label(rows, LABEL_SESSION)
+        if sid in forsaken:
+            # Its destroy was forced while these agents did not answer: only leftovers.
+            out.remove.extend({**row, "forced": True} for row in _removals(name, sid, rows))
+            out.forsaken.append(name)
+            continue
         other = _label(rows, LABEL_LEDGER)
         if own and other and other not in own:
             out.foreign.append(f"{name} (ledger {other})")
@@ -476,6 +507,10 @@ def reconcile(
             out.spared.append(name)
     for row in out.remove:
         forget_session(ledger, row["session_id"])
+    # A forced destroy is settled once every agent it left was read and runs nothing of it.
+    for sid, gone in list(forsaken.items()):
+        if sid not in found and all(a in fresh for a in gone.get("agents") or ()):
+            del forsaken[sid]
     return out
 
 
@@ -499,8 +534,9 @@ def reconcile_lines(result: Mapping[str, Any]) -> list[str]:
         if result.get(key):
             lines.append(f"{text}: {', '.join(result[key])}")
     for row in result.get("remove") or ():
+        what = "left by a forced destroy of" if row.get("forced") else "of incomplete"
         lines.append(
-            f"removed {row['containers']} container(s) of incomplete session {row['session']} "
+            f"removed {row['containers']} container(s) {what} session {row['session']} "
             f"({row['session_id']}) on {row['agent']}"
         )
     if result.get("unread"):
@@ -664,6 +700,7 @@ def sources(
     max_age: float,
     nodes: Mapping[str, Mapping[str, Any]] | None = None,
     hints: bool = True,
+    away: Mapping[str, str] | None = None,
 ) -> Sources:
     """How a create knows each agent of the inventory (``agents``: {name, group,
     resources}) that this run did not read (``fresh``), so that it reads only the agents
@@ -681,10 +718,14 @@ def sources(
     its swarm node's availability) or that the node list shows down is not placed on
     (``unavailable``, with why), unless it may hold the session (a rerun repairs it).
     Without ``hints`` (a ledger that is missing: what the agents run must be seen) every
-    agent without a recent kept read is read.
+    agent without a recent kept read is read. ``away``: agents this run could not read,
+    with why; they are passed over like a paused one (the caller fails a create whose
+    session one of them may hold), and a reservation past its expiry on one of them stays
+    counted until it answers.
     """
     records = ledger.get("agents") or {}
-    holding = holders(ledger, name) | set(overdue_agents(ledger, now))
+    away = away or {}
+    holding = holders(ledger, name) | {a for a in overdue_agents(ledger, now) if a not in away}
     out = Sources([], [], {}, {})
     paused = availability.records(ledger)
     for declared in agents:
@@ -692,7 +733,7 @@ def sources(
         record = records.get(agent)
         node = node_of(nodes, agent, record)
         identity = str(((record or {}).get("agent") or {}).get("id") or "")
-        why = availability.unavailable(agent, identity, paused, node)
+        why = away.get(agent) or availability.unavailable(agent, identity, paused, node)
         if why and agent not in holding:
             out.unavailable[agent] = why
             continue

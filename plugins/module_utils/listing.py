@@ -17,13 +17,22 @@ from ansible_collections.bai.cluster.plugins.module_utils.labels import (
 from ansible_collections.bai.cluster.plugins.module_utils.placement import label_float
 
 
-def summarize_sessions(containers: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def summarize_sessions(
+    containers: Iterable[Mapping[str, Any]],
+    reservations: Mapping[str, Mapping[str, Any]] | None = None,
+    unreached: Iterable[str] = (),
+) -> list[dict[str, Any]]:
     """Group session containers (dicts with agent, name, state and labels, from every
     agent) into one row per session: name, session_id, size, mode, agents, state, the
     running/found counts and the hosts. The state is the session's health: "running"
     (every container runs), "degraded" (every container is there, some do not run: a
     rerun of the create starts them), "stopped" (none runs) or "incomplete" (containers
-    are missing: destroy and create again)."""
+    are missing: destroy and create again).
+
+    ``unreached``: agents that were not read (they did not answer). A session whose
+    reservation (``reservations``, the session ledger's, by name) places containers on
+    one of them is "unreachable", and ``unreachable`` names those agents: what runs there
+    cannot be seen. A session only there is listed from its reservation."""
     groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     for container in containers:
         labels = container.get("labels") or {}
@@ -62,7 +71,39 @@ def summarize_sessions(containers: Iterable[Mapping[str, Any]]) -> list[dict[str
                 "state": state,
             }
         )
-    return rows
+    away = set(unreached)
+    if away and reservations:
+        _mark_unreached(rows, reservations, away)
+    return sorted(rows, key=lambda r: (r["name"], r["session_id"]))
+
+
+def _mark_unreached(
+    rows: list[dict[str, Any]], reservations: Mapping[str, Mapping[str, Any]], away: set[str]
+) -> None:
+    by_id = {row["session_id"]: row for row in rows}
+    for name, entry in sorted(reservations.items()):
+        kernels = entry.get("kernels") or []
+        there = sorted({str(k.get("agent")) for k in kernels} & away)
+        if not there:
+            continue
+        row = by_id.get(str(entry.get("session_id")))
+        if row is None:
+            row = {
+                "name": name,
+                "session_id": str(entry.get("session_id")),
+                "size": len(kernels),
+                "found": 0,
+                "running": 0,
+                "mode": "?",
+                "resource_group": "?",
+                "agents": [],
+                "hosts": [],
+            }
+            rows.append(row)
+        row["agents"] = sorted(set(row["agents"]) | {str(k.get("agent")) for k in kernels})
+        row["hosts"] = sorted(set(row["hosts"]) | {str(k.get("host")) for k in kernels})
+        row["state"] = "unreachable"
+        row["unreachable"] = there
 
 
 def format_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -75,8 +116,7 @@ def format_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
             str(r["size"]),
             str(r["mode"]),
             ",".join(r["agents"]),
-            str(r["state"])
-            + ("" if r["state"] == "running" else f" ({r['running']}/{r['size']} up)"),
+            _state_text(r),
         )
         for r in rows
     ]
@@ -85,3 +125,14 @@ def format_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
         "  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip()
         for line in [header, *body]
     ]
+
+
+def _state_text(row: Mapping[str, Any]) -> str:
+    if row["state"] == "running":
+        return "running"
+    if row["state"] == "unreachable":
+        return (
+            f"unreachable ({', '.join(row['unreachable'])} does not answer; "
+            f"{row['running']}/{row['size']} seen up)"
+        )
+    return f"{row['state']} ({row['running']}/{row['size']} up)"

@@ -112,6 +112,13 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+bad_input:
+  description:
+    - On failure, true when the agent's declaration is wrong (O(resources), O(agent_id)),
+      as against an engine that does not answer; the session playbooks fail a create on
+      it, and pass over an agent that does not answer.
+  returned: failure
+  type: bool
 agent:
   description: Capacity and use, in the form O(bai.cluster.bai_session_plan#module:agents) takes.
   returned: success
@@ -354,7 +361,8 @@ def main() -> None:
     try:
         result = run(module)
     except SpecError as exc:
-        module.fail_json(msg=f"agent {module.params['agent_name']}: {exc}")
+        # Its declaration is wrong (not an agent that does not answer): said as such.
+        module.fail_json(msg=f"agent {module.params['agent_name']}: {exc}", bad_input=True)
     except DockerException as exc:
         module.fail_json(
             msg=f"agent {module.params['agent_name']}: Docker error: {error_text(exc)}"

@@ -51,7 +51,10 @@ description:
     while the create still ran), so the create removes what it made instead of reporting
     a session the ledger does not count.
   - O(state=absent) drops the reservation of O(name) (only O(session_id)'s when given, so a
-    failed create never drops the session of a run that won the name).
+    failed create never drops the session of a run that won the name). With O(left_on) (a
+    forced destroy, whose part on those agents was not removed because they did not
+    answer) the session's id is remembered, so that O(state=reconciled) removes its
+    leftovers there once they answer, never adopts them.
   - O(state=read) returns the ledger; with O(name), only that session's reservation
     and the agents that may hold it (RV(holders)). A missing ledger reads as no
     reservation (RV(missing)); a damaged one fails.
@@ -151,6 +154,23 @@ options:
         ledger takes as its own from now on - for a ledger that is gone for good (a swarm
         made anew, a file ledger lost with its C(PATH.id)). Their sessions are then
         adopted like any other.
+    type: list
+    elements: str
+    default: []
+  left_on:
+    description:
+      - With O(state=absent) and O(session_id), the agents whose part of the session was
+        not removed (a destroy forced while they did not answer). The reservation goes;
+        the session's containers there keep counting in those agents' kept reads, and
+        reconcile removes them when the agents answer again (RV(forsaken)).
+    type: list
+    elements: str
+    default: []
+  unanswered:
+    description:
+      - With O(state=reserved), agents this create tried to read and that did not answer.
+        They are not placed on (RV(unavailable), "does not answer"); a session one of them
+        may hold fails, as nothing can tell a rerun from a race there.
     type: list
     elements: str
     default: []
@@ -299,6 +319,13 @@ foreign:
   description:
     - Sessions that another ledger counts (C(NAME (ledger ID))), left alone; see
       O(adopt_ledgers).
+  returned: O(state=reconciled)
+  type: list
+  elements: str
+forsaken:
+  description:
+    - Sessions whose destroy was forced while an agent did not answer (O(left_on)); their
+      leftovers on the agents read are in RV(remove), never adopted.
   returned: O(state=reconciled)
   type: list
   elements: str
@@ -453,6 +480,22 @@ def reserve(
             f"is gone for good, adopt its sessions: bai-cluster session reconcile "
             f"--adopt-ledger ID. Nothing was changed."
         )
+    # Agents this create tried to read and that did not answer are passed over, unless
+    # they may hold this session: then nothing can tell a rerun from a race.
+    read_now = {str((r.get("agent") or {}).get("name")) for r in fresh}
+    away = {
+        str(a): "did not answer this create's read (unreachable, or its engine failed)"
+        for a in params["unanswered"]
+        if a not in read_now
+    }
+    stuck = sorted(set(away) & book.holders(ledger, spec.name))
+    if stuck:
+        module.fail_json(
+            msg=f"session {spec.name} was not placed: agent(s) {', '.join(stuck)} did not "
+            f"answer and may hold it (its reservation or their last read names them); "
+            f"nothing was changed. Run the create again once they answer, or destroy the "
+            f"session (bai-cluster session destroy --force)."
+        )
     expiry = book.expire(ledger, now, fresh)
     dropped = expiry.dropped + book.drop_stale(ledger, fresh)
 
@@ -496,9 +539,10 @@ def reserve(
             nodes=nodes,
             # A missing ledger is never read as empty: every agent is read first.
             hints=not missing,
+            away=away,
         )
         # A waiting create (final) reads only what an expired reservation needs.
-        overdue = [a for a in book.overdue_agents(ledger, now) if a not in read]
+        overdue = [a for a in book.overdue_agents(ledger, now) if a not in read and a not in away]
         need = overdue if final else found.read
         if need:
             return ask_to_read(need)
@@ -512,6 +556,7 @@ def reserve(
         kept, hinted = found.kept, found.hinted
         unavailable = {**found.unavailable, **unavailable}
     else:
+        unavailable.update(away)
         paused = avail.records(ledger)
         for r in fresh:
             agent = r.get("agent") or {}
@@ -541,8 +586,10 @@ def reserve(
             entry = {**entry, "name": spec.name}
         if book.before_placing(entry, existing, read_at) == "place" and entry is not None:
             del ledger["sessions"][spec.name]  # stale: its containers are gone
-        away = out_of_service(params["agents"], fresh, unavailable)
-        plan = plan_session(spec, agents or [], existing, inventory=inventory, out_of_service=away)
+        passed_over = out_of_service(params["agents"], fresh, unavailable)
+        plan = plan_session(
+            spec, agents or [], existing, inventory=inventory, out_of_service=passed_over
+        )
     except (Pending, SpecError) as exc:
         if kept and not final:
             # Kept reads only ever say yes: read those agents before saying no.
@@ -698,6 +745,11 @@ def step(
             )
         changed = book.mark_ready(ledger, params["name"], params["session_id"], now)
         return {"changed": changed, "reservation": held}
+    if state == "absent" and params["left_on"]:
+        forsaken = book.forsake(
+            ledger, params["name"], params["session_id"], params["left_on"], now
+        )
+        return {"changed": forsaken}
     if state == "absent":
         return {"changed": book.release(ledger, params["name"], params["session_id"])}
     read: dict = {"changed": False, "ledger_time": now}
@@ -722,6 +774,8 @@ def run(module: AnsibleModule) -> dict:
     state = params["state"]
     if state in ("ready", "absent") and not params["name"]:
         module.fail_json(msg=f"bai_session_ledger: state={state} needs name")
+    if state == "absent" and params["left_on"] and not params["session_id"]:
+        module.fail_json(msg="bai_session_ledger: left_on needs session_id")
     if state == "ready" and not params["session_id"]:
         module.fail_json(msg="bai_session_ledger: state=ready needs session_id")
     if state == "reserved" and (
@@ -772,6 +826,8 @@ ARGUMENT_SPEC = {
     "lock_timeout": {"type": "int", "default": 60},
     "store": {"type": "str", "choices": ["file", "swarm"], "default": "file"},
     "adopt_ledgers": {"type": "list", "elements": "str", "default": []},
+    "left_on": {"type": "list", "elements": "str", "default": []},
+    "unanswered": {"type": "list", "elements": "str", "default": []},
     **DOCKER_ARGUMENT_SPEC,
 }
 

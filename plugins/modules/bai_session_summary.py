@@ -31,6 +31,21 @@ options:
     type: list
     elements: dict
     default: []
+  unreached:
+    description:
+      - Agents that were not read (they did not answer). A session that the session
+        ledger (O(reservations)) places on one of them gets the state C(unreachable), and
+        C(unreachable) names those agents; a session only there is listed from its
+        reservation.
+    type: list
+    elements: str
+    default: []
+  reservations:
+    description:
+      - The session ledger's reservations by session name (the C(sessions) of
+        RV(bai.cluster.bai_session_ledger#module:ledger)).
+    type: dict
+    default: {}
 attributes:
   check_mode:
     description: Pure computation; runs the same in check mode.
@@ -50,7 +65,8 @@ RETURN = r"""
 sessions:
   description:
     - One entry per session, sorted by name - C(name), C(session_id), C(size), C(found),
-      C(running), C(mode), C(resource_group), C(agents), C(hosts), C(state).
+      C(running), C(mode), C(resource_group), C(agents), C(hosts), C(state) (and
+      C(unreachable), the agents that did not answer, when the state is C(unreachable)).
   returned: success
   type: list
   elements: dict
@@ -73,13 +89,15 @@ def main() -> None:
         argument_spec={
             "agent_info": {"type": "list", "elements": "dict", "default": []},
             "containers": {"type": "list", "elements": "dict", "default": []},
+            "unreached": {"type": "list", "elements": "str", "default": []},
+            "reservations": {"type": "dict", "default": {}},
         },
         supports_check_mode=True,
     )
     containers = list(module.params["containers"])
     for result in module.params["agent_info"]:
         containers.extend(result.get("containers") or [])
-    rows = summarize_sessions(containers)
+    rows = summarize_sessions(containers, module.params["reservations"], module.params["unreached"])
     module.exit_json(changed=False, sessions=rows, table=format_table(rows))
 
 

@@ -8,9 +8,14 @@ or destroys them with force; site.yml leaves a paused agent paused; the agents' 
 shows who paused it and counts none of its room as free. Every assertion reads the
 engines (the swarm node, the agent's containers), not only what the playbooks report.
 
+An agent that is down (its node container stopped): list marks its sessions, a create
+passes over it, destroy keeps its part until it answers or is forced, and reconcile
+removes what a forced destroy left once it is back.
+
 This module comes first of the lab modules that converge site.yml (alphabetical order):
 it asks for the shared ``site_converged`` run while agent1 is paused, so the check that
-site.yml never brings a paused agent back costs no converge of its own.
+site.yml never brings a paused agent back costs no converge of its own, and that converge
+also loads again what agent2's restart lost (its firewall table).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import time
 
 import pytest
 from conftest import REPO, VENV_BIN
-from labtools import lab_agents, on_agent, spanning_session
+from labtools import lab_agents, on_agent, spanning_by_memory, spanning_session, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
@@ -100,6 +105,84 @@ def agent_rows(run_playbook):
     return {row["name"]: row for row in listed.stats["bai_agents"]}, listed.stats[
         "bai_agent_totals"
     ]
+
+
+def swarm_state(manager, agent):
+    code, out = on_agent(
+        manager, "docker", "node", "inspect", agent, "--format", "{{.Status.State}}"
+    )
+    return out if code == 0 else f"? {out}"
+
+
+def reconcile(run_playbook):
+    done = run_playbook("session_reconcile.yml")
+    assert done.rc == 0, done
+    return done.stats["bai_reconcile"]
+
+
+def test_an_agent_that_is_down_is_listed_passed_over_and_its_part_kept(
+    run_playbook, lab, manager, docker_client
+):
+    # One container on each agent (5g each: no agent holds both), then agent2 stops.
+    made = run_playbook("session_create.yml", extra_vars=spanning_by_memory("it-ag-down"))
+    assert made.rc == 0, made
+    node = docker_client.containers.get("bai-lab-agent2")
+    node.stop(timeout=5)
+    try:
+        listed = run_playbook("session_list.yml")
+        assert listed.rc == 0 and listed.stats["bai_unreached"] == ["agent2"], listed
+        (row,) = [r for r in listed.stats["bai_sessions"] if r["name"] == "it-ag-down"]
+        assert row["state"] == "unreachable" and row["unreachable"] == ["agent2"], row
+        rows, totals = agent_rows(run_playbook)
+        assert rows["agent2"]["health"].startswith("unreachable"), rows["agent2"]
+        assert rows["agent2"]["source"] == "ledger"
+        assert rows["agent2"]["sessions"] == ["it-ag-down"]
+        assert totals["in_service"] == 1
+
+        # A create that must read every agent (no kept read) passes over the one that
+        # does not answer, instead of failing.
+        one = create(
+            run_playbook,
+            "it-ag-one",
+            session_resources={"cpu": 1, "mem": "1g"},
+            session_agent_read_max_age_s=0,
+        )
+        assert one.rc == 0, one
+        assert "it-ag-one" in sessions_on(lab["agent1"])
+        destroy(run_playbook, "it-ag-one")
+
+        # Destroy removes agent1's part and keeps agent2's, and the reservation.
+        began = time.monotonic()
+        kept = run_playbook("session_destroy.yml", extra_vars={"session_name": "it-ag-down"})
+        assert kept.rc != 0, kept
+        assert any("not removed from agent2" in m for m in kept.failures), kept
+        assert sessions_on(lab["agent1"]) == []
+        relisted = run_playbook("session_list.yml")
+        assert [r["state"] for r in relisted.stats["bai_sessions"]] == ["unreachable"]
+        print(f"destroy with agent2 down: {time.monotonic() - began:.1f} s")
+        # Forced: the reservation goes; agent2's part is left to reconcile.
+        forced = run_playbook(
+            "session_destroy.yml",
+            extra_vars={"session_name": "it-ag-down", "session_destroy_force": True},
+        )
+        assert forced.rc == 0, forced
+        assert forced.stats["bai_session_destroyed"]["left_on"] == ["agent2"]
+        assert run_playbook("session_list.yml").stats["bai_sessions"] == []
+    finally:
+        node.start()
+        wait_for(
+            lambda: (
+                on_agent(node, "docker", "info", "--format", "{{.Swarm.LocalNodeState}}")
+                == (0, "active")
+            ),
+            "agent2's engine back in the swarm",
+        )
+        wait_for(lambda: swarm_state(manager, "agent2") == "ready", "agent2 ready in the swarm")
+    # Back: its leftover (restarted by its restart policy) is removed, never taken in.
+    assert sessions_on(node) == ["it-ag-down"]
+    done = reconcile(run_playbook)
+    assert done["forsaken"] == ["it-ag-down"] and done["adopted"] == [], done
+    assert sessions_on(node) == []
 
 
 def test_a_paused_agent_takes_no_new_session_and_site_yml_leaves_it_paused(

@@ -369,3 +369,29 @@ def test_agent_commands_take_the_global_options_after_the_action():
         True,
         600,
     )
+
+
+# --- session destroy --force (an agent that is down) ------------------------------------
+def test_a_forced_destroy_passes_the_force_and_says_what_it_left_where(runner, capsys):
+    done = {
+        "name": "s1",
+        "containers": ["bai-s1-main1"],
+        "networks": ["bai-s1-net"],
+        "missed": ["agent2"],
+        "unlisted": [],
+        "left_on": ["agent2"],
+        "forced": True,
+    }
+    fake = runner(ok({"bai_session_destroyed": done}))
+    assert cli.main(["session", "destroy", "s1", "--force"]) == EXIT_OK
+    [(playbook, extravars, _kwargs)] = fake.calls
+    assert playbook == api.DESTROY
+    assert extravars == {"session_name": "s1", "session_destroy_force": True}
+    out = capsys.readouterr().out
+    assert out.startswith("session s1: removed 1 container(s) (bai-s1-main1)")
+    assert "its part on agent2" in out and "session reconcile removes it" in out
+
+    fake = runner(ok({"bai_session_destroyed": {**done, "left_on": []}}))
+    assert cli.main(["session", "destroy", "s1", "--json"]) == EXIT_OK
+    assert fake.calls[0][1] == {"session_name": "s1"}
+    assert json.loads(capsys.readouterr().out)["left_on"] == []
