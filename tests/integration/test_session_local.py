@@ -555,6 +555,9 @@ def test_an_agent_that_does_not_answer_is_named_and_the_others_are_still_cleaned
     local = {
         "ansible_connection": "local",
         "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+        # What inventories/local declares: this module's other sessions hold more CPUs
+        # than this machine has.
+        "bai_agent_resources": {"cpu": 16, "mem": "32g", "gpu": 0},
     }
     ghost = {"ansible_connection": "community.docker.docker", "ansible_host": "bai-no-such-node"}
     inventory.write_text(
