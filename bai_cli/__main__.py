@@ -249,9 +249,10 @@ def build_parser() -> argparse.ArgumentParser:
     agent = top.add_parser(
         "agent",
         parents=[common],
-        help="the agents: list, show, pause, drain, activate",
-        description="The inventory's agents as the cluster sees them, and whether they take "
-        "new sessions (agent_list.yml, agent_availability.yml, agent_drain.yml).",
+        help="the agents: list, show, pause, drain, activate, remove",
+        description="The inventory's agents as the cluster sees them, whether they take "
+        "new sessions, and taking one out of the cluster (agent_list.yml, "
+        "agent_availability.yml, agent_drain.yml, agent_remove.yml).",
     )
     agents = agent.add_subparsers(dest="action", required=True, metavar="ACTION")
     agents.add_parser(
@@ -294,6 +295,34 @@ def build_parser() -> argparse.ArgumentParser:
         "activate", parents=[common], help="put a paused or drained agent back in service"
     )
     activate.add_argument("name")
+    remove = agents.add_parser(
+        "remove",
+        parents=[common],
+        help="take the agent out of the cluster (drain, leave the swarm, forget it)",
+        description="Remove an agent (agent_remove.yml): drain it as agent drain does "
+        "(sessions left stop the removal unless --force), make it leave the swarm, remove "
+        "its node entry, drop it from the session ledger and from the other hosts' "
+        "firewalls. --dead: it is powered off or does not answer; nothing contacts it, "
+        "its sessions end on the agents that answer. Then take it out of the inventory; "
+        "site.yml adds it back.",
+    )
+    remove.add_argument("name")
+    remove.add_argument(
+        "--timeout",
+        type=int,
+        default=api.DRAIN_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"how long the drain waits for the sessions to end (default {api.DRAIN_TIMEOUT_S})",
+    )
+    remove.add_argument(
+        "--force", action="store_true", help="destroy the sessions left after the timeout"
+    )
+    remove.add_argument(
+        "--dead",
+        action="store_true",
+        help="the agent is down: contact nothing there, end its sessions elsewhere",
+    )
+    remove.add_argument("--reason", help="why (recorded with who and when)")
     return parser
 
 
@@ -396,6 +425,26 @@ def drain_text(done: api.Drained) -> list[str]:
     return lines
 
 
+def remove_text(done: api.Removed) -> list[str]:
+    """``agent remove``: what went, and what the operator does next."""
+    how = " (it was down: nothing contacted it)" if done.dead else ""
+    lines = [f"agent {done.name}: out of the cluster{how}"]
+    if done.node:
+        lines.append(f"  swarm node {done.node.get('id')} removed")
+    if done.dropped:
+        lines.append(f"  the session ledger dropped {', '.join(done.dropped)}")
+    for row in done.destroyed:
+        count = len(row.get("containers") or [])
+        lines.append(f"  ended session {row.get('name')}: {count} container(s) removed")
+    if not (done.node or done.dropped or done.destroyed):
+        lines.append("  nothing of it was left (removed already)")
+    lines.append(
+        f"  next: take {done.name} out of the inventory; to add it back, run site.yml "
+        f"(it takes sessions once its engine, swarm membership and firewall are set up)"
+    )
+    return lines
+
+
 class DrainWait:
     """Progress of ``agent drain`` (also without -v): the wait for the agent's sessions
     to end, one line when it starts and one each time the sessions left change."""
@@ -487,6 +536,28 @@ def run_agent_command(
             emit_json(asdict(drained))
         else:
             print("\n".join(drain_text(drained)))
+        return EXIT_OK
+    if action == "remove":
+        wait = DrainWait(args.timeout)
+
+        def removing(event: dict[str, Any]) -> None:
+            plays(event)
+            if not args.dead:
+                printer(wait.feed(event))
+
+        removed = api.remove_agent(
+            args.name,
+            timeout_s=args.timeout,
+            force=args.force,
+            dead=args.dead,
+            reason=args.reason,
+            on_event=removing,
+            **common,
+        )
+        if as_json:
+            emit_json(asdict(removed))
+        else:
+            print("\n".join(remove_text(removed)))
         return EXIT_OK
     raise UsageError(f"unknown command agent {action}")  # pragma: no cover
 

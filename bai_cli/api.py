@@ -58,6 +58,7 @@ SITE = "site.yml"
 AGENT_LIST = "playbooks/agent_list.yml"
 AGENT_AVAILABILITY = "playbooks/agent_availability.yml"
 AGENT_DRAIN = "playbooks/agent_drain.yml"
+AGENT_REMOVE = "playbooks/agent_remove.yml"
 # How long a drain waits for the agent's sessions to end (agent_drain.yml's default).
 DRAIN_TIMEOUT_S = 600
 # The agent playbooks' request checks: failing one is bad input (exit code 2).
@@ -316,6 +317,22 @@ class Drained:
     forced: bool = False
     destroyed: list[dict[str, Any]] = field(default_factory=list)
     availability: AgentAvailability | None = None
+
+
+@dataclass
+class Removed:
+    """What ``agent remove`` did (agent_remove.yml's ``bai_agent_removed``): the swarm
+    ``node`` it removed (None: none was left), what the session ledger ``dropped``, the
+    sessions it ended (``sessions_ended``: destroyed by a forced drain, or, for an agent
+    that was ``dead``, on the agents that answer) and what destroying them removed
+    (``destroyed``: session_destroy.yml's rows)."""
+
+    name: str
+    dead: bool = False
+    node: dict[str, Any] | None = None
+    dropped: list[str] = field(default_factory=list)
+    sessions_ended: list[str] = field(default_factory=list)
+    destroyed: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _run(playbook: str, extravars: Mapping[str, Any], **kwargs: Any) -> PlaybookResult:
@@ -769,4 +786,52 @@ def drain_agent(
         if forced
         else [],
         availability=AgentAvailability.from_stats(marked) if marked else None,
+    )
+
+
+def remove_agent(
+    name: str,
+    *,
+    timeout_s: int = DRAIN_TIMEOUT_S,
+    force: bool = False,
+    dead: bool = False,
+    reason: str | None = None,
+    by: str | None = None,
+    inventory: str | None = None,
+    on_event: Event | None = None,
+    **kwargs: Any,
+) -> Removed:
+    """Take an agent out of the cluster (playbooks/agent_remove.yml). An agent that
+    answers is drained first as :func:`drain_agent` does (``timeout_s``, ``force``):
+    sessions left stop the removal with :class:`BaiClusterError`, the agent stays
+    drained. Then it leaves the swarm, its node entry goes, the session ledger forgets it
+    and the other hosts' firewalls drop its addresses. ``dead``: an agent that is powered
+    off or does not answer - nothing contacts it, its sessions are destroyed on the
+    agents that answer, its node is removed with force. Idempotent."""
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, int) or timeout_s < 0:
+        raise BaiClusterError(
+            "bad_input", f"the drain timeout must be whole seconds >= 0, got {timeout_s!r}"
+        )
+    extravars: dict[str, Any] = {
+        "agent_name": name,
+        "agent_drain_timeout_s": timeout_s,
+        "agent_drain_force": bool(force),
+        "agent_remove_dead": bool(dead),
+    }
+    _set(extravars, "agent_reason", reason)
+    _set(extravars, "agent_by", by or _user())
+    result = _run(AGENT_REMOVE, extravars, inventory=inventory, on_event=on_event, **kwargs)
+    data = result.stats.get("bai_agent_removed")
+    if not data:
+        raise BaiClusterError("failed", "agent_remove.yml recorded no outcome")
+    ended = [str(s) for s in data.get("sessions_ended") or []]
+    return Removed(
+        name=str(data.get("name") or name),
+        dead=_flag(data.get("dead")),
+        node=dict(data["node"]) if data.get("node") else None,
+        dropped=[str(d) for d in data.get("dropped") or []],
+        sessions_ended=ended,
+        destroyed=[dict(r) for r in result.stats.get("bai_sessions_destroyed") or []]
+        if ended
+        else [],
     )

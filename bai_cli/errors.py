@@ -33,6 +33,7 @@ VALIDATION_TASKS = (
     "Check the people's public keys",
     "Check the agent name",
     "Check the agent and the availability asked for",
+    "Check the agent to remove",
 )
 PLACEMENT_STOP = "Stop when the session cannot be placed"
 PLACEMENT = "Place the session on the agents"

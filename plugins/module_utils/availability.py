@@ -21,8 +21,14 @@ and ``drain`` (``activate`` clears them in the same order):
    that either calls unavailable, and over one the swarm reports down.
 
 Nothing but ``activate`` makes an agent active again: no role or playbook of site.yml
-touches either record. Pure, except :func:`read_marker` and :func:`write_marker` (one
-small file).
+touches an operator's record. Three kinds are not the operator's (their ``purpose``):
+site.yml holds an agent it is adding out of service (:data:`SETUP`) until its engine,
+swarm membership and firewall are in place, and clears only that record; ``agent
+remove`` leaves :data:`REMOVED` on an agent it took out of the cluster, so that an
+inventory that still names it places nothing there, until site.yml adds it again
+(:func:`setup_step`); maintenance.yml drains an agent as :data:`MAINTENANCE`, so that
+a rerun after a failure knows the drain for its own and puts the agent back in
+service. Pure, except :func:`read_marker` and :func:`write_marker` (one small file).
 """
 
 from __future__ import annotations
@@ -41,18 +47,34 @@ AVAILABILITIES = (ACTIVE, PAUSE, DRAIN)
 # How list, show and messages say each one.
 WORDS = {ACTIVE: "active", PAUSE: "paused", DRAIN: "drained"}
 
+# Whose record it is (its ``purpose``; absent: the operator's).
+OPERATOR = "operator"
+SETUP = "setup"
+REMOVED = "removed"
+MAINTENANCE = "maintenance"
+PURPOSES = (OPERATOR, SETUP, REMOVED, MAINTENANCE)
+
 # The agent's own record: slot ('' for an agent that is its whole engine) -> record.
 MARKER = "availability.json"
 DEFAULT_STATE_DIR = "/var/lib/bai-cluster"
 
 
 def make_record(
-    availability: str, *, name: str, identity: str, by: str, reason: str, now: float
+    availability: str,
+    *,
+    name: str,
+    identity: str,
+    by: str,
+    reason: str,
+    now: float,
+    purpose: str = OPERATOR,
 ) -> dict[str, Any]:
     """The record of one pause or drain (``active`` has none)."""
     if availability not in (PAUSE, DRAIN):
         raise ValueError(f"availability: got {availability!r}; allowed: {PAUSE}, {DRAIN}")
-    return {
+    if purpose not in PURPOSES:
+        raise ValueError(f"purpose: got {purpose!r}; allowed: {', '.join(PURPOSES)}")
+    record = {
         "availability": availability,
         "name": name,
         "id": identity,
@@ -60,13 +82,49 @@ def make_record(
         "reason": reason or "",
         "at": float(now),
     }
+    if purpose != OPERATOR:
+        record["purpose"] = purpose
+    return record
+
+
+def purpose_of(record: Mapping[str, Any] | None) -> str:
+    """Whose record it is ('' for none)."""
+    return str(record.get("purpose") or OPERATOR) if record else ""
+
+
+def setup_step(own: Mapping[str, Any] | None, *, hold: bool, in_swarm: bool) -> str:
+    """What site.yml does to an agent's own record: ``write`` its hold, ``clear`` it, or
+    ``keep`` the record as it is.
+
+    ``hold`` (before the agent's swarm membership and firewall are set up): an agent in
+    no swarm with no record is new, and one that ``agent remove`` marked is coming back;
+    both are held out of service. Any other record (an operator's pause) is kept, and so
+    is an agent already in the swarm (a rerun on a cluster in service). Not ``hold`` (at
+    the end of site.yml): only site.yml's own hold is cleared."""
+    purpose = purpose_of(own)
+    if hold:
+        if purpose == REMOVED or (not purpose and not in_swarm):
+            return "write"
+        return "keep"
+    return "clear" if purpose == SETUP else "keep"
 
 
 def describe(record: Mapping[str, Any] | None) -> str:
     """'paused by alice at 2026-11-26 09:00:00 UTC: driver upgrade' ('active' for None)."""
     if not record:
         return WORDS[ACTIVE]
+    if record.get("purpose") == SETUP:
+        return (
+            f"being added by site.yml since {clock(record.get('at'))} (in service once its "
+            f"engine, swarm membership and firewall are set up)"
+        )
+    if record.get("purpose") == REMOVED:
+        who = record.get("by") or "unknown"
+        text = f"removed from the cluster by {who} at {clock(record.get('at'))}"
+        return text + (f": {record['reason']}" if record.get("reason") else "")
     word = WORDS.get(str(record.get("availability")), str(record.get("availability")))
+    if record.get("purpose") == MAINTENANCE:
+        word += " for maintenance"
     text = f"{word} by {record.get('by') or 'unknown'} at {clock(record.get('at'))}"
     return text + (f": {record['reason']}" if record.get("reason") else "")
 
@@ -122,8 +180,12 @@ def set_entry(table: dict[str, Any], key: str, record: Mapping[str, Any] | None)
         return table.pop(key, None) is not None
     new = dict(record)
     if old and old.get("availability") == new["availability"]:
-        new.update(by=old.get("by", new["by"]), at=old.get("at", new["at"]))
-        if not record.get("reason"):
+        # The identity too: an agent's own record outlives its leaving the swarm (a
+        # removed agent's identity becomes its engine's).
+        new.update(
+            by=old.get("by", new["by"]), at=old.get("at", new["at"]), id=old.get("id") or new["id"]
+        )
+        if not record.get("reason") and old.get("purpose") == new.get("purpose"):
             new["reason"] = old.get("reason", "")
     if old == new:
         return False
@@ -157,6 +219,11 @@ def admits(record: Mapping[str, Any] | None, *, session_there: bool) -> str:
     repairs it); nothing new."""
     if not record or record.get("availability") == ACTIVE or session_there:
         return ""
+    if purpose_of(record) in (SETUP, REMOVED):
+        return (
+            f"it is {describe(record)}; it takes no new sessions until site.yml has "
+            f"(re)added it to the cluster"
+        )
     return (
         f"it is {describe(record)}; it takes no new sessions until bai-cluster agent "
         f"activate (sessions already there are still repaired)"

@@ -394,6 +394,47 @@ def forsake(
     return True
 
 
+# --- An agent taken out of the cluster (bai-cluster agent remove) --------------------
+
+
+class Forgotten(NamedTuple):
+    """What :func:`forget_agent` dropped, or why it dropped nothing."""
+
+    holding: list[str]  # sessions with a reservation on the agent: nothing was dropped
+    dropped: list[str]  # what went, for a person: "its kept read", "its pause", ...
+
+
+def forget_agent(ledger: dict[str, Any], name: str, identity: str = "") -> Forgotten:
+    """Drop agent ``name`` (identity ``identity``) from the ledger: its kept read and its
+    availability record. What a forced destroy left on it stays remembered (``forsaken``),
+    so that reconcile removes those leftovers if it is ever added back. Refused
+    while a session holds a reservation there (``holding``; the ledger is unchanged):
+    its sessions are ended first, never stranded after."""
+    holding = sorted(n for n, e in ledger["sessions"].items() if name in _agents_of(e))
+    if holding:
+        return Forgotten(holding, [])
+    dropped = []
+    if (ledger.get("agents") or {}).pop(name, None) is not None:
+        dropped.append("its kept read")
+    table = ledger.get("availability") or {}
+    mine = [k for k, v in table.items() if (identity and k == identity) or v.get("name") == name]
+    for key in mine:
+        del table[key]
+        if "its availability record" not in dropped:
+            dropped.append("its availability record")
+    return Forgotten([], dropped)
+
+
+def known_identity(ledger: Mapping[str, Any], name: str) -> str:
+    """The identity of the ledger's last read of agent ``name`` ('' if never read)."""
+    record = (ledger.get("agents") or {}).get(name) or {}
+    return str((record.get("agent") or {}).get("id") or "")
+
+
+def _agents_of(entry: Mapping[str, Any]) -> set[str]:
+    return {str(k["agent"]) for k in entry.get("kernels") or ()}
+
+
 # --- Reconcile: the ledger and what the agents run, made to agree --------------------
 
 

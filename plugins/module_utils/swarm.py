@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Optional
 
 from ansible_collections.bai.cluster.plugins.module_utils.addresses import covers, in_zone, parse_ip
+from ansible_collections.bai.cluster.plugins.module_utils.admission import SLOT_SEPARATOR
 
 # docker info .Swarm.LocalNodeState values.
 STATE_INACTIVE = "inactive"
@@ -132,6 +133,7 @@ def member_membership(
     host: str = "the node",
     manager: str = "the manager",
     force: bool = False,
+    cluster_manager_ids: Iterable[str] = (),
 ) -> dict[str, str]:
     """What a node that should join the cluster's swarm must do.
 
@@ -148,6 +150,17 @@ def member_membership(
     known = set(cluster_node_ids or [])
     if state == STATE_ACTIVE and node_id and node_id in known:
         return _decision(ACTION_OK, f"{host} is node {node_id} of the swarm {manager} manages")
+    ours = {str(m.get("NodeID")) for m in swarm.get("RemoteManagers") or []} & set(
+        cluster_manager_ids or []
+    )
+    if ours and state in (STATE_ACTIVE, "pending", "error"):
+        # Its managers are the cluster's own, and they no longer know it: its node was
+        # removed (agent remove --dead while it was off). Nothing is lost by leaving.
+        return _decision(
+            ACTION_REJOIN,
+            f"{host} was removed from the swarm {manager} manages (its node ID "
+            f"{node_id or '?'} is gone); it leaves and joins again",
+        )
     if state == STATE_ACTIVE:
         what = (
             f"is in a different swarm: its node ID {node_id or '?'} is unknown to {manager}, "
@@ -264,3 +277,32 @@ def taken_ports(ss_lines: Iterable[str], needed: Iterable[str]) -> list[str]:
         if f"{port}/{fields[0].lower()}" in wanted:
             taken.append(" ".join(fields))
     return taken
+
+
+def node_of_agent(
+    nodes: Iterable[Mapping[str, Any]], name: str, identity: str = ""
+) -> tuple[Optional[Mapping[str, Any]], str]:
+    """(the swarm node of agent ``name``, why not one) - for taking it out of the swarm.
+
+    By its identity (the node ID the agent's reads gave), else by its inventory name as
+    the node's hostname when exactly one node has it. None without a problem: the swarm
+    has no such node (removed already). An identity with a slot (a virtual agent) has no
+    node of its own; a manager is never taken out this way (it is demoted first)."""
+    if SLOT_SEPARATOR in identity:
+        return None, ""
+    listed = list(nodes or [])
+    found = [n for n in listed if identity and n.get("ID") == identity]
+    if not found and not identity:
+        found = [n for n in listed if _node_view(n)[1] == name]
+    if len(found) > 1:
+        ids = ", ".join(str(n.get("ID")) for n in found)
+        return None, f"several swarm nodes are named {name} ({ids}); remove the right one by ID"
+    if not found:
+        return None, ""
+    node = found[0]
+    if (node.get("Spec") or {}).get("Role") == "manager":
+        return None, (
+            f"{name} is a swarm manager (node {node.get('ID')}): demote it first "
+            f"(docs/operations.md, managers)"
+        )
+    return node, ""

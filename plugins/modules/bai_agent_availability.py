@@ -56,6 +56,19 @@ options:
     type: str
     choices: [agent, cluster]
     default: agent
+  purpose:
+    description:
+      - Whose record it is (O(scope=agent)). V(operator) - a pause, drain or activate of
+        the operator's. V(removed) - the mark C(agent remove) leaves on an agent it takes
+        out of the cluster (with O(availability=drain)). V(setup) - site.yml's hold of an
+        agent it is adding - O(availability=pause) holds an agent in no swarm with no
+        record, or one marked V(removed), out of service (any other record is kept),
+        and O(availability=active) clears that hold only, never an operator's pause.
+        V(maintenance) - a drain of C(playbooks/maintenance.yml), which a rerun recognizes
+        as its own.
+    type: str
+    choices: [operator, setup, removed, maintenance]
+    default: operator
   reason:
     description: Why (shown by C(bai-cluster agent list) and in PENDING messages).
     type: str
@@ -206,7 +219,23 @@ def wanted(params: dict, identity: str, now: float) -> dict | None:
         by=params["by"],
         reason=params["reason"],
         now=now,
+        purpose=params["purpose"],
     )
+
+
+def apply(params: dict, own: dict, slot: str, identity: str, in_swarm: bool) -> bool:
+    """Change the agent's own records ``own`` as asked; whether that changed anything.
+    O(purpose=setup) writes or clears only site.yml's hold (availability.setup_step)."""
+    now = time.time()
+    if params["purpose"] != avail.SETUP:
+        return avail.set_entry(own, slot, wanted(params, identity, now))
+    hold = params["availability"] != avail.ACTIVE
+    step = avail.setup_step(own.get(slot), hold=hold, in_swarm=in_swarm)
+    if step == "write":
+        return avail.set_entry(own, slot, wanted(params, identity, now))
+    if step == "clear":
+        return avail.set_entry(own, slot, None)
+    return False
 
 
 def on_agent(module: AnsibleModule) -> dict:
@@ -218,13 +247,13 @@ def on_agent(module: AnsibleModule) -> dict:
     slot = params["agent_id"] or ""
     listed = api.containers(all=True, filters={"label": [LABEL_SESSION]})
     result: dict[str, Any] = {"identity": identity}
+    in_swarm = (info.get("Swarm") or {}).get("LocalNodeState") == "active"
     if params["availability"] is None:
         result["record"] = avail.read_marker(params["state_dir"]).get(slot)
     elif module.check_mode:
         own = avail.read_marker(params["state_dir"])
-        new = wanted(params, identity, time.time())
         trial = dict(own)
-        changed = avail.set_entry(trial, slot, new)
+        changed = apply(params, trial, slot, identity, in_swarm)
         result.update(changed=changed, previous=own.get(slot), record=trial.get(slot))
     else:
         with locked(
@@ -233,7 +262,7 @@ def on_agent(module: AnsibleModule) -> dict:
         ):
             own = avail.read_marker(params["state_dir"])
             previous = own.get(slot)
-            changed = avail.set_entry(own, slot, wanted(params, identity, time.time()))
+            changed = apply(params, own, slot, identity, in_swarm)
             if changed:
                 avail.write_marker(params["state_dir"], own)
             # Listed under the lock: no container is admitted after this list.
@@ -259,7 +288,7 @@ def in_cluster(module: AnsibleModule) -> dict:
             found["given_out"] = _given_out(ledger)
             found["agents"] = ledger.get("agents") or {}
             return {"changed": False}
-        identity = params["identity"] or _known_identity(ledger, name)
+        identity = params["identity"] or book.known_identity(ledger, name)
         found["identity"] = identity
         previous = avail.record_of(found["records"], name, identity)
         new = None if params["availability"] is None else wanted(params, identity, now)
@@ -292,12 +321,6 @@ def in_cluster(module: AnsibleModule) -> dict:
         result["node"], moved = _swarm_node(module, store.api, name, found["identity"])
         result["changed"] = result["changed"] or moved
     return result
-
-
-def _known_identity(ledger: dict, name: str) -> str:
-    """The identity of the ledger's last read of agent ``name`` ('' if never read)."""
-    record = (ledger.get("agents") or {}).get(name) or {}
-    return str((record.get("agent") or {}).get("id") or "")
 
 
 def _given_out(ledger: dict) -> dict:
@@ -348,6 +371,7 @@ def main() -> None:
             "identity": {"type": "str"},
             "availability": {"type": "str", "choices": list(avail.AVAILABILITIES)},
             "scope": {"type": "str", "choices": ["agent", "cluster"], "default": "agent"},
+            "purpose": {"type": "str", "choices": list(avail.PURPOSES), "default": "operator"},
             "reason": {"type": "str", "default": ""},
             "by": {"type": "str", "default": ""},
             "state_dir": {"type": "path", "default": "/var/lib/bai-cluster"},

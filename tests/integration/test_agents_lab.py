@@ -9,8 +9,11 @@ shows who paused it and counts none of its room as free. Every assertion reads t
 engines (the swarm node, the agent's containers), not only what the playbooks report.
 
 An agent that is down (its node container stopped): list marks its sessions, a create
-passes over it, destroy keeps its part until it answers or is forced, and reconcile
-removes what a forced destroy left once it is back.
+passes over it, destroy keeps its part until it answers; removed as dead
+(playbooks/agent_remove.yml), its sessions end on the other agent and its node goes
+without anything contacting it; site.yml adds it back, and reconcile removes what it
+still ran. An agent that answers is removed only once its sessions have ended (refused,
+then forced) and added back by site.yml.
 
 This module comes first of the lab modules that converge site.yml (alphabetical order):
 it asks for the shared ``site_converged`` run while agent1 is paused, so the check that
@@ -23,11 +26,20 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import threading
 import time
 
 import pytest
 from conftest import REPO, VENV_BIN
-from labtools import lab_agents, on_agent, spanning_by_memory, spanning_session, wait_for
+from labtools import (
+    changed_hosts,
+    in_session,
+    lab_agents,
+    on_agent,
+    spanning_by_memory,
+    spanning_session,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
@@ -114,6 +126,23 @@ def swarm_state(manager, agent):
     return out if code == 0 else f"? {out}"
 
 
+def remove_agent(run_playbook, agent, **extra):
+    return run_playbook("agent_remove.yml", extra_vars={"agent_name": agent, **extra})
+
+
+def swarm_hostnames(manager):
+    code, out = on_agent(manager, "docker", "node", "ls", "--format", "{{.Hostname}}")
+    assert code == 0, out
+    return out.split()
+
+
+def firewall_of(node):
+    """The host firewall's table as loaded in the node's kernel."""
+    code, out = on_agent(node, "nft", "list", "table", "inet", "bai_firewall")
+    assert code == 0, out
+    return out
+
+
 def reconcile(run_playbook):
     done = run_playbook("session_reconcile.yml")
     assert done.rc == 0, done
@@ -160,24 +189,39 @@ def test_an_agent_that_is_down_is_listed_passed_over_and_its_part_kept(
         relisted = run_playbook("session_list.yml")
         assert [r["state"] for r in relisted.stats["bai_sessions"]] == ["unreachable"]
         print(f"destroy with agent2 down: {time.monotonic() - began:.1f} s")
-        # Forced: the reservation goes; agent2's part is left to reconcile.
-        forced = run_playbook(
-            "session_destroy.yml",
-            extra_vars={"session_name": "it-ag-down", "session_destroy_force": True},
-        )
-        assert forced.rc == 0, forced
-        assert forced.stats["bai_session_destroyed"]["left_on"] == ["agent2"]
+
+        # Removed as dead: nothing contacts agent2; its session ends on agent1 (the
+        # reservation goes, agent2's part is left to reconcile) and its node goes.
+        began = time.monotonic()
+        removed = remove_agent(run_playbook, "agent2", agent_remove_dead=True)
+        assert removed.rc == 0, removed
+        print(f"remove --dead of a stopped agent: {time.monotonic() - began:.1f} s")
+        # Nothing contacted agent2: no task ran there (the drain's plays were skipped).
+        untouched = removed.result["stats"].get("agent2", {})
+        assert untouched.get("ok", 0) == untouched.get("unreachable", 0) == 0, untouched
+        assert removed.stats["bai_session_destroyed"]["left_on"] == ["agent2"]
+        assert removed.stats["bai_agent_removed"]["sessions_ended"] == ["it-ag-down"]
         assert run_playbook("session_list.yml").stats["bai_sessions"] == []
+        assert "agent2" not in swarm_hostnames(manager)
+        assert "10.210.3.22" not in firewall_of(lab["agent1"])
+        assert "10.210.3.22" not in firewall_of(manager)
+        again = remove_agent(run_playbook, "agent2", agent_remove_dead=True)
+        assert again.rc == 0 and changed_hosts(again) == {}, again
+        assert again.stats["bai_agent_removed"]["node"] is None
     finally:
         node.start()
-        wait_for(
-            lambda: (
-                on_agent(node, "docker", "info", "--format", "{{.Swarm.LocalNodeState}}")
-                == (0, "active")
-            ),
-            "agent2's engine back in the swarm",
-        )
+        wait_for(lambda: on_agent(node, "docker", "info")[0] == 0, "agent2's engine answers")
+        # Back after its node was removed: site.yml makes it leave the swarm it no
+        # longer belongs to and join again (its engine and images are intact, so the
+        # swarm and the firewall are all it needs).
+        began = time.monotonic()
+        added = run_playbook(str(REPO / "site.yml"), "--tags", "docker_swarm,host_firewall")
+        took = time.monotonic() - began
+        print(f"site.yml --tags docker_swarm,host_firewall adding agent2 back: {took:.1f} s")
+        assert added.rc == 0, added
         wait_for(lambda: swarm_state(manager, "agent2") == "ready", "agent2 ready in the swarm")
+    assert own_record(node) == {}
+    assert "10.210.3.22" in firewall_of(lab["agent1"])
     # Back: its leftover (restarted by its restart policy) is removed, never taken in.
     assert sessions_on(node) == ["it-ag-down"]
     done = reconcile(run_playbook)
@@ -185,7 +229,7 @@ def test_an_agent_that_is_down_is_listed_passed_over_and_its_part_kept(
     assert sessions_on(node) == []
 
 
-def test_a_paused_agent_takes_no_new_session_and_site_yml_leaves_it_paused(
+def test_a_paused_agent_takes_no_new_session_the_other_is_removed_and_site_yml_adds_it_back(
     request, run_playbook, lab, manager
 ):
     paused = set_availability(run_playbook, "agent1", "pause", REASON)
@@ -211,13 +255,41 @@ def test_a_paused_agent_takes_no_new_session_and_site_yml_leaves_it_paused(
     assert rows["agent2"]["sessions"] == ["it-ag-single"]
     # agent1's 4 CPUs are not free: only agent2's 4, less the session's 1.
     assert totals["free"]["cpu"] == 3.0 and totals["offered"]["cpu"] == 8.0, totals
-    destroy(run_playbook, "it-ag-single")
 
-    # site.yml, twice (the run the site tests share), puts nobody back in service.
+    # agent2 out of the cluster: refused while it-ag-single runs there (nothing is
+    # removed; agent2 stays drained), then with --force.
+    refused = remove_agent(run_playbook, "agent2", agent_drain_timeout_s=0)
+    assert refused.rc != 0, refused
+    assert any("still hold it after 0 s: it-ag-single" in m for m in refused.failures), refused
+    assert sessions_on(lab["agent2"]) == ["it-ag-single"]
+    assert swarm_state(manager, "agent2") == "ready"
+    began = time.monotonic()
+    removed = remove_agent(run_playbook, "agent2", agent_drain_timeout_s=0, agent_drain_force=True)
+    assert removed.rc == 0, removed
+    print(f"remove of an agent with one session (forced): {time.monotonic() - began:.1f} s")
+    assert removed.stats["bai_agent_removed"]["sessions_ended"] == ["it-ag-single"]
+    assert sessions_on(lab["agent2"]) == []
+    assert "agent2" not in swarm_hostnames(manager)
+    assert on_agent(lab["agent2"], "docker", "info", "--format", "{{.Swarm.LocalNodeState}}") == (
+        0,
+        "inactive",
+    )
+    assert own_record(lab["agent2"])[""]["purpose"] == "removed"
+    assert "10.210.3.22" not in firewall_of(lab["agent1"])
+    assert "10.210.3.22" not in firewall_of(manager)
+    again = remove_agent(run_playbook, "agent2")
+    assert again.rc == 0 and changed_hosts(again) == {}, again
+
+    # site.yml, twice (the run the site tests share), adds agent2 back (in service once
+    # its swarm membership and firewall are set up) and puts agent1 back in service no
+    # more than any other run does.
     first, second = request.getfixturevalue("site_converged")
     assert first.rc == 0 and second.rc == 0, (first, second)
     assert node_availability(manager, "agent1") == "pause"
     assert own_record(lab["agent1"])[""]["availability"] == "pause"
+    assert swarm_state(manager, "agent2") == "ready" and own_record(lab["agent2"]) == {}
+    assert node_availability(manager, "agent2") == "active"
+    assert "10.210.3.22" in firewall_of(lab["agent1"]) and "10.210.3.22" in firewall_of(manager)
 
     back = set_availability(run_playbook, "agent1", "active")
     assert back.rc == 0, back
@@ -285,3 +357,93 @@ def test_a_drain_waits_fails_naming_the_sessions_and_with_force_destroys_them(
     again = run_playbook("agent_drain.yml", extra_vars=extra)
     assert again.rc == 0 and again.stats["bai_agent_drain"]["left"] == [], again
     print(f"drain of an empty agent: {time.monotonic() - began:.1f} s")
+
+
+# --- maintenance one agent at a time ---------------------------------------------------
+class Probe(threading.Thread):
+    """``ssh sub1`` from main1 of a session, every second, until stopped: the times it
+    answered and the failures (what the session's users would have seen)."""
+
+    def __init__(self, node, session):
+        super().__init__(daemon=True)
+        self.node, self.session = node, session
+        self.answered = 0
+        self.failures: list[str] = []
+        self.done = threading.Event()
+
+    def run(self):
+        while not self.done.is_set():
+            code, out = in_session(
+                self.node, f"bai-{self.session}-main1", "ssh -o ConnectTimeout=3 sub1 true"
+            )
+            if code == 0:
+                self.answered += 1
+            else:
+                self.failures.append(f"{time.strftime('%H:%M:%S')} rc={code}: {out[-200:]}")
+            self.done.wait(1)
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.done.set()
+        self.join(timeout=30)
+
+
+def dockerd_pid(node):
+    code, out = on_agent(node, "pidof", "dockerd")
+    assert code == 0, out
+    return out
+
+
+def maintain(run_playbook, hosts, **extra):
+    extra = {"maintenance_action": "restart", "maintenance_hosts": hosts, **extra}
+    return run_playbook("maintenance.yml", extra_vars=extra)
+
+
+def test_maintenance_restarts_one_engine_at_a_time_while_sessions_elsewhere_answer(
+    run_playbook, lab, manager
+):
+    # A session of two containers on agent2 (agent1 paused while it is placed).
+    assert set_availability(run_playbook, "agent1", "pause").rc == 0
+    made = create(run_playbook, "it-ag-keep2", session_size=2)
+    assert made.rc == 0, made
+    assert set_availability(run_playbook, "agent1", "active").rc == 0
+    assert sessions_on(lab["agent2"]) == ["it-ag-keep2"]
+    before = {agent: dockerd_pid(node) for agent, node in lab.items()}
+
+    # Over both agents, one at a time: agent1 is restarted while the session on agent2
+    # answers every second; agent2 still runs it, so the run stops there untouched.
+    began = time.monotonic()
+    with Probe(lab["agent2"], "it-ag-keep2") as probe:
+        run = maintain(run_playbook, "agents", agent_drain_timeout_s=0)
+    print(f"maintenance: agent1 restarted, agent2 refused: {time.monotonic() - began:.1f} s")
+    assert run.rc != 0, run
+    assert any("still hold it after 0 s: it-ag-keep2" in m for m in run.failures), run.failures
+    assert probe.failures == [] and probe.answered >= 10, (probe.answered, probe.failures)
+    assert dockerd_pid(lab["agent1"]) != before["agent1"]  # restarted
+    assert dockerd_pid(lab["agent2"]) == before["agent2"]  # never under a session
+    assert sessions_on(lab["agent2"]) == ["it-ag-keep2"]
+    assert node_availability(manager, "agent1") == "active" and own_record(lab["agent1"]) == {}
+    assert run.stats["bai_maintenance"]["agent1"]["back_in_service"] is True
+    # agent2 is left drained by the maintenance that stopped there.
+    assert own_record(lab["agent2"])[""]["purpose"] == "maintenance"
+
+    # The other way round: a session on agent1 (agent2 is drained), agent2 restarted.
+    made = create(run_playbook, "it-ag-keep1", session_size=2)
+    assert made.rc == 0, made
+    assert sessions_on(lab["agent1"]) == ["it-ag-keep1"]
+    destroy(run_playbook, "it-ag-keep2")
+    began = time.monotonic()
+    with Probe(lab["agent1"], "it-ag-keep1") as probe:
+        run = maintain(run_playbook, "agent2", agent_drain_timeout_s=0)
+    print(f"maintenance of one agent (engine restart): {time.monotonic() - began:.1f} s")
+    assert run.rc == 0, run
+    assert probe.failures == [] and probe.answered >= 10, (probe.answered, probe.failures)
+    assert dockerd_pid(lab["agent2"]) != before["agent2"]
+    # The drain the stopped run left was its own: agent2 is back in service.
+    assert node_availability(manager, "agent2") == "active" and own_record(lab["agent2"]) == {}
+    assert swarm_state(manager, "agent2") == "ready"
+    assert "10.210.3.21" in firewall_of(lab["agent2"])  # its table loaded again
+    destroy(run_playbook, "it-ag-keep1")

@@ -395,3 +395,69 @@ def test_a_forced_destroy_passes_the_force_and_says_what_it_left_where(runner, c
     assert cli.main(["session", "destroy", "s1", "--json"]) == EXIT_OK
     assert fake.calls[0][1] == {"session_name": "s1"}
     assert json.loads(capsys.readouterr().out)["left_on"] == []
+
+
+# --- remove -----------------------------------------------------------------------------
+def removed_stats(dead=False, ended=(), node=True) -> dict:
+    stats: dict = {
+        "bai_agent_removed": {
+            "name": "agent2",
+            "dead": dead,
+            "node": {"id": "N2", "hostname": "agent2"} if node else None,
+            "dropped": ["its kept read", "its availability record"] if node else [],
+            "sessions_ended": list(ended),
+        }
+    }
+    if ended:
+        stats["bai_sessions_destroyed"] = [
+            {"name": name, "containers": [f"bai-{name}-main1"], "networks": []} for name in ended
+        ]
+    return stats
+
+
+def test_remove_drains_with_the_drain_s_options_and_says_what_comes_next(runner, capsys):
+    fake = runner(ok(removed_stats()))
+    assert cli.main(["agent", "remove", "agent2", "--timeout", "0"]) == EXIT_OK
+    [(playbook, extravars, _kwargs)] = fake.calls
+    assert playbook == api.AGENT_REMOVE
+    assert extravars == {
+        "agent_name": "agent2",
+        "agent_drain_timeout_s": 0,
+        "agent_drain_force": False,
+        "agent_remove_dead": False,
+        "agent_by": "alice",
+    }
+    out = capsys.readouterr().out.splitlines()
+    assert out[:3] == [
+        "agent agent2: out of the cluster",
+        "  swarm node N2 removed",
+        "  the session ledger dropped its kept read, its availability record",
+    ]
+    assert out[3].startswith("  next: take agent2 out of the inventory") and "site.yml" in out[3]
+
+
+def test_remove_of_a_dead_agent_names_the_sessions_ended(runner, capsys):
+    fake = runner(ok(removed_stats(dead=True, ended=["s2"])))
+    assert cli.main(["agent", "remove", "agent2", "--dead", "--json"]) == EXIT_OK
+    assert fake.calls[0][1]["agent_remove_dead"] is True
+    data = json.loads(capsys.readouterr().out)
+    assert data["dead"] is True and data["sessions_ended"] == ["s2"]
+    assert data["destroyed"][0]["containers"] == ["bai-s2-main1"]
+
+
+def test_a_second_remove_says_nothing_was_left(runner, capsys):
+    runner(ok(removed_stats(node=False)))
+    assert cli.main(["agent", "remove", "agent2"]) == EXIT_OK
+    assert "  nothing of it was left (removed already)" in capsys.readouterr().out.splitlines()
+
+
+def test_a_remove_refused_by_sessions_left_fails_with_the_drain_s_message(runner, capsys):
+    msg = "agent agent2: 1 session(s) still hold it after 0 s: s2. It stays drained"
+    runner(failed("Fail when sessions remain", msg))
+    assert cli.main(["agent", "remove", "agent2", "--timeout", "0"]) == EXIT_FAILED
+    assert "s2" in capsys.readouterr().err
+
+
+def test_remove_of_an_agent_the_inventory_lacks_is_bad_input(runner, capsys):
+    runner(failed("Check the agent to remove", "agent_name must be an agent of this inventory"))
+    assert cli.main(["agent", "remove", "nope"]) == EXIT_BAD_INPUT

@@ -126,6 +126,23 @@ def test_node_in_a_different_swarm_rejoins_when_forced():
     assert decision["action"] == "rejoin"
 
 
+@pytest.mark.parametrize("state", ["active", "pending", "error"])
+def test_a_node_removed_from_this_very_swarm_rejoins_unforced(state):
+    """agent remove --dead took its node out while it was off: its managers are the
+    cluster's own and no longer know it, so leaving loses nothing."""
+    removed = {
+        "LocalNodeState": state,
+        "NodeID": "old-id",
+        "RemoteManagers": [{"NodeID": "m1", "Addr": "10.210.3.11:2377"}],
+    }
+    decision = sw.member_membership(removed, CLUSTER, "agent2", "manager", False, ["m1"])
+    assert decision["action"] == "rejoin" and "was removed from the swarm" in decision["reason"]
+    # Managers that are not the cluster's: still another swarm, refused.
+    assert sw.member_membership(removed, CLUSTER, "agent2", "manager", False, ["m9"])["action"] == (
+        "conflict"
+    )
+
+
 def test_active_node_is_foreign_when_the_manager_has_no_swarm_yet():
     """The manager is about to init: every node already active belongs elsewhere."""
     assert sw.member_membership(OUR_WORKER, [], "agent1", "manager")["action"] == "conflict"
