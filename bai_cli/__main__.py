@@ -517,47 +517,28 @@ def run_agent_command(
         else:
             print("\n".join(availability_text(done)))
         return EXIT_OK
-    if action == "drain":
+    if action in ("drain", "remove"):
         wait = DrainWait(args.timeout)
+        dead = action == "remove" and args.dead
 
         def draining(event: dict[str, Any]) -> None:
             plays(event)
-            printer(wait.feed(event))
-
-        drained = api.drain_agent(
-            args.name,
-            timeout_s=args.timeout,
-            force=args.force,
-            reason=args.reason,
-            on_event=draining,
-            **common,
-        )
-        if as_json:
-            emit_json(asdict(drained))
-        else:
-            print("\n".join(drain_text(drained)))
-        return EXIT_OK
-    if action == "remove":
-        wait = DrainWait(args.timeout)
-
-        def removing(event: dict[str, Any]) -> None:
-            plays(event)
-            if not args.dead:
+            if not dead:  # nothing waits on an agent that is down
                 printer(wait.feed(event))
 
-        removed = api.remove_agent(
-            args.name,
-            timeout_s=args.timeout,
-            force=args.force,
-            dead=args.dead,
-            reason=args.reason,
-            on_event=removing,
-            **common,
-        )
-        if as_json:
-            emit_json(asdict(removed))
+        options = dict(timeout_s=args.timeout, force=args.force, reason=args.reason)
+        if action == "drain":
+            drained = api.drain_agent(args.name, on_event=draining, **options, **common)
+            lines = drain_text(drained)
+            outcome: Any = drained
         else:
-            print("\n".join(remove_text(removed)))
+            removed = api.remove_agent(args.name, dead=dead, on_event=draining, **options, **common)
+            lines = remove_text(removed)
+            outcome = removed
+        if as_json:
+            emit_json(asdict(outcome))
+        else:
+            print("\n".join(lines))
         return EXIT_OK
     raise UsageError(f"unknown command agent {action}")  # pragma: no cover
 

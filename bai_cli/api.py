@@ -745,6 +745,24 @@ def set_agent_availability(
     return AgentAvailability.from_stats(data)
 
 
+def _drain_vars(
+    name: str, timeout_s: int, force: bool, reason: str | None, by: str | None
+) -> dict[str, Any]:
+    """agent_drain.yml's variables (agent_remove.yml drains with the same), checked."""
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, int) or timeout_s < 0:
+        raise BaiClusterError(
+            "bad_input", f"the drain timeout must be whole seconds >= 0, got {timeout_s!r}"
+        )
+    extravars: dict[str, Any] = {
+        "agent_name": name,
+        "agent_drain_timeout_s": timeout_s,
+        "agent_drain_force": bool(force),
+    }
+    _set(extravars, "agent_reason", reason)
+    _set(extravars, "agent_by", by or _user())
+    return extravars
+
+
 def drain_agent(
     name: str,
     *,
@@ -761,17 +779,7 @@ def drain_agent(
     raise :class:`BaiClusterError` naming them (the agent stays drained), unless
     ``force``: then they are destroyed. The agent is never activated here (see
     :func:`set_agent_availability`)."""
-    if isinstance(timeout_s, bool) or not isinstance(timeout_s, int) or timeout_s < 0:
-        raise BaiClusterError(
-            "bad_input", f"the drain timeout must be whole seconds >= 0, got {timeout_s!r}"
-        )
-    extravars: dict[str, Any] = {
-        "agent_name": name,
-        "agent_drain_timeout_s": timeout_s,
-        "agent_drain_force": bool(force),
-    }
-    _set(extravars, "agent_reason", reason)
-    _set(extravars, "agent_by", by or _user())
+    extravars = _drain_vars(name, timeout_s, force, reason, by)
     result = _run(AGENT_DRAIN, extravars, inventory=inventory, on_event=on_event, **kwargs)
     data = result.stats.get("bai_agent_drain")
     if not data:
@@ -808,18 +816,7 @@ def remove_agent(
     and the other hosts' firewalls drop its addresses. ``dead``: an agent that is powered
     off or does not answer - nothing contacts it, its sessions are destroyed on the
     agents that answer, its node is removed with force. Idempotent."""
-    if isinstance(timeout_s, bool) or not isinstance(timeout_s, int) or timeout_s < 0:
-        raise BaiClusterError(
-            "bad_input", f"the drain timeout must be whole seconds >= 0, got {timeout_s!r}"
-        )
-    extravars: dict[str, Any] = {
-        "agent_name": name,
-        "agent_drain_timeout_s": timeout_s,
-        "agent_drain_force": bool(force),
-        "agent_remove_dead": bool(dead),
-    }
-    _set(extravars, "agent_reason", reason)
-    _set(extravars, "agent_by", by or _user())
+    extravars = {**_drain_vars(name, timeout_s, force, reason, by), "agent_remove_dead": bool(dead)}
     result = _run(AGENT_REMOVE, extravars, inventory=inventory, on_event=on_event, **kwargs)
     data = result.stats.get("bai_agent_removed")
     if not data:

@@ -30,6 +30,7 @@ class FilterModule:
             "bai_image_registry_is_insecure": _utils.registry_is_insecure,
             "bai_swarm_manager_membership": _utils.manager_membership,
             "bai_swarm_member_membership": _utils.member_membership,
+            "bai_swarm_manager_removal": _utils.manager_removal,
             "bai_swarm_stale_nodes": _utils.stale_nodes,
             "bai_swarm_ready_nodes": _utils.ready_nodes,
             "bai_swarm_label_changes": _utils.label_changes,

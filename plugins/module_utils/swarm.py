@@ -306,3 +306,54 @@ def node_of_agent(
             f"(docs/operations.md, managers)"
         )
     return node, ""
+
+
+MANAGER_ANSWERS = ("Leader", "Reachable")
+
+
+def manager_removal(nodes: Iterable[Mapping[str, Any]], name: str) -> dict[str, Any]:
+    """Whether the swarm keeps its quorum without manager ``name``: ``nodes`` as ``docker
+    node ls --format json`` lists them (ID, Hostname, ManagerStatus). Returns ``id`` (the
+    manager's node ID; '' when the swarm has no node of that name: removed already),
+    ``managers`` and ``answering`` (counts now), ``manager`` (whether it is one still: a
+    rerun after the demotion finds a worker, which may go), and ``problem`` (why not; ''
+    when it may go). Raft needs a majority of the managers that remain to answer: a
+    removal that would leave fewer - or no manager at all - is refused, naming the
+    counts."""
+    listed = list(nodes or [])
+    managers = [n for n in listed if n.get("ManagerStatus")]
+    answering = [n for n in managers if n.get("ManagerStatus") in MANAGER_ANSWERS]
+    found = [n for n in listed if _node_view(n)[1] == name]
+    out: dict[str, Any] = {
+        "id": "",
+        "managers": len(managers),
+        "answering": len(answering),
+        "manager": False,
+        "problem": "",
+    }
+    if not found:
+        return out
+    if len(found) > 1:
+        ids = ", ".join(str(n.get("ID")) for n in found)
+        out["problem"] = f"several swarm nodes are named {name} ({ids}); remove the right one by ID"
+        return out
+    node = found[0]
+    out["id"] = str(node.get("ID") or "")
+    if not node.get("ManagerStatus"):
+        return out  # demoted already (a removal that stopped part-way): nothing to judge
+    out["manager"] = True
+    left = len(managers) - 1
+    still = len([n for n in answering if n is not node])
+    need = left // 2 + 1
+    if left == 0:
+        out["problem"] = (
+            f"{name} is the swarm's last manager: without it the swarm, and the session "
+            f"ledger kept in it, would be gone"
+        )
+    elif still < need:
+        out["problem"] = (
+            f"{len(answering)} of the swarm's {len(managers)} managers answer; without "
+            f"{name}, {still} of {left} would, and the swarm needs {need} of {left} (a "
+            f"majority) to keep its quorum. Bring the managers that do not answer back first"
+        )
+    return out

@@ -22,6 +22,8 @@ description:
     ready) and its records.
   - A virtual agent (one slot of an engine, C(bai_agent_id)) has no node of its own;
     only its records go.
+  - C(playbooks/manager_remove.yml) uses it for a manager it has demoted (a worker then),
+    with O(identity) its node ID.
 version_added: "1.3.0"
 author: bai-cluster developers (@bai-cluster)
 options:

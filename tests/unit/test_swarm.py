@@ -292,3 +292,52 @@ def test_role_filters_wrap_module_utils(path, names):
     address = next(f for n, f in filters.items() if n.endswith("_address"))
     assert address(["10.210.3.7"], "10.210.3.0/24") == {"address": "10.210.3.7", "error": None}
     assert address(["10.0.0.1"], "10.210.3.0/24")["error"].startswith("no IPv4 address")
+
+
+# --- manager_removal: never lose the quorum ---------------------------------------------
+def managers(*states):
+    """docker node ls rows: manager1..N with these ManagerStatus values, then a worker."""
+    rows = [
+        {"ID": f"m{i}", "Hostname": f"manager{i}", "ManagerStatus": s}
+        for i, s in enumerate(states, 1)
+    ]
+    return [*rows, {"ID": "w1", "Hostname": "agent1", "ManagerStatus": ""}]
+
+
+def test_one_of_three_answering_managers_may_go():
+    found = sw.manager_removal(managers("Leader", "Reachable", "Reachable"), "manager3")
+    assert found == {"id": "m3", "managers": 3, "answering": 3, "manager": True, "problem": ""}
+
+
+def test_a_removal_that_would_lose_the_quorum_is_refused_naming_the_counts():
+    found = sw.manager_removal(managers("Leader", "Unreachable", "Reachable"), "manager3")
+    assert found["id"] == "m3"
+    assert found["problem"].startswith(
+        "2 of the swarm's 3 managers answer; without manager3, 1 of 2 would, and the swarm "
+        "needs 2 of 2"
+    )
+
+
+def test_a_manager_that_does_not_answer_may_go_while_the_rest_keep_the_quorum():
+    found = sw.manager_removal(managers("Leader", "Reachable", "Unreachable"), "manager3")
+    assert found["problem"] == "" and found["answering"] == 2
+
+
+def test_the_last_manager_is_refused():
+    assert "last manager" in sw.manager_removal(managers("Leader"), "manager1")["problem"]
+
+
+def test_a_manager_demoted_by_a_removal_that_stopped_part_way_may_go_on():
+    found = sw.manager_removal(managers("Leader", "Reachable"), "agent1")
+    assert found == {"id": "w1", "managers": 2, "answering": 2, "manager": False, "problem": ""}
+
+
+def test_a_manager_the_swarm_no_longer_lists_is_removed_already():
+    found = sw.manager_removal(managers("Leader", "Reachable"), "manager3")
+    assert found["id"] == "" and found["problem"] == ""
+
+
+@pytest.mark.parametrize("count", [3, 5, 7])
+def test_with_every_manager_answering_any_but_the_last_may_go(count):
+    rows = managers("Leader", *["Reachable"] * (count - 1))
+    assert all(sw.manager_removal(rows, f"manager{i}")["problem"] == "" for i in range(1, count))
