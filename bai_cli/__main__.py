@@ -271,33 +271,35 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pause.add_argument("name")
     pause.add_argument("--reason", help="why (recorded with who and when)")
-    drain = agents.add_parser(
-        "drain",
-        parents=[common],
-        help="no new sessions, then wait for the agent's sessions to end",
-        description="Drain an agent: as pause, then wait until no session is left on it. "
-        "Sessions left after the timeout fail the command (the agent stays drained), or "
-        "with --force are destroyed. Until agent activate.",
-    )
-    drain.add_argument("name")
-    drain.add_argument(
+    # The drain's options; agent remove drains with the same.
+    draining = argparse.ArgumentParser(add_help=False)
+    draining.add_argument(
         "--timeout",
         type=int,
         default=api.DRAIN_TIMEOUT_S,
         metavar="SECONDS",
         help=f"how long to wait for the sessions to end (default {api.DRAIN_TIMEOUT_S})",
     )
-    drain.add_argument(
+    draining.add_argument(
         "--force", action="store_true", help="destroy the sessions left after the timeout"
     )
-    drain.add_argument("--reason", help="why (recorded with who and when)")
+    draining.add_argument("--reason", help="why (recorded with who and when)")
+    drain = agents.add_parser(
+        "drain",
+        parents=[common, draining],
+        help="no new sessions, then wait for the agent's sessions to end",
+        description="Drain an agent: as pause, then wait until no session is left on it. "
+        "Sessions left after the timeout fail the command (the agent stays drained), or "
+        "with --force are destroyed. Until agent activate.",
+    )
+    drain.add_argument("name")
     activate = agents.add_parser(
         "activate", parents=[common], help="put a paused or drained agent back in service"
     )
     activate.add_argument("name")
     remove = agents.add_parser(
         "remove",
-        parents=[common],
+        parents=[common, draining],
         help="take the agent out of the cluster (drain, leave the swarm, forget it)",
         description="Remove an agent (agent_remove.yml): drain it as agent drain does "
         "(sessions left stop the removal unless --force), make it leave the swarm, remove "
@@ -308,21 +310,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     remove.add_argument("name")
     remove.add_argument(
-        "--timeout",
-        type=int,
-        default=api.DRAIN_TIMEOUT_S,
-        metavar="SECONDS",
-        help=f"how long the drain waits for the sessions to end (default {api.DRAIN_TIMEOUT_S})",
-    )
-    remove.add_argument(
-        "--force", action="store_true", help="destroy the sessions left after the timeout"
-    )
-    remove.add_argument(
         "--dead",
         action="store_true",
         help="the agent is down: contact nothing there, end its sessions elsewhere",
     )
-    remove.add_argument("--reason", help="why (recorded with who and when)")
     return parser
 
 
