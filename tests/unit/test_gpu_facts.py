@@ -58,6 +58,15 @@ def test_nvidia_smi_h100_output_gives_eight_devices_and_the_driver():
     assert len({d.uuid for d in devices}) == 8
 
 
+def test_nvidia_smi_as_recorded_on_a_real_h100():
+    devices, driver = parse_nvidia_smi_csv(fixture("nvidia-smi_h100x1_recorded.csv"))
+    assert driver == "580.159.04"
+    assert [(d.index, d.model, d.memory_mib) for d in devices] == [
+        (0, "NVIDIA H100 80GB HBM3", 81559)
+    ]
+    assert devices[0].uuid.startswith("GPU-")
+
+
 def test_nvidia_smi_mixed_models_and_not_available_memory():
     devices, _driver = parse_nvidia_smi_csv(fixture("nvidia-smi_workstation_mixed.csv"))
     assert [(d.model, d.memory_mib) for d in devices] == [
