@@ -92,7 +92,12 @@ def playbook(path: str, **extra: object) -> tuple[int, float]:
         check=False,
     )
     if proc.returncode:
-        sys.stderr.write(proc.stdout[-2000:])
+        # What failed (the fatal task and its message), not only the timing table.
+        lines = proc.stdout.splitlines()
+        fatal = [i for i, line in enumerate(lines) if line.startswith(("fatal:", "failed:"))]
+        shown = [lines[j] for i in fatal for j in range(max(0, i - 2), min(len(lines), i + 12))]
+        sys.stderr.write(f"{path} {extra.get('session_name')}: exit {proc.returncode}\n")
+        sys.stderr.write("\n".join(shown or lines[-40:]) + "\n")
     return proc.returncode, time.monotonic() - started
 
 
