@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import shlex
+import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -118,6 +119,42 @@ def create_spec(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def add_create_options(parser: argparse.ArgumentParser) -> None:
+    """The options of ``session create`` (and ``session run``): session_create.yml's
+    variables."""
+    parser.add_argument("name", help="session name (1-32 of a-z, 0-9, '-')")
+    parser.add_argument("-n", "--size", type=int, help="number of containers (session_size)")
+    parser.add_argument("--mode", choices=["single-node", "multi-node"], help="session_mode")
+    parser.add_argument("--image", help="image of every container (session_image)")
+    parser.add_argument("-g", "--resource-group", help="session_resource_group")
+    parser.add_argument("--cpu", type=_number, help="CPUs per container (session_resources)")
+    parser.add_argument("--mem", help="memory per container, e.g. 512m, 2g")
+    parser.add_argument("--gpu", type=_number, help="GPUs per container")
+    parser.add_argument(
+        "--mount", action="append", metavar="SRC:DST[:ro]", help="a data folder (repeatable)"
+    )
+    parser.add_argument(
+        "--env", "-e", action="append", metavar="KEY=VALUE", help="environment (repeatable)"
+    )
+    parser.add_argument(
+        "--role",
+        action="append",
+        metavar="ROLE=N[,image=I][,cpu=C][,mem=M][,gpu=G]",
+        help="heterogeneous roles in order, the first is the master (session_roles)",
+    )
+    parser.add_argument(
+        "--authorized-key",
+        action="append",
+        metavar="KEY|FILE.pub",
+        help="a person's public key for SSH through the app proxy (session_authorized_keys)",
+    )
+    parser.add_argument(
+        "--wait", type=float, metavar="SECONDS", help="wait this long for capacity when PENDING"
+    )
+    parser.add_argument("--ssh-timeout", type=int, metavar="SECONDS", help="per-container sshd")
+    parser.add_argument("--mtu", type=int, help="session network MTU")
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     # SUPPRESS: the options work before and after the sub-command without the
@@ -170,38 +207,36 @@ def build_parser() -> argparse.ArgumentParser:
         help="create a session",
         description="Create a session (session_create.yml). Options mirror its variables.",
     )
-    create.add_argument("name", help="session name (1-32 of a-z, 0-9, '-')")
-    create.add_argument("-n", "--size", type=int, help="number of containers (session_size)")
-    create.add_argument("--mode", choices=["single-node", "multi-node"], help="session_mode")
-    create.add_argument("--image", help="image of every container (session_image)")
-    create.add_argument("-g", "--resource-group", help="session_resource_group")
-    create.add_argument("--cpu", type=_number, help="CPUs per container (session_resources)")
-    create.add_argument("--mem", help="memory per container, e.g. 512m, 2g")
-    create.add_argument("--gpu", type=_number, help="GPUs per container")
-    create.add_argument(
-        "--mount", action="append", metavar="SRC:DST[:ro]", help="a data folder (repeatable)"
+    add_create_options(create)
+    run = sub.add_parser(
+        "run",
+        parents=[common],
+        help="run a command across a new batch session to its end",
+        description="Create a batch session, run COMMAND (after --, one shell line) in main1 "
+        "once every container is up, print its output as it comes and exit with its exit "
+        "code; the session is destroyed when the command ends (its output is kept: session "
+        "logs). Ctrl-C stops the command and destroys the session.",
     )
-    create.add_argument(
-        "--env", "-e", action="append", metavar="KEY=VALUE", help="environment (repeatable)"
+    add_create_options(run)
+    keep = run.add_mutually_exclusive_group()
+    keep.add_argument("--keep", action="store_true", help="keep the session after the command")
+    keep.add_argument(
+        "--keep-on-failure",
+        action="store_true",
+        help="keep the session when the command did not succeed, for inspection",
     )
-    create.add_argument(
-        "--role",
-        action="append",
-        metavar="ROLE=N[,image=I][,cpu=C][,mem=M][,gpu=G]",
-        help="heterogeneous roles in order, the first is the master (session_roles)",
+    keep.add_argument(
+        "--detach",
+        action="store_true",
+        help="return once the command has started; the session stops itself when it ends "
+        "(session reconcile then removes it and keeps its output)",
     )
-    create.add_argument(
-        "--authorized-key",
-        action="append",
-        metavar="KEY|FILE.pub",
-        help="a person's public key for SSH through the app proxy (session_authorized_keys)",
+    run.add_argument(
+        "--grace",
+        type=int,
+        metavar="SECONDS",
+        help="a stopped command gets SIGTERM, then SIGKILL after this long (default 10)",
     )
-    create.add_argument(
-        "--wait", type=float, metavar="SECONDS", help="wait this long for capacity when PENDING"
-    )
-    create.add_argument("--ssh-timeout", type=int, metavar="SECONDS", help="per-container sshd")
-    create.add_argument("--mtu", type=int, help="session network MTU")
-
     destroy = sub.add_parser("destroy", parents=[common], help="destroy a session")
     destroy.add_argument("name")
     destroy.add_argument(
@@ -232,6 +267,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     show = sub.add_parser("show", parents=[common], help="containers, agents, addresses, ports")
     show.add_argument("name")
+    logs = sub.add_parser(
+        "logs",
+        parents=[common],
+        help="what a container printed (a batch session's: also once it is gone)",
+        description="Print what HOST (--member, default main1) printed: for main1 of a "
+        "batch session its command's output; once a batch session is gone, what was kept "
+        "of it when it was destroyed.",
+    )
+    logs.add_argument("name")
+    logs.add_argument("--member", default="main1", metavar="HOST", help="e.g. sub1")
+    logs.add_argument(
+        "--follow", "-f", action="store_true", help="keep printing until the container stops"
+    )
     env = sub.add_parser("env", parents=[common], help="the containers' cluster environment")
     env.add_argument("name")
     env.add_argument("host", nargs="?", help="one container (e.g. sub1); default: all")
@@ -365,6 +413,11 @@ def session_text(session: api.Session) -> list[str]:
 
 
 def details_text(details: api.SessionDetails) -> list[str]:
+    if not details.containers and details.job:
+        return [
+            job_text(details.name, details.job) + f" (id {details.session_id}; removed: its "
+            f"output: bai-cluster session logs {details.name} [--member HOST])"
+        ]
     lines = [
         f"session {details.name} ({details.state}): id {details.session_id}, {details.mode}, "
         f"{details.size} container(s), network {details.network or 'none'}"
@@ -379,6 +432,8 @@ def details_text(details: api.SessionDetails) -> list[str]:
         lines.append(f"  main1 sshd published on {details.ssh_agent} port {details.ssh_port}")
     if details.appproxy_route:
         lines.append(f"  through the app proxy: {details.appproxy_route['ssh']}")
+    if details.job:
+        lines.append("  " + job_text(details.name, details.job))
     return lines
 
 
@@ -567,6 +622,8 @@ def run_command(args: argparse.Namespace, printer: Printer) -> int:
         return run_agent_command(args, printer, common, verbose)
 
     action = args.action
+    if action == "run":
+        return run_batch(args, printer, common, verbose)
     if action == "create":
         spec = create_spec(args)
         steps = SessionProgress(verbose)
@@ -605,7 +662,8 @@ def run_command(args: argparse.Namespace, printer: Printer) -> int:
                     f"{r.running}/{r.size}",
                     r.mode,
                     ",".join(r.agents),
-                    r.state
+                    (f"batch {r.state}" if r.type == "batch" else r.state)
+                    + (f" (exit {r.exit_code})" if r.exit_code is not None else "")
                     + (f" ({', '.join(r.unreachable)} does not answer)" if r.unreachable else ""),
                 )
                 for r in rows
@@ -635,6 +693,8 @@ def run_command(args: argparse.Namespace, printer: Printer) -> int:
         else:
             print("\n".join(details_text(details)))
         return EXIT_OK
+    if action == "logs":
+        return print_logs(args, printer, common, quiet_events or plays)
     if action == "env":
         envs = api.session_env(args.name, args.host, on_event=quiet_events or plays, **common)
         if as_json:
@@ -663,6 +723,132 @@ def run_command(args: argparse.Namespace, printer: Printer) -> int:
     raise UsageError(f"unknown command {args.command} {action}")  # pragma: no cover
 
 
+def job_text(name: str, job: api.JobResult | dict[str, Any]) -> str:
+    """One line: what a batch session's command came to."""
+    data = asdict(job) if isinstance(job, api.JobResult) else dict(job)
+    state = str(data.get("state"))
+    code = data.get("exit_code")
+    text = f"batch session {name}: {state}"
+    if code is not None and state not in ("running", "starting"):
+        text += f", exit code {code}" + (f" ({data['signal']})" if data.get("signal") else "")
+    started, ended = data.get("started"), data.get("ended")
+    if started and ended:
+        text += f", ran {float(ended) - float(started):.1f} s"
+    if data.get("reason"):
+        text += f" - {data['reason']}"
+    return text
+
+
+def follow_output(details: api.Session, host: str | None, to_stderr: bool = False) -> int:
+    """Print what ``host`` prints until its container stops (``to_stderr``: on stderr, so
+    that stdout holds only --json's document); returns docker logs' exit code."""
+    command = api.logs_command(details, host, follow=True)
+    master = details.container(None)
+    only_stdout = details.type == "batch" and details.container(host).host == master.host
+    sys.stdout.flush()
+    return subprocess.run(
+        command.argv,
+        stdout=sys.stderr if to_stderr else None,
+        stderr=subprocess.DEVNULL if only_stdout else None,
+        check=False,
+    ).returncode
+
+
+def ended_job(name: str, done: api.Destroyed, events: Any, common: dict[str, Any]) -> api.JobResult:
+    """How a batch session ended, as its destroy found it; or, when something else (a
+    session reconcile) destroyed it first, as the session ledger remembers it."""
+    if done.job:
+        return api.JobResult.from_data(name, done.job)
+    try:
+        details = api.show_session(name, on_event=events, **common)
+    except BaiClusterError:
+        details = None
+    return api.JobResult.from_data(name, (details.job if details else None) or {"state": "lost"})
+
+
+def run_batch(
+    args: argparse.Namespace, printer: Printer, common: dict[str, Any], verbose: int
+) -> int:
+    """``session run NAME [create options] -- COMMAND...``: create a batch session, print
+    the command's output as it comes, then destroy the session (unless kept) and exit
+    with the command's exit code."""
+    remote = list(getattr(args, "remote", None) or [])
+    if not remote:
+        raise UsageError("session run NAME [options] -- COMMAND...: the command is missing")
+    spec = create_spec(args)
+    spec.update(command=" ".join(remote), stop_grace_s=args.grace)
+    steps = SessionProgress(verbose)
+    quiet = None if verbose else (lambda event: None)
+    as_json = bool(getattr(args, "json", False))
+    try:
+        session = api.create_session(
+            args.name,
+            args.size,
+            on_event=lambda event: printer(steps.feed(event)),
+            **common,
+            **spec,
+        )
+        if args.detach:
+            if as_json:
+                emit_json(session.to_dict())
+            else:
+                print("\n".join(session_text(session)))
+                print(
+                    f"  the command runs (detached); its output: bai-cluster session logs "
+                    f"{args.name} --follow; the session stops when it ends, and session "
+                    f"reconcile removes it (keeping its output)"
+                )
+            return EXIT_OK
+        # The create's summary says where main1 runs and how its agent is reached.
+        follow_output(session, None, to_stderr=as_json)
+        # main1 has stopped: the command ended. Kept: wait until every member stopped
+        # too; else the destroy stops them at once and says what the command came to.
+        keep = args.keep or args.keep_on_failure
+        job = api.wait_job(args.name, on_event=quiet, **common) if keep else None
+        if job is None or (args.keep_on_failure and job.state == "succeeded"):
+            done = api.destroy_session(args.name, on_event=quiet, **common)
+            keep = False
+            job = job or ended_job(args.name, done, quiet, common)
+    except KeyboardInterrupt:
+        print(
+            f"interrupted: stopping the command and destroying session {args.name}",
+            file=sys.stderr,
+        )
+        done = api.destroy_session(args.name, on_event=quiet, **common)
+        keep = False
+        job = ended_job(args.name, done, quiet, common)
+    if as_json:
+        emit_json({**asdict(job), "kept": keep})
+    else:
+        where = (
+            f"kept: bai-cluster session destroy {args.name}"
+            if keep
+            else f"destroyed; its output: bai-cluster session logs {args.name}"
+        )
+        print(f"{job_text(args.name, job)}; session {where}", file=sys.stderr)
+    return job.exit_status
+
+
+def print_logs(
+    args: argparse.Namespace, printer: Printer, common: dict[str, Any], events: Any
+) -> int:
+    """``session logs NAME [--member HOST] [--follow]``."""
+    if args.follow:
+        details = api.show_session(args.name, on_event=events, **common)
+        if details.containers:
+            return follow_output(details, args.member)
+        print(f"session {args.name} is gone: printing what was kept of it", file=sys.stderr)
+    data = api.session_output(args.name, args.member, on_event=events, **common)
+    if getattr(args, "json", False):
+        emit_json(data)
+        return EXIT_OK
+    sys.stdout.write(str(data.get("output") or ""))
+    sys.stdout.flush()
+    if data.get("source") == "kept":
+        printer([f"(kept on {data.get('agent')} when session {args.name} was destroyed)"])
+    return EXIT_OK
+
+
 def split_remote(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     """``session ssh NAME [HOST] -- COMMAND...``: the arguments before the first ``--``
     and the command after it."""
@@ -677,8 +863,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     own, remote = split_remote(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(own)
-    if remote and not (args.command == "session" and args.action == "ssh"):
-        parser.error("a command after -- is only for: session ssh NAME [HOST] -- COMMAND")
+    if remote and not (args.command == "session" and args.action in ("ssh", "run")):
+        parser.error(
+            "a command after -- is only for: session ssh NAME [HOST] -- COMMAND and "
+            "session run NAME [options] -- COMMAND"
+        )
     args.remote = remote
     printer = Printer(sys.stderr, quiet=bool(getattr(args, "quiet", False)))
     try:

@@ -34,6 +34,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.availability import (
     describe,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.labels import (
+    LABEL_BATCH,
     LABEL_HOST,
     LABEL_IDX,
     LABEL_KERNEL_ID,
@@ -53,6 +54,8 @@ DESTROY = "playbooks/session_destroy.yml"
 RECONCILE = "playbooks/session_reconcile.yml"
 LIST = "playbooks/session_list.yml"
 SHOW = "bai_cli/playbooks/session_show.yml"
+WAIT = "playbooks/session_wait.yml"
+LOGS = "bai_cli/playbooks/session_logs.yml"
 LAB = "playbooks/lab.yml"
 SITE = "site.yml"
 AGENT_LIST = "playbooks/agent_list.yml"
@@ -102,6 +105,11 @@ class Session:
     appproxy_route: dict[str, Any] | None = None
     # Containers a rerun of the create started again (they had stopped).
     restarted: list[str] = field(default_factory=list)
+    # interactive, or batch (its command runs to its end: :class:`JobResult`).
+    type: str = "interactive"
+    # How Ansible reaches the agents (create: main1's; show: every agent and the app
+    # proxy), for the commands the CLI runs there itself (``session ssh``, ``logs``).
+    access: dict[str, Access] = field(default_factory=dict)
 
     @property
     def size(self) -> int:
@@ -149,6 +157,11 @@ class Session:
             ssh_agent=data.get("ssh_agent"),
             appproxy_route=data.get("appproxy") or None,
             restarted=[str(name) for name in data.get("restarted") or []],
+            type=str(data.get("type") or "interactive"),
+            access={
+                host: Access(**{k: str(v) for k, v in info.items()})
+                for host, info in (data.get("access") or {}).items()
+            },
         )
 
 
@@ -168,6 +181,44 @@ class SessionRow:
     state: str
     # The agents that did not answer, for a session whose state is "unreachable".
     unreachable: list[str] = field(default_factory=list)
+    # A batch session: its state is running, ending or ended, and main1's exit code once
+    # it has stopped (session show says how it ended).
+    type: str = "interactive"
+    exit_code: int | None = None
+
+
+@dataclass
+class JobResult:
+    """What a batch session's command came to (playbooks/session_wait.yml; the session
+    ledger's record once the session is gone). ``state``: starting, running, ending, or
+    one of the ends - succeeded, failed, cancelled, lost. ``failed``: the first member that
+    failed (host, agent, exit_code, signal, oom_killed, why)."""
+
+    name: str
+    state: str
+    exit_code: int | None = None
+    signal: str | None = None
+    failed: dict[str, Any] | None = None
+    started: float | None = None
+    ended: float | None = None
+    reason: str = ""
+
+    @property
+    def exit_status(self) -> int:
+        """The exit code ``session run`` exits with: the command's; 130 when it was
+        cancelled; 1 when it failed without an exit code of its own (a member was lost)."""
+        if self.state == "succeeded":
+            return 0
+        if self.state == "cancelled":
+            return 130
+        if self.exit_code and 0 < self.exit_code < 256:
+            return int(self.exit_code)
+        return 1
+
+    @classmethod
+    def from_data(cls, name: str, data: Mapping[str, Any]) -> JobResult:
+        known = set(cls.__dataclass_fields__) - {"name"}
+        return cls(name=name, **{k: v for k, v in data.items() if k in known})
 
 
 @dataclass
@@ -179,6 +230,8 @@ class Destroyed:
     networks: list[str]
     # A forced destroy: the agents whose part was left for reconcile (they did not answer).
     left_on: list[str] = field(default_factory=list)
+    # A batch session: what its command came to (a destroy while it ran: cancelled).
+    job: dict[str, Any] | None = None
 
 
 @dataclass
@@ -197,6 +250,8 @@ class Reconciled:
     foreign: list[str] = field(default_factory=list)
     forsaken: list[str] = field(default_factory=list)
     unread: list[str] = field(default_factory=list)
+    # Batch sessions whose command had ended: destroyed, their output kept.
+    ended: list[str] = field(default_factory=list)
     rebuilt: str | None = None
     ledger_ids: list[str] = field(default_factory=list)
     check: bool = False
@@ -217,9 +272,11 @@ class SessionDetails(Session):
     """``show``: the session with its containers' state, addresses, published ports,
     and how its agents (and the app proxy) are reached."""
 
-    access: dict[str, Access] = field(default_factory=dict)
     appproxy: str = ""
     env: dict[str, dict[str, str]] = field(default_factory=dict)
+    # A batch session: what its command came to so far (or, once the session is gone and
+    # ``containers`` is empty, how it ended, as the session ledger remembers it).
+    job: dict[str, Any] | None = None
 
     @property
     def state(self) -> str:
@@ -363,6 +420,8 @@ def create_extravars(
     wait_s: float | None = None,
     ssh_timeout_s: int | None = None,
     network_mtu: int | None = None,
+    command: str | None = None,
+    stop_grace_s: int | None = None,
 ) -> dict[str, Any]:
     """The variables of session_create.yml (docs/sessions.md) for these arguments; what is
     None is left to the playbook's defaults."""
@@ -376,6 +435,11 @@ def create_extravars(
     _set(extravars, "session_env", dict(env) if env else None)
     _set(extravars, "session_roles", [dict(r) for r in roles] if roles else None)
     _set(extravars, "session_authorized_keys", list(authorized_keys) if authorized_keys else None)
+    if command is not None:
+        # A batch session (docs/sessions.md): the command runs in main1 to its end.
+        extravars["session_type"] = "batch"
+        extravars["session_command"] = command
+    _set(extravars, "session_stop_grace_s", stop_grace_s)
     _set(extravars, "session_wait_s", wait_s)
     _set(extravars, "session_ssh_timeout_s", ssh_timeout_s)
     _set(extravars, "session_network_mtu", network_mtu)
@@ -432,7 +496,40 @@ def destroy_session(
         containers=list(data.get("containers") or []),
         networks=list(data.get("networks") or []),
         left_on=list(data.get("left_on") or []),
+        job=data.get("job") or None,
     )
+
+
+def wait_job(
+    name: str,
+    *,
+    timeout_s: int | None = None,
+    inventory: str | None = None,
+    on_event: Event | None = None,
+    **kwargs: Any,
+) -> JobResult:
+    """Wait for a batch session's end (playbooks/session_wait.yml; ``timeout_s``: at most
+    that long, then its state so far) and return what its command came to."""
+    extravars: dict[str, Any] = {"session_name": name, "session_wait_fail": False}
+    _set(extravars, "session_batch_timeout_s", timeout_s)
+    result = _run(WAIT, extravars, inventory=inventory, on_event=on_event, **kwargs)
+    return JobResult.from_data(name, result.stats.get("bai_session_job") or {"state": "lost"})
+
+
+def session_output(
+    name: str,
+    host: str = "main1",
+    *,
+    inventory: str | None = None,
+    on_event: Event | None = None,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """What ``host`` of the session printed (for main1 of a batch session: its command's
+    output): from its container, or once a batch session is gone what its agent kept.
+    Returns output, source (container or kept), agent, session_id."""
+    extravars = {"session_name": name, "logs_host": host}
+    result = _run(LOGS, extravars, inventory=inventory, on_event=on_event, **kwargs)
+    return dict(result.stats.get("bai_session_logs") or {})
 
 
 def reconcile_sessions(
@@ -515,6 +612,19 @@ def details_from_stats(data: Mapping[str, Any]) -> SessionDetails:
         containers.append(container)
         if env_out.get(container.container) is not None:
             env[container.host] = parse_env(env_out[container.container])
+    ended = list(data.get("ended") or [])
+    if not containers and ended:
+        # A batch session that is gone: the newest end the ledger remembers.
+        return SessionDetails(
+            name=name,
+            session_id=str(ended[0].get("session_id")),
+            mode="",
+            network=None,
+            network_driver=None,
+            containers=[],
+            type="batch",
+            job=dict(ended[0]),
+        )
     if not containers:
         raise BaiClusterError("not_found", f"no session {name} on any agent")
     master = next(
@@ -551,6 +661,8 @@ def details_from_stats(data: Mapping[str, Any]) -> SessionDetails:
         appproxy=proxy,
         appproxy_route=route,
         env=env,
+        type="batch" if _label(raw, LABEL_BATCH) else "interactive",
+        job=data.get("job") or None,
     )
 
 
@@ -645,6 +757,25 @@ def shell_command(
         "sshd; the session must accept your key (session create --authorized-key)"
     )
     return ShellCommand(argv, runnable=False, note=note)
+
+
+def logs_command(details: Session, host: str | None = None, follow: bool = True) -> ShellCommand:
+    """The command that prints (``follow``: and follows, until the container stops) what
+    ``host`` (default main1) prints, with the engine's own ``docker logs``: on this machine,
+    in the lab's agent node, or on an SSH-reached agent with sudo (as Ansible reaches it).
+    Its stderr is the container's: for main1 of a batch session, throw it away (sshd's
+    log) to keep the command's output alone."""
+    target = details.container(host)
+    argv = ["docker", "logs", *(["--follow"] if follow else []), target.container]
+    access = details.access.get(target.agent) or Access(connection="ssh", host=target.agent)
+    connection = access.connection.rsplit(".", 1)[-1]
+    if connection == "local":
+        return ShellCommand(argv, runnable=True)
+    if connection == "docker":
+        return ShellCommand(["docker", "exec", access.host, *argv], runnable=True)
+    ssh = ["ssh", *(["-p", access.port] if access.port else [])]
+    where = f"{access.user}@{access.host}" if access.user else access.host
+    return ShellCommand([*ssh, where, "sudo", "-n", *argv], runnable=True)
 
 
 def _summary(playbook: str, result: PlaybookResult) -> PlaybookSummary:

@@ -19,8 +19,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -175,6 +177,9 @@ def run_playbook(
             on_event(event)
         return False  # keep events in memory only: no job_events/*.json files
 
+    # ansible-runner turns Ctrl-C (and SIGTERM) into cancelling the run, and leaves its
+    # handlers in place; put ours back after it, and raise what the signal meant.
+    handlers = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
     try:
         (private / "env").mkdir(mode=0o700)
         write_private(private / "env" / "extravars", json.dumps(dict(extravars or {})))
@@ -205,6 +210,8 @@ def run_playbook(
             tail = ""
         if keep_dir:
             shutil.copytree(private, Path(keep_dir) / private.name, dirs_exist_ok=True)
+        if str(runner.status) == "canceled":
+            raise KeyboardInterrupt(f"{playbook} was cancelled")
         return PlaybookResult(
             rc=runner.rc if runner.rc is not None else 1,
             status=str(runner.status),
@@ -215,4 +222,7 @@ def run_playbook(
             counts=counts,
         )
     finally:
+        for number, previous in handlers.items():
+            if previous is not None and threading.current_thread() is threading.main_thread():
+                signal.signal(number, previous)
         shutil.rmtree(private, ignore_errors=True)

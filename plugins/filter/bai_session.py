@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ansible_collections.bai.cluster.plugins.module_utils import destroy
+from ansible_collections.bai.cluster.plugins.module_utils import destroy, job
 from ansible_collections.bai.cluster.plugins.module_utils.agent_settings import (
     declared_data_roots,
     from_hostvars,
@@ -43,4 +43,6 @@ class FilterModule:
             "bai_destroy_outcome": destroy.outcome,
             "bai_destroy_text": destroy.text,
             "bai_destroy_failures": destroy.failures,
+            "bai_job_result": job.job_result,
+            "bai_batch_ended": job.ended_sessions,
         }

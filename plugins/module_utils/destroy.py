@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ansible_collections.bai.cluster.plugins.module_utils import job
+
 
 def targets(
     entries: Sequence[Mapping[str, Any]], agents: Sequence[str], manager: str
@@ -76,6 +78,7 @@ def outcome(
         removed: list[str] = []
         networks: list[str] = []
         missed: list[str] = []
+        reports: list[Mapping[str, Any]] = []
         for host in session["agents"]:
             mine = _mine(containers.get(host), name)
             if mine is None:
@@ -83,6 +86,8 @@ def outcome(
             for result in mine or []:
                 removed.extend(result.get("removed") or [])
                 networks.extend(result.get("networks_removed") or [])
+                if result.get("job"):
+                    reports.append(result["job"])
         for host in session["manager"]:
             mine = _mine(overlays.get(host), name)
             if mine is None:
@@ -102,6 +107,8 @@ def outcome(
                 "release": bool(session["session_id"]) and (whole or force),
                 "forced": bool(force and not whole),
                 "left_on": left if force else [],
+                # A batch session: what its command came to (module_utils/job.py).
+                "job": job.combine(reports, missed) if reports else None,
             }
         )
     return out
@@ -132,10 +139,14 @@ def text(done: Mapping[str, Any]) -> str:
             f"; its part on {where} (which did not answer or this inventory lacks) is left "
             f"and its reservation released: session reconcile removes it once they answer"
         )
+    ended = ""
+    if done.get("job"):
+        ended = f"; batch session {done['job']['state']}: {done['job']['reason']} (output kept)"
     if done["containers"] or done["networks"]:
         return (
             f"session {name}: removed {len(done['containers'])} container(s) "
             f"({', '.join(done['containers'])}) and {len(done['networks'])} network(s){left}"
+            f"{ended}"
         )
     if left:
         return f"session {name}: removed nothing{left}"

@@ -40,3 +40,6 @@ LABEL_AGENT_ID = PREFIX + "agent-id"
 LABEL_LEDGER = PREFIX + "ledger"
 # Device indices a container holds, comma-joined ("0,1"); empty or absent: none.
 LABEL_GPU_DEVICES = PREFIX + "gpu-devices"
+# Batch sessions (module_utils/job.py): "main" on main1, which runs the command, "member"
+# on the others; absent on an interactive session's containers.
+LABEL_BATCH = PREFIX + "batch"

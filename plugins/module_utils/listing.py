@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils.labels import (
+    LABEL_BATCH,
     LABEL_HOST,
     LABEL_KERNEL_ID,
     LABEL_MODE,
@@ -57,6 +58,9 @@ def summarize_sessions(
             (c for c in members if c["labels"].get(LABEL_KERNEL_ID) == sid),
             members[0],
         )
+        batch = _batch(members, master, size)
+        if batch:
+            state = batch.pop("state")
         rows.append(
             {
                 "name": name,
@@ -69,12 +73,38 @@ def summarize_sessions(
                 "agents": sorted({str(c.get("agent")) for c in members}),
                 "hosts": sorted(str(c["labels"].get(LABEL_HOST)) for c in members),
                 "state": state,
+                **batch,
             }
         )
     away = set(unreached)
     if away and reservations:
         _mark_unreached(rows, reservations, away)
     return sorted(rows, key=lambda r: (r["name"], r["session_id"]))
+
+
+def _batch(
+    members: Sequence[Mapping[str, Any]], master: Mapping[str, Any], size: int
+) -> dict[str, Any]:
+    """A batch session's row fields (``type``, ``exit_code``) and its state as the list
+    tells it from the engines' rows: running (main1 runs its command), ending (main1 has
+    stopped, members are still stopping), ended (nothing runs: session reconcile removes
+    it) - ``session show`` tells how it ended. {} for an interactive session."""
+    if not master["labels"].get(LABEL_BATCH):
+        return {}
+    code = None
+    status = str(master.get("status") or "")
+    if status.startswith("Exited (") and ")" in status:
+        try:
+            code = int(status[len("Exited (") : status.index(")")])
+        except ValueError:
+            code = None
+    if master.get("state") in ("running", "created", "restarting", "paused"):
+        state = "running"
+    elif len(members) == size and all(c.get("state") in ("exited", "dead") for c in members):
+        state = "ended"
+    else:
+        state = "ending"
+    return {"type": "batch", "exit_code": code, "state": state}
 
 
 def _mark_unreached(
@@ -128,6 +158,9 @@ def format_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def _state_text(row: Mapping[str, Any]) -> str:
+    if row.get("type") == "batch" and row["state"] in ("running", "ending", "ended"):
+        code = row.get("exit_code")
+        return f"batch {row['state']}" + (f" (exit {code})" if code is not None else "")
     if row["state"] == "running":
         return "running"
     if row["state"] == "unreachable":

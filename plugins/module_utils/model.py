@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional
 
 from ansible_collections.bai.cluster.plugins.module_utils.errors import SpecError
 
@@ -92,6 +92,9 @@ class SessionSpec:
     roles: tuple[RoleSpec, ...]
     env: tuple[tuple[str, str], ...]
     mounts: tuple[Mount, ...]
+    # "interactive" (lives until destroyed) or "batch" (runs ``command`` to its end).
+    type: str = "interactive"
+    command: Optional[str] = None
 
     @property
     def size(self) -> int:

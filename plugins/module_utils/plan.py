@@ -20,8 +20,10 @@ from ansible_collections.bai.cluster.plugins.module_utils.gpu_alloc import (
     format_device_label,
     parse_device_label,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.job import MAIN, MEMBER, TYPE_BATCH
 from ansible_collections.bai.cluster.plugins.module_utils.labels import (
     LABEL_AGENT,
+    LABEL_BATCH,
     LABEL_CPU,
     LABEL_GPU,
     LABEL_GPU_DEVICES,
@@ -106,6 +108,8 @@ def container_labels(
     )
     if agent is not None:
         labels[LABEL_AGENT] = agent
+    if spec.type == TYPE_BATCH:
+        labels[LABEL_BATCH] = MAIN if kernel.rank == 0 else MEMBER
     return labels
 
 

@@ -28,6 +28,8 @@ from typing import Any, Optional, Protocol
 from ansible_collections.bai.cluster.plugins.module_utils import (
     admission,
     availability,
+    job,
+    job_docker,
     mesh,
     session_network,
 )
@@ -122,6 +124,9 @@ class Request:
     ledger_ids: Sequence[str] = ()
     network_spec: Optional[Mapping[str, Any]] = None
     mesh_check: bool = False
+    # A batch session's command and stop grace period (module_utils/job.py); None for an
+    # interactive session.
+    job: Optional[Mapping[str, Any]] = None
 
 
 @dataclass(frozen=True)
@@ -235,6 +240,12 @@ class AgentShare:
                     f"instance of session {self.req.session} (session id "
                     f"{labels.get(LABEL_SESSION_ID)}); nothing was changed; destroy that "
                     f"session first"
+                )
+            if self.req.job and found["state"] in ("exited", "dead"):
+                raise Failure(
+                    f"batch session {self.req.session} has ended ({found['name']} on agent "
+                    f"{self.req.agent} is {found['state']}): it does not start again; destroy "
+                    f"it (its output is kept: bai-cluster session logs) and run it anew"
                 )
             (keep if found["state"] == "running" else start).append((kernel, found))
         return create, start, keep
@@ -457,7 +468,8 @@ class AgentShare:
             mem_limit=kernel.resources.mem,
             memswap_limit=kernel.resources.mem,
             shm_size=kernel.resources.shm_size,
-            restart_policy={"Name": self.cfg.restart_policy},
+            # A batch session's containers end with its command and never start again.
+            restart_policy={"Name": "no" if self.req.job else self.cfg.restart_policy},
             ulimits=[docker.types.Ulimit(**u) for u in self.ulimits],
             binds=binds or None,
             port_bindings=({SSH_PORT: (self.publish_address, self.port_range)} if master else None),
@@ -478,6 +490,9 @@ class AgentShare:
             host_config=host_config,
             networking_config=networking,
             ports=[SSH_PORT] if master else None,
+            # A batch session: the job runner, which starts the image's entrypoint beside it.
+            entrypoint=[job.RUNNER] if self.req.job else None,
+            command=[job.MAIN if master else job.MEMBER] if self.req.job else None,
             detach=True,
             use_config_proxy=False,
         )
@@ -486,12 +501,29 @@ class AgentShare:
             self.created.append(cid)
         if not api.put_archive(cid, "/opt/bai", archive):
             raise Failure(f"could not copy the session keys into {kernel.container_name}")
+        if self.req.job and not api.put_archive(cid, "/opt/bai", self.runner(kernel)):
+            raise Failure(f"could not copy the job runner into {kernel.container_name}")
         # People's public keys (option authorized_keys), beside the session key.
         if self.req.authorized_keys and not api.put_archive(
             cid, "/home/work/.ssh", authorized_keys_tar(self.req.authorized_keys)
         ):
             raise Failure(f"could not copy authorized_keys into {kernel.container_name}")
         return cid
+
+    def runner(self, kernel: PlannedKernel) -> bytes:
+        """A batch session's runner for ``kernel`` (job.runner_tar): main1 runs the
+        command in the first data folder and watches every member; a member watches
+        main1."""
+        spec = self.req.job or {}
+        hosts = [k.hostname for k in sorted(self.req.kernels, key=lambda k: k.rank)]
+        main = kernel.rank == 0
+        return job.runner_tar(
+            main=main,
+            command=str(spec.get("command") or ""),
+            workdir=str(self.req.mounts[0]["dst"]) if self.req.mounts else "/home/work",
+            peers=hosts[1:] if main else hosts[:1],
+            grace_s=int(spec.get("grace_s") or job.DEFAULT_GRACE_S),
+        )
 
     def wait_ssh(self, targets: list[tuple[str, str, Optional[int]]], began: int) -> None:
         """Wait until every (name, id, since) logs sshd's 'Server listening on'.
@@ -807,13 +839,29 @@ def absent(
     agent: Optional[str],
     networks: bool,
     workers: int,
+    grace_s: int = job.DEFAULT_GRACE_S,
+    log_dir: str = job_docker.DEFAULT_LOG_DIR,
+    log_max_bytes: int = job.DEFAULT_LOG_MAX_BYTES,
 ) -> dict[str, Any]:
     """Remove every container of ``session`` (of ``session_id`` when given) on this
-    agent, and with ``networks`` the session's networks here."""
+    agent, and with ``networks`` the session's networks here.
+
+    A batch session's containers are stopped first (main1's runner stops the command:
+    SIGTERM, SIGKILL after ``grace_s``), then their output is kept under ``log_dir``
+    (the last ``log_max_bytes`` of each) and what they came to is returned (``job``)."""
     found = session_containers(docker_.api, session, agent)
     if session_id:
         found = [c for c in found if c["labels"].get(LABEL_SESSION_ID) == session_id]
     names = [c["name"] for c in found]
+    batch = job_docker.batch_rows(found)
+    report: Optional[dict[str, Any]] = None
+    if batch and not host.check_mode:
+        stopped = job_docker.stop(docker_.api, batch, grace_s, workers)
+        report = {**job_docker.report(docker_.api, batch, agent or ""), "stopped": stopped}
+        report["kept"] = job_docker.keep_logs(
+            docker_.api, batch, session=session, log_dir=log_dir, cap=log_max_bytes
+        )
+        job_docker.prune_logs(log_dir)
     if found and not host.check_mode:
         failed = remove_containers(docker_, [c["id"] for c in found], workers)
         if failed:
@@ -826,4 +874,7 @@ def absent(
         removed = session_network.absent(
             docker_.api, session, None, host.check_mode, local_only=True
         )["removed"]
-    return {"changed": bool(names or removed), "removed": names, "networks_removed": removed}
+    done = {"changed": bool(names or removed), "removed": names, "networks_removed": removed}
+    if report is not None:
+        done["job"] = report
+    return done

@@ -17,6 +17,11 @@ from ansible_collections.bai.cluster.plugins.module_utils.env import (
     master_port,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.errors import SpecError
+from ansible_collections.bai.cluster.plugins.module_utils.job import (
+    TYPE_BATCH,
+    TYPE_INTERACTIVE,
+    check_command,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.model import (
     MODE_SINGLE,
     MODES,
@@ -63,6 +68,8 @@ SPEC_KEYS = (
     "resources",
     "mounts",
     "roles",
+    "type",
+    "command",
 )
 _ROLE_KEYS = ("role", "replicas", "image", "resources")
 _MOUNT_KEYS = ("src", "dst", "readonly")
@@ -72,7 +79,8 @@ def normalize_spec(raw: Mapping[str, Any]) -> SessionSpec:
     """Validate the playbook's session variables and return a ``SessionSpec``.
 
     Keys: name (required), size, mode, image, resource_group, env, resources, mounts,
-    roles. A key whose value is None counts as absent, so playbooks can pass optional
+    roles, type (interactive or batch) and command (a batch session's). A key whose
+    value is None counts as absent, so playbooks can pass optional
     variables through unconditionally. ``size`` is required unless ``roles`` is given;
     if both are given they must agree.
     """
@@ -94,7 +102,9 @@ def normalize_spec(raw: Mapping[str, Any]) -> SessionSpec:
         raise SpecError("size: required (a whole number 1..64) unless roles is given")
     else:
         roles = _default_roles(size, image, resources)
-    spec = SessionSpec(name, mode, group, roles, env, mounts)
+    session_type = str(given.get("type", TYPE_INTERACTIVE))
+    command = check_command(given.get("command"), session_type)
+    spec = SessionSpec(name, mode, group, roles, env, mounts, session_type, command)
     _check_total_size(spec)
     _check_unique_hostnames(spec)
     _check_env_port(spec)
@@ -319,8 +329,10 @@ def expand_kernels(spec: SessionSpec) -> list[Kernel]:
 
 def spec_canonical(spec: SessionSpec) -> dict[str, Any]:
     """JSON-ready form of the *requested* spec (not the placement): env sorted by key,
-    roles and mounts in the user's order (their order changes the session)."""
-    return {
+    roles and mounts in the user's order (their order changes the session). A batch
+    session's type and command are part of it; an interactive session's hash is as it was
+    before batch sessions existed."""
+    canonical: dict[str, Any] = {
         "name": spec.name,
         "mode": spec.mode,
         "resource_group": spec.resource_group,
@@ -336,6 +348,9 @@ def spec_canonical(spec: SessionSpec) -> dict[str, Any]:
         "env": dict(sorted(spec.env)),
         "mounts": [{"src": m.src, "dst": m.dst, "readonly": m.readonly} for m in spec.mounts],
     }
+    if spec.type == TYPE_BATCH:
+        canonical.update(type=spec.type, command=spec.command)
+    return canonical
 
 
 def _resources_canonical(resources: Resources) -> dict[str, Any]:
@@ -365,4 +380,5 @@ def describe_spec(spec: SessionSpec) -> str:
     return (
         f"{spec.size} container(s): {roles}; mode {spec.mode}; resource group "
         f"{spec.resource_group}; {len(spec.env)} env var(s); {len(spec.mounts)} mount(s)"
+        + ("; batch" if spec.type == TYPE_BATCH else "")
     )

@@ -64,7 +64,7 @@ def session_tar(keypair: Mapping[str, str], folder: str = "session") -> bytes:
     """The session's keys (bai_session_keypair's result: ``SESSION_KEY_FILES``' values)
     as ``folder/`` (0700) holding one file each (0600), all root-owned."""
     files = {name: keypair[key].encode() for name, key in SESSION_KEY_FILES.items()}
-    return _tar(files, mode=0o600, folder=folder)
+    return root_tar(files, mode=0o600, folder=folder)
 
 
 def authorized_keys_tar(keys: Iterable[str], name: str = PEOPLE_KEYS_FILE) -> bytes:
@@ -72,11 +72,18 @@ def authorized_keys_tar(keys: Iterable[str], name: str = PEOPLE_KEYS_FILE) -> by
     root-owned, 0644 (sshd reads it as the user; StrictModes accepts a root-owned file
     that only root can write)."""
     data = "".join(f"{key.strip()}\n" for key in keys).encode()
-    return _tar({name: data}, mode=0o644)
+    return root_tar({name: data}, mode=0o644)
 
 
-def _tar(files: Mapping[str, bytes], *, mode: int, folder: Optional[str] = None) -> bytes:
-    """An in-memory tar of ``files`` (root-owned, ``mode``), inside ``folder`` (0700)."""
+def root_tar(
+    files: Mapping[str, bytes],
+    *,
+    mode: int,
+    folder: Optional[str] = None,
+    modes: Optional[Mapping[str, int]] = None,
+) -> bytes:
+    """An in-memory tar of ``files`` (root-owned, ``mode``, or ``modes[name]``), inside
+    ``folder`` (0700)."""
     buffer = io.BytesIO()
     now = int(time.time())
     with tarfile.open(fileobj=buffer, mode="w") as tar:
@@ -85,7 +92,8 @@ def _tar(files: Mapping[str, bytes], *, mode: int, folder: Optional[str] = None)
             info.type = tarfile.DIRTYPE
             tar.addfile(info)
         for name, data in sorted(files.items()):
-            info = _root_owned(tarfile.TarInfo(f"{folder}/{name}" if folder else name), mode, now)
+            path = f"{folder}/{name}" if folder else name
+            info = _root_owned(tarfile.TarInfo(path), (modes or {}).get(name, mode), now)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
     return buffer.getvalue()

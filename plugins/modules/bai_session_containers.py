@@ -65,6 +65,13 @@ description:
     this agent - with O(session_id), only those of that session id (another instance of
     the same name keeps its containers) - and reports which; with O(networks), the
     session's networks on this agent too.
+  - A batch session (O(job), docs/sessions.md) - every container runs the toolkit's job
+    runner (copied into C(/opt/bai/job) before it starts) with Docker's restart policy
+    C(no) - main1 waits for M(bai.cluster.bai_session_job) to start O(job.command), runs it
+    and stops when it ends; the other members stop once main1 is gone. An ended batch
+    session is never started again. O(state=absent) first stops its containers (SIGTERM;
+    main1 stops the command, SIGKILL after O(grace_s)), keeps each one's output (its last
+    O(log_max_bytes)) in O(log_dir)C(/SESSION-SESSION_ID/HOST.log) and returns RV(job).
   - O(session_id), O(agent), O(kernels) and O(mode) are required with O(state=present).
 version_added: "0.1.0"
 author: bai-cluster developers (@bai-cluster)
@@ -201,6 +208,39 @@ options:
     type: list
     elements: str
     default: []
+  job:
+    description:
+      - A batch session's command (C(command), one shell line, run in main1 as user
+        C(work)) and C(grace_s), the seconds between SIGTERM and SIGKILL when it is
+        stopped. Omit for an interactive session.
+    type: dict
+    suboptions:
+      command:
+        description: The command.
+        type: str
+        required: true
+      grace_s:
+        description: Seconds from SIGTERM to SIGKILL when the command is stopped.
+        type: int
+        default: 10
+  grace_s:
+    description:
+      - With O(state=absent), the seconds a batch session's command gets between SIGTERM
+        and SIGKILL.
+    type: int
+    default: 10
+  log_dir:
+    description:
+      - With O(state=absent), the folder (on this agent, made 0700) where a batch
+        session's output is kept; kept output older than 30 days is removed.
+    type: path
+    default: /var/lib/bai-cluster/logs
+  log_max_bytes:
+    description:
+      - With O(state=absent), the most of each batch container's output that is kept (its
+        end).
+    type: int
+    default: 1048576
   lock_dir:
     description:
       - Folder (on this agent) of the admission lock, one file per engine; made 0700.
@@ -367,6 +407,15 @@ mesh:
   returned: O(mesh_check) and containers were created or started
   type: list
   elements: str
+job:
+  description:
+    - A batch session's containers on this agent before they were removed - C(members)
+      (C(host), C(main), C(agent), C(state), C(exit_code), C(oom_killed), C(finished_at)),
+      C(status) (main1's status file when main1 was here - C(started), C(ended), C(exit),
+      C(lost), C(cancelled) - else null), C(stopped) (the hosts that were still running)
+      and C(kept) (the files their output was kept in).
+  returned: O(state=absent), for a batch session
+  type: dict
 networks_removed:
   description: The session's networks removed with O(networks).
   returned: O(state=absent)
@@ -402,6 +451,11 @@ from ansible_collections.bai.cluster.plugins.module_utils.errors import (
     Refused,
     SpecError,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.job import (
+    DEFAULT_GRACE_S,
+    DEFAULT_LOG_MAX_BYTES,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.job_docker import DEFAULT_LOG_DIR
 from ansible_collections.bai.cluster.plugins.module_utils.model import PlannedKernel
 from ansible_collections.bai.cluster.plugins.module_utils.naming import SESSION_ARGUMENT_SPEC
 from ansible_collections.bai.cluster.plugins.module_utils.session_containers import (
@@ -425,6 +479,7 @@ REQUEST_OPTIONS = (
     "ledger_ids",
     "network_spec",
     "mesh_check",
+    "job",
 )
 
 
@@ -469,6 +524,16 @@ def main() -> None:
             "network_spec": {"type": "dict"},
             "mesh_check": {"type": "bool", "default": False},
             "networks": {"type": "bool", "default": False},
+            "job": {
+                "type": "dict",
+                "options": {
+                    "command": {"type": "str", "required": True},
+                    "grace_s": {"type": "int", "default": DEFAULT_GRACE_S},
+                },
+            },
+            "grace_s": {"type": "int", "default": DEFAULT_GRACE_S},
+            "log_dir": {"type": "path", "default": DEFAULT_LOG_DIR},
+            "log_max_bytes": {"type": "int", "default": DEFAULT_LOG_MAX_BYTES},
             "workers": {"type": "int", "default": 8},
             **DOCKER_ARGUMENT_SPEC,
         },
@@ -494,6 +559,9 @@ def main() -> None:
                     agent=p["agent"],
                     networks=p["networks"],
                     workers=p["workers"],
+                    grace_s=p["grace_s"],
+                    log_dir=p["log_dir"],
+                    log_max_bytes=p["log_max_bytes"],
                 )
             )
         try:

@@ -157,6 +157,13 @@ options:
     type: list
     elements: str
     default: []
+  ended:
+    description:
+      - With O(state=absent) and O(session_id), how a batch session ended (the filter
+        C(bai.cluster.bai_job_result)'s answer - its state, exit code, failed member, start
+        and end, each member's agent); the ledger remembers it (the newest 200), and
+        O(state=read) returns it (RV(ended)) once the session is gone.
+    type: dict
   left_on:
     description:
       - With O(state=absent) and O(session_id), the agents whose part of the session was
@@ -232,6 +239,13 @@ ledger:
   description: Every reservation by session name, and per agent what they give out.
   returned: O(state=read) without O(name)
   type: dict
+ended:
+  description:
+    - The ends of batch sessions called O(name) that the ledger remembers (O(ended)), newest
+      first.
+  returned: O(state=read) with O(name)
+  type: list
+  elements: dict
 holders:
   description:
     - The agents that may hold session O(name) (its reservation's, and those whose kept
@@ -751,7 +765,10 @@ def step(
         )
         return {"changed": forsaken}
     if state == "absent":
-        return {"changed": book.release(ledger, params["name"], params["session_id"])}
+        released = book.release(ledger, params["name"], params["session_id"])
+        if params["ended"] and params["session_id"]:
+            book.record_end(ledger, params["name"], params["session_id"], params["ended"], now)
+        return {"changed": released or bool(params["ended"] and params["session_id"])}
     read: dict = {"changed": False, "ledger_time": now}
     if missing:
         read["missing"] = True
@@ -762,6 +779,7 @@ def step(
             **read,
             "reservation": ledger["sessions"].get(params["name"]),
             "holders": sorted(book.holders(ledger, params["name"])),
+            "ended": book.ends_of(ledger, params["name"]),
         }
     return {
         **read,
@@ -827,6 +845,7 @@ ARGUMENT_SPEC = {
     "store": {"type": "str", "choices": ["file", "swarm"], "default": "file"},
     "adopt_ledgers": {"type": "list", "elements": "str", "default": []},
     "left_on": {"type": "list", "elements": "str", "default": []},
+    "ended": {"type": "dict"},
     "unanswered": {"type": "list", "elements": "str", "default": []},
     **DOCKER_ARGUMENT_SPEC,
 }

@@ -50,6 +50,16 @@ options:
       - Heterogeneous roles in order, each C(role), C(replicas), optional C(image),
         C(resources).
     type: raw
+  type:
+    description:
+      - C(interactive) (default; the session lives until it is destroyed) or C(batch) (it
+        runs O(command) to its end, docs/sessions.md).
+    type: raw
+  command:
+    description:
+      - A batch session's command, one shell line, run in main1 as user C(work); required
+        for C(batch), refused otherwise.
+    type: raw
   spec:
     description:
       - A spec in canonical form (RV(spec) of an earlier call), instead of the separate
@@ -165,6 +175,8 @@ ARGUMENT_SPEC = {
     "resources": {"type": "raw"},
     "mounts": {"type": "raw"},
     "roles": {"type": "raw"},
+    "type": {"type": "raw"},
+    "command": {"type": "raw"},
     "spec": {"type": "dict"},
     "data_roots": {"type": "list", "elements": "str"},
 }

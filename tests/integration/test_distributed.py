@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import subprocess
 import time
 
 import pytest
@@ -142,15 +143,58 @@ def test_tensorflow_multiworker_allreduce_on_one_agent(local_session, docker_cli
 
 # --- the lab: across agents -------------------------------------------------------------
 @pytest.fixture(scope="module")
-def lab_session(hpc_image, docker_client, run_playbook):
-    """A 2-container session spread over agent1 and agent2 with the hpc image."""
-    lab = lab_agents(docker_client)
-    manager = docker_client.containers.get("bai-lab-manager")
+def lab_hpc_image(hpc_image, run_playbook):
+    """The hpc image on the lab's agents (site.yml's image_distribution role)."""
     images = {"image_distribution_images": ["bai/session:latest", hpc_image]}
     dist = run_playbook(
         str(REPO / "site.yml"), "--tags", "image_distribution", extra_vars=images, timeout=1800
     )
     assert dist.rc == 0, dist
+    return hpc_image
+
+
+def test_a_torchrun_batch_session_across_agents_runs_to_its_end(lab_hpc_image, docker_client):
+    """`bai-cluster session run` of a real torchrun job (CPU, gloo) over both lab agents:
+    it starts once both containers are up, prints the job's output as it comes, exits with
+    its exit code, and leaves nothing behind. Before the interactive lab session below:
+    both need 5 GiB of each agent."""
+    lab = lab_agents(docker_client)
+    manager = docker_client.containers.get("bai-lab-manager")
+    name = "it-batch-torch"
+    sweep(lab, name, manager)
+    argv = [
+        str(REPO / ".venv" / "bin" / "bai-cluster"),
+        "session", "run", name, "-n", "2", "--mode", "multi-node", "--image", lab_hpc_image,
+        "--cpu", "1", "--mem", "5g", "--", TORCHRUN,
+    ]  # fmt: skip
+    began = time.monotonic()
+    proc = subprocess.Popen(
+        argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    first = proc.stdout.readline()
+    first_at = time.monotonic() - began
+    # Not communicate(): the text wrapper may already hold more than the first line.
+    rest, err = proc.stdout.read(), proc.stderr.read()
+    proc.wait(timeout=600)
+    try:
+        assert proc.returncode == 0, err
+        check_allreduce(first + rest, ["main1", "sub1"], "world")
+        assert "succeeded, exit code 0" in err, err
+        assert count(lab, name, manager) == 0
+    finally:
+        sweep(lab, name, manager)
+    print(
+        f"lab torchrun batch: first output line {first_at:.1f} s after session run, "
+        f"all done (session gone) {time.monotonic() - began:.1f} s"
+    )
+
+
+@pytest.fixture(scope="module")
+def lab_session(lab_hpc_image, docker_client, run_playbook):
+    """A 2-container session spread over agent1 and agent2 with the hpc image."""
+    hpc_image = lab_hpc_image
+    lab = lab_agents(docker_client)
+    manager = docker_client.containers.get("bai-lab-manager")
     name = "it-mn-hpc"
     sweep(lab, name, manager)
     extra = {
