@@ -59,14 +59,25 @@ def status(api: Any, cid: str) -> dict[str, Any]:
     return job.parse_status(data.decode("utf-8", "replace")) if data else {}
 
 
-def members(api: Any, rows: Sequence[Mapping[str, Any]], agent: str) -> list[job.Member]:
-    """The members among ``rows`` as their engine reports them now."""
+def members(
+    api: Any,
+    rows: Sequence[Mapping[str, Any]],
+    agent: str,
+    known: Optional[Mapping[str, Mapping[str, Any]]] = None,
+) -> list[job.Member]:
+    """The members among ``rows`` as their engine reports them now; a stopped one's
+    status file is read unless ``known`` (container id -> parsed status) has it."""
     found = []
     for row in rows:
         try:
             inspect = api.inspect_container(row["id"])
             running = (inspect.get("State") or {}).get("Running")
-            own = {} if running else status(api, row["id"])
+            if running:
+                own: Mapping[str, Any] = {}
+            elif known is not None and row["id"] in known:
+                own = known[row["id"]]
+            else:
+                own = status(api, row["id"])
             found.append(job.member_of(inspect, agent, own))
         except NotFound:
             labels = row.get("labels") or {}
@@ -88,9 +99,11 @@ def report(api: Any, rows: Sequence[Mapping[str, Any]], agent: str) -> dict[str,
     """What this engine knows of a batch session: its members here and, with main1 here,
     the status file (the controller puts the agents' reports together: job.result)."""
     main = main_row(rows)
+    main_status = status(api, main["id"]) if main else None
+    known = {main["id"]: main_status} if main and main_status is not None else {}
     return {
-        "members": [m.__dict__ for m in members(api, rows, agent)],
-        "status": status(api, main["id"]) if main else None,
+        "members": [m.__dict__ for m in members(api, rows, agent, known)],
+        "status": main_status,
     }
 
 
