@@ -11,8 +11,16 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import settings
 
 IN_CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+# No per-example deadline: `make test` runs the unit tests beside the image builds, and
+# a busy machine must not turn a slow example into a failure (a wrong result still fails).
+# With CI set, Hypothesis loads its own "ci" profile, which has none either.
+if not IN_CI:
+    settings.register_profile("bai", deadline=None)
+    settings.load_profile("bai")
 
 
 @pytest.hookimpl(hookwrapper=True)

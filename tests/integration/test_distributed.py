@@ -12,7 +12,7 @@ These tests download and build nothing; without the image they fail and say so.
   backend all-reduces across two containers using the MASTER_ADDR/MASTER_PORT and
   BACKENDAI_CLUSTER_* variables the toolkit injected.
 - On the lab, the same two jobs across a session that spans both agents (Swarm overlay);
-  the image reaches the agents through site.yml's image_distribution role.
+  the image reaches the agents through site.yml's image_distribution role (method load).
 """
 
 from __future__ import annotations
@@ -144,8 +144,14 @@ def test_tensorflow_multiworker_allreduce_on_one_agent(local_session, docker_cli
 # --- the lab: across agents -------------------------------------------------------------
 @pytest.fixture(scope="module")
 def lab_hpc_image(hpc_image, run_playbook):
-    """The hpc image on the lab's agents (site.yml's image_distribution role)."""
-    images = {"image_distribution_images": ["bai/session:latest", hpc_image]}
+    """The hpc image on the lab's agents (site.yml's image_distribution role). Its method
+    `load` (docker save, copy, docker load: 80 s here for the 2.6 GB image) and not the
+    lab's registry, whose push and pulls of it cost 250 s; the registry is tested with the
+    session image (test_swarm_lab), `load` with this one and in test_images_lab."""
+    images = {
+        "image_distribution_images": ["bai/session:latest", hpc_image],
+        "image_distribution_method": "load",
+    }
     dist = run_playbook(
         str(REPO / "site.yml"), "--tags", "image_distribution", extra_vars=images, timeout=1800
     )
