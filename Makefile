@@ -71,7 +71,7 @@ test-images: setup  ## the integration tests' images (bai/session-hpc; wheels ca
 integration: test-images lab-up site integration-tests  ## real Docker: the lab, site.yml, sessions
 
 integration-tests: setup  ## the integration tests alone (images built, the lab up and converged)
-	$(PYTEST) tests/integration -q --durations=25
+	$(PYTEST) tests/integration -q --durations=0 --durations-min=10
 
 # Molecule installs its own copy of the collection into the first collections path: give
 # it Ansible's default paths, not ansible.cfg's .cache/collections (the checkout's link).
