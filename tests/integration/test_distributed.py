@@ -98,7 +98,7 @@ def hpc_image(docker_client):
 def local_session(hpc_image, docker_client, run_playbook):
     name = "it-hpc"
     extra = {"session_name": name, "session_size": 3, "session_image": hpc_image}
-    run_playbook("session_destroy.yml", extra_vars={"session_name": name}, inventory=LOCAL)
+    # No destroy first: every module starts on empty agents (conftest checks it).
     run = run_playbook("session_create.yml", extra_vars=extra, inventory=LOCAL)
     try:
         assert run.rc == 0, run
