@@ -15,7 +15,7 @@ PYTEST := python -m pytest
 DEMO_SESSION ?= demo
 SCENARIOS ?= default multinode systemd
 
-.PHONY: help setup images test-images lab-up lab-down site demo demo-session lint unit integration integration-tests molecule test clean
+.PHONY: help setup images test-images lab-up lab-down site demo demo-session lint unit integration integration-tests integration-lab integration-local molecule test clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -70,8 +70,17 @@ test-images: setup  ## the integration tests' images (bai/session-hpc; wheels ca
 
 integration: test-images lab-up site integration-tests  ## real Docker: the lab, site.yml, sessions
 
-integration-tests: setup  ## the integration tests alone (images built, the lab up and converged)
-	$(PYTEST) tests/integration -q --durations=0 --durations-min=10
+# The integration tests alone (images built, the lab up and converged), one after the
+# other; make test runs the two halves at once (scripts/test.sh).
+INTEGRATION = $(PYTEST) tests/integration -q --durations=0 --durations-min=10
+integration-tests: setup  ## the integration tests alone, one after the other
+	$(INTEGRATION)
+
+integration-lab: setup  ## the integration tests on the lab (pytest -m lab)
+	$(INTEGRATION) -p no:cacheprovider -m lab
+
+integration-local: setup  ## the integration tests on this machine's engine (-m "not lab")
+	$(INTEGRATION) -p no:cacheprovider -m "not lab"
 
 # Molecule installs its own copy of the collection into the first collections path: give
 # it Ansible's default paths, not ansible.cfg's .cache/collections (the checkout's link).
@@ -79,7 +88,8 @@ molecule: setup  ## Molecule scenarios ($(SCENARIOS))
 	@for s in $(SCENARIOS); do echo "== molecule test -s $$s"; molecule test -s $$s; done
 
 # Lint, the unit tests and the test image build run beside the lab's bring-up and
-# converge; then the integration tests and Molecule (scripts/test.sh says how).
+# converge; then the lab's integration tests beside the local ones and Molecule
+# (scripts/test.sh says how).
 test: setup  ## everything CI runs
 	@scripts/test.sh
 	@echo "make test: all stages passed"

@@ -4,9 +4,12 @@
 # The images the lab needs are built first (everything else builds FROM them). Then three
 # things at once: lint and the unit tests (no Docker), the integration tests' image
 # bai/session-hpc (scripts/test_images.sh: only test_distributed.py needs it), and the lab
-# brought up and converged with site.yml. The two side stages keep their output in
-# .cache/test-logs/ and it is printed once they are done. Then, one after the other, the
-# integration tests and the Molecule scenarios, which share the machine's engine.
+# brought up and converged with site.yml. Then two lanes at once: the integration tests
+# on the lab (`make integration-lab`, pytest -m lab) and, beside them, those on this
+# machine's engine (`make integration-local`, -m "not lab") followed by the Molecule
+# scenarios. The two kinds never touch each other's engines (tests/integration/conftest.py
+# checks each module's own engines are empty before and after it). A side stage keeps its
+# output in .cache/test-logs/, printed once it is done.
 #
 # The caller (make test) has run `make setup`; BAI_SETUP_DONE tells the stages so (two
 # setups at once would race on the venv).
@@ -48,5 +51,17 @@ if [ "${#failed[@]}" -gt 0 ]; then
 fi
 echo "make test: images, lint, unit tests, the lab and its converge done in $((SECONDS - began)) s"
 
-stage integration-tests
-stage molecule
+began=$SECONDS
+side=()
+stage integration-local molecule >"$logs/local-molecule.log" 2>&1 &
+side+=($!)
+lab=0
+stage integration-lab || lab=$?
+echo "make test: the lab's integration tests done in $((SECONDS - began)) s (exit $lab)"
+finish local-molecule.log "${side[0]}" || failed+=("the local integration tests or Molecule")
+[ "$lab" -eq 0 ] || failed+=("the lab's integration tests")
+if [ "${#failed[@]}" -gt 0 ]; then
+  printf 'make test: failed: %s\n' "$(IFS=,; echo "${failed[*]}")" >&2
+  exit 1
+fi
+echo "make test: integration tests and Molecule done in $((SECONDS - began)) s"

@@ -139,6 +139,20 @@ def finish_playbook(proc: subprocess.Popen, timeout: int = 900) -> PlaybookRun:
     return PlaybookRun(list(proc.args[1:]), proc.returncode, out, err, _parse(out))
 
 
+def bai_cli(tmp: Path, *argv: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    """Run the venv's bai-cluster with ``tmp`` as its TMPDIR; never raises on failure."""
+    env = {**os.environ, "TMPDIR": str(tmp), "NO_COLOR": "1"}
+    return subprocess.run(
+        [str(VENV_BIN / "bai-cluster"), *argv],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
 @pytest.fixture(scope="session")
 def run_playbook():
     """``run_playbook("session_create.yml", extra_vars={...}, inventory="inventories/local")``."""
@@ -166,17 +180,20 @@ def docker_client():
 
 
 # --- every module starts from empty agents and leaves them empty --------------------------
-def _session_leftovers(client) -> list[str]:
-    """Session containers and networks on this machine's engine and, when the lab is up,
-    inside its agents' and manager's engines: ["where: name", ...]."""
-    found = [
-        f"local: {c.name}"
-        for c in client.containers.list(all=True, filters={"label": LABEL_SESSION})
-    ]
-    found += [
-        f"local: network {n.name}" for n in client.networks.list(filters={"label": LABEL_SESSION})
-    ]
-    for node in ("agent1", "agent2", "manager"):
+def _session_leftovers(client, local: bool, lab: bool) -> list[str]:
+    """Session containers and networks on this machine's engine (``local``) and, when the
+    lab is up, inside its agents' and manager's engines (``lab``): ["where: name", ...]."""
+    found = []
+    if local:
+        found += [
+            f"local: {c.name}"
+            for c in client.containers.list(all=True, filters={"label": LABEL_SESSION})
+        ]
+        found += [
+            f"local: network {n.name}"
+            for n in client.networks.list(filters={"label": LABEL_SESSION})
+        ]
+    for node in ("agent1", "agent2", "manager") if lab else ():
         try:
             container = client.containers.get(f"bai-lab-{node}")
         except docker.errors.NotFound:
@@ -193,12 +210,13 @@ def _session_leftovers(client) -> list[str]:
     return found
 
 
-def _remove_leftovers(client) -> None:
-    for c in client.containers.list(all=True, filters={"label": LABEL_SESSION}):
-        c.remove(force=True)
-    for n in client.networks.list(filters={"label": LABEL_SESSION}):
-        n.remove()
-    for node in ("agent1", "agent2", "manager"):
+def _remove_leftovers(client, local: bool, lab: bool) -> None:
+    if local:
+        for c in client.containers.list(all=True, filters={"label": LABEL_SESSION}):
+            c.remove(force=True)
+        for n in client.networks.list(filters={"label": LABEL_SESSION}):
+            n.remove()
+    for node in ("agent1", "agent2", "manager") if lab else ():
         try:
             container = client.containers.get(f"bai-lab-{node}")
         except docker.errors.NotFound:
@@ -212,16 +230,29 @@ def _remove_leftovers(client) -> None:
         )
 
 
+def _engines_of(module: pytest.Module) -> tuple[bool, bool]:
+    """(local, lab): which engines the module's tests selected in this run work on. A test
+    marked ``lab`` works on the lab's engines, any other on this machine's.
+
+    `make test` runs the two kinds in two pytest processes at once (``-m lab`` and
+    ``-m "not lab"``): each checks only the engines its own tests use, since the other
+    process's sessions come and go on the others."""
+    items = [item for item in module.session.items if item.module is module.obj]
+    lab = [item.get_closest_marker("lab") is not None for item in items]
+    return (not all(lab)), any(lab)
+
+
 @pytest.fixture(scope="module", autouse=True)
 def agents_start_and_end_empty(request, docker_client):
     """Placement depends on what the agents already run, so a test module must not see
-    another module's sessions: each module checks the engines are empty before its first
-    test, and after its last one (a leak fails the leaking module, then is removed so the
-    next module still starts clean)."""
-    before = _session_leftovers(docker_client)
+    another module's sessions: each module checks the engines it uses are empty before
+    its first test, and after its last one (a leak fails the leaking module, then is
+    removed so the next module still starts clean)."""
+    engines = _engines_of(request.node)
+    before = _session_leftovers(docker_client, *engines)
     assert before == [], f"{request.module.__name__} starts with sessions left over: {before}"
     yield
-    after = _session_leftovers(docker_client)
+    after = _session_leftovers(docker_client, *engines)
     if after:
-        _remove_leftovers(docker_client)
+        _remove_leftovers(docker_client, *engines)
     assert after == [], f"{request.module.__name__} left sessions behind: {after}"

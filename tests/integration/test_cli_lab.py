@@ -1,5 +1,5 @@
 """The bai-cluster CLI (docs/cli.md), run for real: ``.venv/bin/bai-cluster`` as a subprocess
-against the lab (default inventory) and ``-i inventories/local``.
+against the lab (default inventory); ``-i inventories/local`` in test_cli_local.
 
 Checks the progress lines and the summary of a create, list/show/env as JSON against
 what Docker says, ``session ssh`` running a command as user work, exit codes 2 (bad
@@ -18,13 +18,13 @@ import threading
 from pathlib import Path
 
 import pytest
+from conftest import bai_cli as cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
 REPO = Path(__file__).resolve().parents[2]
 CLI = REPO / ".venv" / "bin" / "bai-cluster"
 LAB = "cli-it-lab"
-LOCAL = "cli-it-local"
 LABEL = "ai.backend.cluster.session"
 AGENTS = ("agent1", "agent2")
 
@@ -55,20 +55,6 @@ class Watcher:
     def __exit__(self, *exc) -> None:
         self.stop.set()
         self.thread.join()
-
-
-def cli(tmp: Path, *argv: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    """Run bai-cluster with its own TMPDIR; never raises on failure."""
-    env = {**os.environ, "TMPDIR": str(tmp), "NO_COLOR": "1"}
-    return subprocess.run(
-        [str(CLI), *argv],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
 
 
 def sh(*argv: str) -> str:
@@ -360,47 +346,6 @@ def test_impossible_request_exits_3_pending(tmp):
     assert error["kind"] == "pending" and "PENDING" in error["message"]
     assert error["step"] == "placing"
     assert lab_containers("cli-it-pend") == []
-
-
-def test_local_inventory_create_show_destroy(tmp):
-    def labelled():
-        return sh("docker", "ps", "-aq", "--filter", f"label={LABEL}={LOCAL}").split()
-
-    try:
-        run = cli(
-            tmp,
-            "-i",
-            "inventories/local",
-            "--json",
-            "session",
-            "create",
-            LOCAL,
-            "-n",
-            "2",
-            "--mem",
-            "256m",
-        )
-        assert run.returncode == 0, run.stderr
-        session = json.loads(run.stdout)
-        assert session["action"] == "create" and session["size"] == 2
-        assert {c["agent"] for c in session["containers"]} == {"localhost"}
-        assert len(labelled()) == 2
-        again = cli(
-            tmp, "-i", "inventories/local", "session", "create", LOCAL, "-n", "2", "--mem", "256m"
-        )
-        assert again.returncode == 0, again.stderr
-        assert "already exists with this spec" in again.stdout
-        ssh = cli(tmp, "-i", "inventories/local", "session", "ssh", LOCAL, "sub1", "--", "hostname")
-        assert (ssh.returncode, ssh.stdout.strip()) == (0, "sub1"), ssh.stderr
-    finally:
-        gone = cli(tmp, "-i", "inventories/local", "--json", "session", "destroy", LOCAL)
-    assert gone.returncode == 0, gone.stderr
-    assert sorted(json.loads(gone.stdout)["containers"]) == [
-        f"bai-{LOCAL}-main1",
-        f"bai-{LOCAL}-sub1",
-    ]
-    assert labelled() == []
-    assert list(tmp.iterdir()) == []
 
 
 def test_destroy_removes_everything_and_is_idempotent(created, tmp):

@@ -159,6 +159,7 @@ def lab_hpc_image(hpc_image, run_playbook):
     return hpc_image
 
 
+@pytest.mark.lab
 def test_a_torchrun_batch_session_across_agents_runs_to_its_end(lab_hpc_image, docker_client):
     """`bai-cluster session run` of a real torchrun job (CPU, gloo) over both lab agents:
     it starts once both containers are up, prints the job's output as it comes, exits with
@@ -226,6 +227,7 @@ def lab_session(lab_hpc_image, docker_client, run_playbook):
         assert left == 0
 
 
+@pytest.mark.lab
 def test_torchrun_across_agents_over_the_overlay(lab_session):
     name, lab, where = lab_session
     code, out = in_session(lab[where["main1"]], f"bai-{name}-main1", TORCHRUN)
@@ -233,6 +235,7 @@ def test_torchrun_across_agents_over_the_overlay(lab_session):
     check_allreduce(out, ["main1", "sub1"], "world")
 
 
+@pytest.mark.lab
 def test_tensorflow_multiworker_allreduce_across_agents(lab_session):
     name, lab, where = lab_session
     started = time.monotonic()
@@ -242,6 +245,7 @@ def test_tensorflow_multiworker_allreduce_across_agents(lab_session):
     check_allreduce(out, ["main1", "sub1"], "workers")
 
 
+@pytest.mark.lab
 def test_mpirun_across_agents_over_the_overlay(lab_session):
     name, lab, where = lab_session
     code, out = in_session(lab[where["main1"]], f"bai-{name}-main1", MPIRUN)
