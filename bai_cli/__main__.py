@@ -116,6 +116,7 @@ def create_spec(args: argparse.Namespace) -> dict[str, Any]:
         "wait_s": args.wait,
         "ssh_timeout_s": args.ssh_timeout,
         "network_mtu": args.mtu,
+        "owner": args.owner,
     }
 
 
@@ -150,6 +151,11 @@ def add_create_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--wait", type=float, metavar="SECONDS", help="wait this long for capacity when PENDING"
+    )
+    parser.add_argument(
+        "--owner",
+        help="who holds the session (session_owner; default: the user running this); "
+        "bai_session_policies limit what one owner holds",
     )
     parser.add_argument("--ssh-timeout", type=int, metavar="SECONDS", help="per-container sshd")
     parser.add_argument("--mtu", type=int, help="session network MTU")
@@ -245,7 +251,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="release the session even when an agent holding part of it does not answer "
         "(session reconcile removes that part once it answers)",
     )
-    sub.add_parser("list", parents=[common], help="list the sessions")
+    listing = sub.add_parser("list", parents=[common], help="list the sessions")
+    listing.add_argument("--owner", metavar="NAME", help="only the sessions NAME holds")
     reconcile = sub.add_parser(
         "reconcile",
         parents=[common],
@@ -397,7 +404,7 @@ def session_text(session: api.Session) -> list[str]:
     lines = [
         f"session {session.name} {verb}",
         f"  session id {session.session_id}, {session.mode}, {session.size} container(s), "
-        f"{network}",
+        f"{network}" + (f", owner {session.owner}" if session.owner else ""),
     ]
     rows = [("HOST", "ROLE", "IDX", "AGENT", "CONTAINER", "KERNEL ID")]
     rows += [
@@ -650,17 +657,18 @@ def run_command(args: argparse.Namespace, printer: Printer) -> int:
             print(destroy_text(asdict(done)))
         return EXIT_OK
     if action == "list":
-        rows = api.list_sessions(on_event=quiet_events or plays, **common)
+        rows = api.list_sessions(on_event=quiet_events or plays, owner=args.owner, **common)
         if as_json:
             emit_json([asdict(row) for row in rows])
         elif rows:
-            head = [("NAME", "SESSION-ID", "SIZE", "MODE", "AGENTS", "STATE")]
+            head = [("NAME", "SESSION-ID", "SIZE", "MODE", "OWNER", "AGENTS", "STATE")]
             body = [
                 (
                     r.name,
                     r.session_id,
                     f"{r.running}/{r.size}",
                     r.mode,
+                    r.owner or "-",
                     ",".join(r.agents),
                     (f"batch {r.state}" if r.type == "batch" else r.state)
                     + (f" (exit {r.exit_code})" if r.exit_code is not None else "")
@@ -670,7 +678,7 @@ def run_command(args: argparse.Namespace, printer: Printer) -> int:
             ]
             print("\n".join(table(head + body)))
         else:
-            print("no sessions")
+            print(f"no sessions of {args.owner}" if args.owner else "no sessions")
         return EXIT_OK
     if action == "reconcile":
         agreed = api.reconcile_sessions(

@@ -39,6 +39,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.labels import (
     LABEL_IDX,
     LABEL_KERNEL_ID,
     LABEL_MODE,
+    LABEL_OWNER,
     LABEL_ROLE,
     LABEL_SESSION_ID,
 )
@@ -110,6 +111,8 @@ class Session:
     # How Ansible reaches the agents (create: main1's; show: every agent and the app
     # proxy), for the commands the CLI runs there itself (``session ssh``, ``logs``).
     access: dict[str, Access] = field(default_factory=dict)
+    # Who holds it (session_owner; show reads it from the labels, "" before owners).
+    owner: str = ""
 
     @property
     def size(self) -> int:
@@ -185,6 +188,8 @@ class SessionRow:
     # it has stopped (session show says how it ended).
     type: str = "interactive"
     exit_code: int | None = None
+    # Who holds it (session_owner); "" for a session made before owners existed.
+    owner: str = ""
 
 
 @dataclass
@@ -422,6 +427,7 @@ def create_extravars(
     network_mtu: int | None = None,
     command: str | None = None,
     stop_grace_s: int | None = None,
+    owner: str | None = None,
 ) -> dict[str, Any]:
     """The variables of session_create.yml (docs/sessions.md) for these arguments; what is
     None is left to the playbook's defaults."""
@@ -443,6 +449,7 @@ def create_extravars(
     _set(extravars, "session_wait_s", wait_s)
     _set(extravars, "session_ssh_timeout_s", ssh_timeout_s)
     _set(extravars, "session_network_mtu", network_mtu)
+    _set(extravars, "session_owner", owner)
     return extravars
 
 
@@ -457,7 +464,7 @@ def create_session(
     **spec: Any,
 ) -> Session:
     """Create (or confirm) a session; ``spec``: mode, image, resource_group, resources,
-    mounts, env, roles, authorized_keys, wait_s, ssh_timeout_s, network_mtu (see
+    mounts, env, roles, authorized_keys, wait_s, ssh_timeout_s, network_mtu, owner (see
     :func:`create_extravars`). Idempotent: the same request again returns the session
     with ``action == "exists"``."""
     extravars = create_extravars(name, size, **spec)
@@ -552,11 +559,17 @@ def reconcile_sessions(
 
 
 def list_sessions(
-    *, inventory: str | None = None, on_event: Event | None = None, **kwargs: Any
+    *,
+    inventory: str | None = None,
+    on_event: Event | None = None,
+    owner: str | None = None,
+    **kwargs: Any,
 ) -> list[SessionRow]:
-    """Every session on the inventory's agents (from Docker labels)."""
+    """Every session on the inventory's agents (from Docker labels); only ``owner``'s
+    when given."""
     result = _run(LIST, {}, inventory=inventory, on_event=on_event, **kwargs)
-    return [SessionRow(**row) for row in result.stats.get("bai_sessions") or []]
+    rows = [SessionRow(**row) for row in result.stats.get("bai_sessions") or []]
+    return [row for row in rows if owner is None or row.owner == owner]
 
 
 def _addresses(networks: Mapping[str, Any] | None) -> dict[str, str]:
@@ -649,6 +662,7 @@ def details_from_stats(data: Mapping[str, Any]) -> SessionDetails:
         name=name,
         session_id=str(_label(raw, LABEL_SESSION_ID)),
         mode=str(_label(raw, LABEL_MODE)),
+        owner=str(_label(raw, LABEL_OWNER) or ""),
         network=nets[0] if nets else None,
         network_driver=None,
         containers=ordered,

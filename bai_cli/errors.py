@@ -12,6 +12,9 @@ tell these apart, so no marker was added to them:
 - PENDING: "Stop when the session cannot be placed" fails with the placement's message;
   the placement task before it ("Place the session on the agents", ``failed_when:
   false``) returned ``pending: true`` (and the message contains ``PENDING``).
+- The owner's limits (``bai_session_policies``) refuse it: the same task fails, the
+  placement returned ``policy: true``; kind ``policy``, exit 3 like PENDING (it can start
+  once the owner's own sessions end).
 - A name taken by another spec (``conflict: true``) and everything else: 1.
 """
 
@@ -40,6 +43,8 @@ PLACEMENT = "Place the session on the agents"
 KIND_EXIT = {
     "bad_input": EXIT_BAD_INPUT,
     "pending": EXIT_PENDING,
+    # The owner's limits refuse it now; it can start once the owner's sessions end.
+    "policy": EXIT_PENDING,
     "conflict": EXIT_FAILED,
     "not_found": EXIT_FAILED,
     "unreachable": EXIT_FAILED,
@@ -48,7 +53,7 @@ KIND_EXIT = {
 
 
 class BaiClusterError(Exception):
-    """A failed operation: ``kind`` (bad_input, pending, conflict, not_found,
+    """A failed operation: ``kind`` (bad_input, pending, policy, conflict, not_found,
     unreachable, failed), the ``step`` and ``task`` where it failed and one readable
     ``message``; ``exit_code`` is what the CLI exits with."""
 
@@ -125,5 +130,7 @@ def classify(result: PlaybookResult) -> BaiClusterError | None:
             return BaiClusterError("pending", message, step, first.task)
         if placement.get("conflict"):
             return BaiClusterError("conflict", message, step, first.task)
+        if placement.get("policy"):
+            return BaiClusterError("policy", message, step, first.task)
         return BaiClusterError("bad_input", message, step, first.task)
     return BaiClusterError("failed", message, step, first.task)

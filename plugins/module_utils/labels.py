@@ -43,3 +43,7 @@ LABEL_GPU_DEVICES = PREFIX + "gpu-devices"
 # Batch sessions (module_utils/job.py): "main" on main1, which runs the command, "member"
 # on the others; absent on an interactive session's containers.
 LABEL_BATCH = PREFIX + "batch"
+# Who holds the session (session_owner; module_utils/policies.py): list shows it, and a
+# ledger rebuilt from the labels gets each session's owner back. Absent on sessions made
+# before owners existed.
+LABEL_OWNER = PREFIX + "owner"

@@ -47,6 +47,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.labels import (
     LABEL_AGENT,
     LABEL_HOST,
     LABEL_LEDGER,
+    LABEL_OWNER,
     LABEL_SESSION,
     LABEL_SESSION_ID,
     LABEL_SIZE,
@@ -328,11 +329,14 @@ def before_placing(entry: Mapping[str, Any] | None, existing: Sequence[Any], rea
 
 
 def reservation(plan: Mapping[str, Any], *, now: float, ttl: float) -> dict[str, Any]:
-    """The ledger entry for a plan (bai_session_plan's result) that is about to be made."""
+    """The ledger entry for a plan (bai_session_plan's result) that is about to be made;
+    its owner, when the spec names one, is what per-owner limits count."""
+    owner = (plan.get("spec") or {}).get("owner")
     return {
         "name": plan["summary"]["name"],
         "session_id": plan["session_id"],
         "spec_hash": plan["spec_hash"],
+        **({"owner": owner} if owner else {}),
         "state": CREATING,
         "reserved_at": now,
         "expires_at": now + ttl,
@@ -641,10 +645,12 @@ def adopted(
                 "gpu_devices": sorted(devices_in_use([labels])),
             }
         )
+    owner = _label(rows, LABEL_OWNER)
     return {
         "name": name,
         "session_id": session_id,
         "spec_hash": _label(rows, LABEL_SPEC_HASH),
+        **({"owner": owner} if owner else {}),
         "state": READY,
         "reserved_at": now,
         "expires_at": None,

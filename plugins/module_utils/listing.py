@@ -10,6 +10,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.labels import (
     LABEL_HOST,
     LABEL_KERNEL_ID,
     LABEL_MODE,
+    LABEL_OWNER,
     LABEL_RESOURCE_GROUP,
     LABEL_SESSION,
     LABEL_SESSION_ID,
@@ -24,11 +25,11 @@ def summarize_sessions(
     unreached: Iterable[str] = (),
 ) -> list[dict[str, Any]]:
     """Group session containers (dicts with agent, name, state and labels, from every
-    agent) into one row per session: name, session_id, size, mode, agents, state, the
-    running/found counts and the hosts. The state is the session's health: "running"
-    (every container runs), "degraded" (every container is there, some do not run: a
-    rerun of the create starts them), "stopped" (none runs) or "incomplete" (containers
-    are missing: destroy and create again).
+    agent) into one row per session: name, session_id, size, mode, owner ("" before
+    owners existed), agents, state, the running/found counts and the hosts. The state is
+    the session's health: "running" (every container runs), "degraded" (every container
+    is there, some do not run: a rerun of the create starts them), "stopped" (none runs)
+    or "incomplete" (containers are missing: destroy and create again).
 
     ``unreached``: agents that were not read (they did not answer). A session whose
     reservation (``reservations``, the session ledger's, by name) places containers on
@@ -70,6 +71,7 @@ def summarize_sessions(
                 "running": running,
                 "mode": str(master["labels"].get(LABEL_MODE, "?")),
                 "resource_group": str(master["labels"].get(LABEL_RESOURCE_GROUP, "?")),
+                "owner": str(master["labels"].get(LABEL_OWNER, "")),
                 "agents": sorted({str(c.get("agent")) for c in members}),
                 "hosts": sorted(str(c["labels"].get(LABEL_HOST)) for c in members),
                 "state": state,
@@ -126,6 +128,7 @@ def _mark_unreached(
                 "running": 0,
                 "mode": "?",
                 "resource_group": "?",
+                "owner": str(entry.get("owner") or ""),
                 "agents": [],
                 "hosts": [],
             }
@@ -137,14 +140,15 @@ def _mark_unreached(
 
 
 def format_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Fixed-width lines for people: NAME SESSION-ID SIZE MODE AGENTS STATE."""
-    header = ("NAME", "SESSION-ID", "SIZE", "MODE", "AGENTS", "STATE")
+    """Fixed-width lines for people: NAME SESSION-ID SIZE MODE OWNER AGENTS STATE."""
+    header = ("NAME", "SESSION-ID", "SIZE", "MODE", "OWNER", "AGENTS", "STATE")
     body = [
         (
             str(r["name"]),
             str(r["session_id"]),
             str(r["size"]),
             str(r["mode"]),
+            str(r.get("owner") or "-"),
             ",".join(r["agents"]),
             _state_text(r),
         )

@@ -95,6 +95,9 @@ class SessionSpec:
     # "interactive" (lives until destroyed) or "batch" (runs ``command`` to its end).
     type: str = "interactive"
     command: Optional[str] = None
+    # Who holds the session (module_utils/policies.py); "" for sessions made before owners.
+    # Not part of the spec's hash: who holds a session is not what it is.
+    owner: str = ""
 
     @property
     def size(self) -> int:

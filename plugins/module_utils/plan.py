@@ -32,6 +32,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.labels import (
     LABEL_KERNEL_ID,
     LABEL_MEM,
     LABEL_MODE,
+    LABEL_OWNER,
     LABEL_RESOURCE_GROUP,
     LABEL_ROLE,
     LABEL_SESSION,
@@ -69,12 +70,15 @@ from ansible_collections.bai.cluster.plugins.module_utils.spec import (
 
 def session_labels(spec: SessionSpec, *, session_id: str) -> dict[str, str]:
     """Labels for every object of a session (networks, secrets, containers)."""
-    return {
+    labels = {
         LABEL_SESSION: spec.name,
         LABEL_SESSION_ID: session_id,
         LABEL_SPEC_HASH: spec_hash(spec),
         LABEL_RESOURCE_GROUP: spec.resource_group,
     }
+    if spec.owner:
+        labels[LABEL_OWNER] = spec.owner
+    return labels
 
 
 def container_labels(

@@ -42,6 +42,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.parse import (
     require_mapping,
     type_name,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.policies import check_owner
 
 DEFAULT_IMAGE = "bai/session:latest"
 SSH_PORT = 2200
@@ -70,6 +71,7 @@ SPEC_KEYS = (
     "roles",
     "type",
     "command",
+    "owner",
 )
 _ROLE_KEYS = ("role", "replicas", "image", "resources")
 _MOUNT_KEYS = ("src", "dst", "readonly")
@@ -79,7 +81,8 @@ def normalize_spec(raw: Mapping[str, Any]) -> SessionSpec:
     """Validate the playbook's session variables and return a ``SessionSpec``.
 
     Keys: name (required), size, mode, image, resource_group, env, resources, mounts,
-    roles, type (interactive or batch) and command (a batch session's). A key whose
+    roles, type (interactive or batch), command (a batch session's) and owner (who
+    holds it, module_utils/policies.py). A key whose
     value is None counts as absent, so playbooks can pass optional
     variables through unconditionally. ``size`` is required unless ``roles`` is given;
     if both are given they must agree.
@@ -104,7 +107,8 @@ def normalize_spec(raw: Mapping[str, Any]) -> SessionSpec:
         roles = _default_roles(size, image, resources)
     session_type = str(given.get("type", TYPE_INTERACTIVE))
     command = check_command(given.get("command"), session_type)
-    spec = SessionSpec(name, mode, group, roles, env, mounts, session_type, command)
+    owner = check_owner(given["owner"]) if "owner" in given else ""
+    spec = SessionSpec(name, mode, group, roles, env, mounts, session_type, command, owner)
     _check_total_size(spec)
     _check_unique_hostnames(spec)
     _check_env_port(spec)
@@ -331,7 +335,7 @@ def spec_canonical(spec: SessionSpec) -> dict[str, Any]:
     """JSON-ready form of the *requested* spec (not the placement): env sorted by key,
     roles and mounts in the user's order (their order changes the session). A batch
     session's type and command are part of it; an interactive session's hash is as it was
-    before batch sessions existed."""
+    before batch sessions existed. The owner is given, but left out of the hash."""
     canonical: dict[str, Any] = {
         "name": spec.name,
         "mode": spec.mode,
@@ -350,6 +354,8 @@ def spec_canonical(spec: SessionSpec) -> dict[str, Any]:
     }
     if spec.type == TYPE_BATCH:
         canonical.update(type=spec.type, command=spec.command)
+    if spec.owner:
+        canonical["owner"] = spec.owner
     return canonical
 
 
@@ -368,7 +374,9 @@ def _resources_canonical(resources: Resources) -> dict[str, Any]:
 def spec_hash(spec: SessionSpec) -> str:
     """First 16 hex chars of sha256 over the canonical JSON; stored in LABEL_SPEC_HASH
     so a re-run can tell "same session" from "same name, different spec"."""
-    text = json.dumps(spec_canonical(spec), sort_keys=True, separators=(",", ":"))
+    canonical = spec_canonical(spec)
+    canonical.pop("owner", None)  # who holds it, not what it is: reruns by anyone match
+    text = json.dumps(canonical, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 

@@ -173,6 +173,15 @@ options:
     type: list
     elements: str
     default: []
+  policies:
+    description:
+      - Per-owner limits (C(bai_session_policies), docs/placement.md) - C(default) and
+        C(owners) (name -> limits), each limit C(sessions), C(cpu), C(mem), C(gpu),
+        C(lifetime_s); an owner's keys override the default's. With O(state=reserved), a
+        new session of the spec's C(owner) that would take the owner past a limit is
+        refused in the same step that would reserve it (RV(policy)), counted on the
+        ledger's own sessions, so concurrent creates cannot both slip under a limit.
+    type: dict
   unanswered:
     description:
       - With O(state=reserved), agents this create tried to read and that did not answer.
@@ -404,6 +413,12 @@ conflict:
   description: True when the name is taken by a different or incomplete session.
   returned: failure
   type: bool
+policy:
+  description:
+    - True when the owner's limits (O(policies)) refuse the session; the message names the
+      limit, where it is set, and what the owner holds.
+  returned: failure
+  type: bool
 """
 
 
@@ -424,13 +439,21 @@ from ansible_collections.bai.cluster.plugins.module_utils.errors import (
     SpecError,
     StoreError,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.model import Resources, SessionSpec
 from ansible_collections.bai.cluster.plugins.module_utils.placement import OutOfService
 from ansible_collections.bai.cluster.plugins.module_utils.plan import (
     agents_from_info,
     placement_failure,
     plan_session,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.policies import (
+    limits_for,
+    parse_policies,
+    refusal,
+    usage,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.spec import (
+    expand_kernels,
     normalize_spec,
     spec_canonical,
     spec_hash,
@@ -600,6 +623,8 @@ def reserve(
             entry = {**entry, "name": spec.name}
         if book.before_placing(entry, existing, read_at) == "place" and entry is not None:
             del ledger["sessions"][spec.name]  # stale: its containers are gone
+        if spec.name not in ledger["sessions"] and not existing:
+            refuse_past_limits(module, spec, ledger)
         passed_over = out_of_service(params["agents"], fresh, unavailable)
         plan = plan_session(
             spec, agents or [], existing, inventory=inventory, out_of_service=passed_over
@@ -649,6 +674,21 @@ def reserve(
         "adopted": expiry.adopted,
         "save": bool(fresh),
     }
+
+
+def refuse_past_limits(module: AnsibleModule, spec: SessionSpec, ledger: dict) -> None:
+    """Fail, changing nothing, when the owner's limits refuse a new session ``spec``."""
+    parsed = parse_policies(module.params["policies"])
+    limits = limits_for(parsed, spec.owner)
+    request = Resources(0.0, 0, 0)
+    for kernel in expand_kernels(spec):
+        request = request + kernel.resources
+    held = usage(ledger["sessions"].values(), spec.owner)
+    why = refusal(limits, held, spec.name, request)
+    if why:
+        module.fail_json(
+            msg=f"refused by the owner's limits: {why}; nothing was created", policy=True
+        )
 
 
 def out_of_service(declared: list | None, fresh: list, unavailable: dict) -> list:
@@ -804,6 +844,10 @@ def run(module: AnsibleModule) -> dict:
         )
     if state == "reconciled" and params["agent_info"] is None:
         module.fail_json(msg="bai_session_ledger: state=reconciled needs agent_info")
+    try:  # bad limits are refused before anything is read
+        parse_policies(params["policies"])
+    except SpecError as exc:
+        module.fail_json(msg=f"bai_session_ledger: {exc}; nothing was changed")
     store = store_.open_store(module)
     nodes = node_table(module, store)
     try:
@@ -847,6 +891,7 @@ ARGUMENT_SPEC = {
     "left_on": {"type": "list", "elements": "str", "default": []},
     "ended": {"type": "dict"},
     "unanswered": {"type": "list", "elements": "str", "default": []},
+    "policies": {"type": "dict"},
     **DOCKER_ARGUMENT_SPEC,
 }
 

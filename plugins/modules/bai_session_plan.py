@@ -60,6 +60,14 @@ options:
       - A batch session's command, one shell line, run in main1 as user C(work); required
         for C(batch), refused otherwise.
     type: raw
+  owner:
+    description:
+      - Who holds the session (1 to 64 letters, digits, C(_), C(.), C(@), C(-)); the
+        per-owner limits of M(bai.cluster.bai_session_ledger)
+        (O(bai.cluster.bai_session_ledger#module:policies)) count it. Kept in RV(spec)
+        and the containers' label C(ai.backend.cluster.owner), but not in
+        RV(spec_hash) - a rerun by anyone matches the session.
+    type: raw
   spec:
     description:
       - A spec in canonical form (RV(spec) of an earlier call), instead of the separate
@@ -177,6 +185,7 @@ ARGUMENT_SPEC = {
     "roles": {"type": "raw"},
     "type": {"type": "raw"},
     "command": {"type": "raw"},
+    "owner": {"type": "raw"},
     "spec": {"type": "dict"},
     "data_roots": {"type": "list", "elements": "str"},
 }

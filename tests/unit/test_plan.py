@@ -282,7 +282,8 @@ def test_sessions_are_summarised_across_agents():
     assert rows[0]["agents"] == ["a1", "a2"]
     assert (rows[1]["state"], rows[1]["running"]) == ("degraded", 1)
     table = format_table(rows)
-    assert table[0].split() == ["NAME", "SESSION-ID", "SIZE", "MODE", "AGENTS", "STATE"]
+    assert table[0].split() == ["NAME", "SESSION-ID", "SIZE", "MODE", "OWNER", "AGENTS", "STATE"]
+    assert table[1].split()[4] == "-"  # made without an owner
     assert table[2].endswith("degraded (1/2 up)")
 
 
