@@ -33,6 +33,15 @@ finish() {
   return "$rc"
 }
 
+# Stops naming the stages that failed, if any did.
+failed=()
+stop_if_failed() {
+  if [ "${#failed[@]}" -gt 0 ]; then
+    printf 'make test: failed: %s\n' "$(IFS=,; echo "${failed[*]}")" >&2
+    exit 1
+  fi
+}
+
 began=$SECONDS
 stage images
 stage lint unit >"$logs/lint-unit.log" 2>&1 &
@@ -41,14 +50,10 @@ stage test-images >"$logs/test-images.log" 2>&1 &
 side+=($!)
 lab=0
 stage lab-up site || lab=$?
-failed=()
 finish lint-unit.log "${side[0]}" || failed+=("lint or the unit tests")
 finish test-images.log "${side[1]}" || failed+=("the test images")
 [ "$lab" -eq 0 ] || failed+=("the lab or site.yml")
-if [ "${#failed[@]}" -gt 0 ]; then
-  printf 'make test: failed: %s\n' "$(IFS=,; echo "${failed[*]}")" >&2
-  exit 1
-fi
+stop_if_failed
 echo "make test: images, lint, unit tests, the lab and its converge done in $((SECONDS - began)) s"
 
 began=$SECONDS
@@ -60,8 +65,5 @@ stage integration-lab || lab=$?
 echo "make test: the lab's integration tests done in $((SECONDS - began)) s (exit $lab)"
 finish local-molecule.log "${side[0]}" || failed+=("the local integration tests or Molecule")
 [ "$lab" -eq 0 ] || failed+=("the lab's integration tests")
-if [ "${#failed[@]}" -gt 0 ]; then
-  printf 'make test: failed: %s\n' "$(IFS=,; echo "${failed[*]}")" >&2
-  exit 1
-fi
+stop_if_failed
 echo "make test: integration tests and Molecule done in $((SECONDS - began)) s"

@@ -139,9 +139,10 @@ def finish_playbook(proc: subprocess.Popen, timeout: int = 900) -> PlaybookRun:
     return PlaybookRun(list(proc.args[1:]), proc.returncode, out, err, _parse(out))
 
 
-def bai_cli(tmp: Path, *argv: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    """Run the venv's bai-cluster with ``tmp`` as its TMPDIR; never raises on failure."""
-    env = {**os.environ, "TMPDIR": str(tmp), "NO_COLOR": "1"}
+def bai_cli(tmp: Path | None, *argv: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    """Run the venv's bai-cluster (with ``tmp`` as its TMPDIR, when given); never raises
+    on failure."""
+    env = {**os.environ, "NO_COLOR": "1", **({"TMPDIR": str(tmp)} if tmp else {})}
     return subprocess.run(
         [str(VENV_BIN / "bai-cluster"), *argv],
         cwd=REPO,

@@ -24,7 +24,7 @@ import pytest
 from ansible_collections.bai.cluster.plugins.module_utils import ledger as book
 from ansible_collections.bai.cluster.plugins.module_utils import ledger_store as store_
 from ansible_collections.bai.cluster.plugins.module_utils.labels import LABEL_SESSION
-from conftest import REPO, VENV_BIN, finish_playbook, start_playbook
+from conftest import bai_cli, finish_playbook, start_playbook
 from labtools import lab_agents, lab_node, on_agent, spanning_by_memory, sweep, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
@@ -73,14 +73,7 @@ def sessions_on(lab) -> set[str]:
 
 
 def cli(*args: str, timeout: int = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(VENV_BIN / "bai-cluster"), *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    return bai_cli(None, *args, timeout=timeout)
 
 
 def manager_status(manager, host: str) -> str:
