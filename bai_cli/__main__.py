@@ -19,6 +19,7 @@ from typing import Any
 from ansible_collections.bai.cluster.plugins.module_utils import agent_view
 from ansible_collections.bai.cluster.plugins.module_utils.destroy import text as destroy_text
 from ansible_collections.bai.cluster.plugins.module_utils.ledger import reconcile_lines
+from ansible_collections.bai.cluster.plugins.module_utils.listing import format_duration
 
 from . import __version__, api
 from .errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, BaiClusterError
@@ -117,6 +118,7 @@ def create_spec(args: argparse.Namespace) -> dict[str, Any]:
         "ssh_timeout_s": args.ssh_timeout,
         "network_mtu": args.mtu,
         "owner": args.owner,
+        "lifetime_s": args.lifetime,
     }
 
 
@@ -156,6 +158,13 @@ def add_create_options(parser: argparse.ArgumentParser) -> None:
         "--owner",
         help="who holds the session (session_owner; default: the user running this); "
         "bai_session_policies limit what one owner holds",
+    )
+    parser.add_argument(
+        "--lifetime",
+        type=int,
+        metavar="SECONDS",
+        help="end the session this long after it started running (session_lifetime_s; "
+        "session reconcile ends it)",
     )
     parser.add_argument("--ssh-timeout", type=int, metavar="SECONDS", help="per-container sshd")
     parser.add_argument("--mtu", type=int, help="session network MTU")
@@ -406,6 +415,9 @@ def session_text(session: api.Session) -> list[str]:
         f"  session id {session.session_id}, {session.mode}, {session.size} container(s), "
         f"{network}" + (f", owner {session.owner}" if session.owner else ""),
     ]
+    left = getattr(session, "time_left", None)
+    if left is not None:
+        lines.append(f"  lifetime: {format_duration(left)} left (session reconcile ends it then)")
     rows = [("HOST", "ROLE", "IDX", "AGENT", "CONTAINER", "KERNEL ID")]
     rows += [
         (c.host, c.role, str(c.idx), c.agent, c.container, c.kernel_id) for c in session.containers
@@ -672,6 +684,7 @@ def run_command(args: argparse.Namespace, printer: Printer) -> int:
                     ",".join(r.agents),
                     (f"batch {r.state}" if r.type == "batch" else r.state)
                     + (f" (exit {r.exit_code})" if r.exit_code is not None else "")
+                    + (f" ({format_duration(r.time_left)} left)" if r.time_left is not None else "")
                     + (f" ({', '.join(r.unreachable)} does not answer)" if r.unreachable else ""),
                 )
                 for r in rows

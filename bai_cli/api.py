@@ -113,6 +113,9 @@ class Session:
     access: dict[str, Access] = field(default_factory=dict)
     # Who holds it (session_owner; show reads it from the labels, "" before owners).
     owner: str = ""
+    # Seconds it may still run (its lifetime, from when it started running); show reads
+    # it from the session ledger, None without a lifetime.
+    time_left: float | None = None
 
     @property
     def size(self) -> int:
@@ -190,13 +193,18 @@ class SessionRow:
     exit_code: int | None = None
     # Who holds it (session_owner); "" for a session made before owners existed.
     owner: str = ""
+    # Its lifetime (session_lifetime_s) and the seconds it may still run; 0 and None
+    # without one.
+    lifetime_s: int = 0
+    time_left: float | None = None
 
 
 @dataclass
 class JobResult:
     """What a batch session's command came to (playbooks/session_wait.yml; the session
     ledger's record once the session is gone). ``state``: starting, running, ending, or
-    one of the ends - succeeded, failed, cancelled, lost. ``failed``: the first member that
+    one of the ends - succeeded, failed, cancelled, lost, timeout (its lifetime was up).
+    ``failed``: the first member that
     failed (host, agent, exit_code, signal, oom_killed, why)."""
 
     name: str
@@ -428,6 +436,7 @@ def create_extravars(
     command: str | None = None,
     stop_grace_s: int | None = None,
     owner: str | None = None,
+    lifetime_s: int | None = None,
 ) -> dict[str, Any]:
     """The variables of session_create.yml (docs/sessions.md) for these arguments; what is
     None is left to the playbook's defaults."""
@@ -450,6 +459,7 @@ def create_extravars(
     _set(extravars, "session_ssh_timeout_s", ssh_timeout_s)
     _set(extravars, "session_network_mtu", network_mtu)
     _set(extravars, "session_owner", owner)
+    _set(extravars, "session_lifetime_s", lifetime_s)
     return extravars
 
 
@@ -464,7 +474,8 @@ def create_session(
     **spec: Any,
 ) -> Session:
     """Create (or confirm) a session; ``spec``: mode, image, resource_group, resources,
-    mounts, env, roles, authorized_keys, wait_s, ssh_timeout_s, network_mtu, owner (see
+    mounts, env, roles, authorized_keys, wait_s, ssh_timeout_s, network_mtu, owner,
+    lifetime_s (see
     :func:`create_extravars`). Idempotent: the same request again returns the session
     with ``action == "exists"``."""
     extravars = create_extravars(name, size, **spec)
@@ -663,6 +674,7 @@ def details_from_stats(data: Mapping[str, Any]) -> SessionDetails:
         session_id=str(_label(raw, LABEL_SESSION_ID)),
         mode=str(_label(raw, LABEL_MODE)),
         owner=str(_label(raw, LABEL_OWNER) or ""),
+        time_left=data.get("time_left"),
         network=nets[0] if nets else None,
         network_driver=None,
         containers=ordered,

@@ -75,7 +75,9 @@ SUCCEEDED = "succeeded"
 FAILED = "failed"
 CANCELLED = "cancelled"
 LOST = "lost"
-TERMINAL = (SUCCEEDED, FAILED, CANCELLED, LOST)
+# Ended by its lifetime (session_lifetime_s): reconcile stopped it.
+TIMEOUT = "timeout"
+TERMINAL = (SUCCEEDED, FAILED, CANCELLED, LOST, TIMEOUT)
 # Container states in which a member has not stopped.
 _LIVE = ("created", "running", "restarting", "paused", "removing")
 

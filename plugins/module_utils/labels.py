@@ -47,3 +47,6 @@ LABEL_BATCH = PREFIX + "batch"
 # ledger rebuilt from the labels gets each session's owner back. Absent on sessions made
 # before owners existed.
 LABEL_OWNER = PREFIX + "owner"
+# Seconds the session may run from when it started (session_lifetime_s, or the owner's
+# longest under bai_session_policies); absent: no limit. Reconcile ends it when it is up.
+LABEL_LIFETIME = PREFIX + "lifetime-s"

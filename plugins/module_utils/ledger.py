@@ -47,6 +47,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.labels import (
     LABEL_AGENT,
     LABEL_HOST,
     LABEL_LEDGER,
+    LABEL_LIFETIME,
     LABEL_OWNER,
     LABEL_SESSION,
     LABEL_SESSION_ID,
@@ -330,13 +331,14 @@ def before_placing(entry: Mapping[str, Any] | None, existing: Sequence[Any], rea
 
 def reservation(plan: Mapping[str, Any], *, now: float, ttl: float) -> dict[str, Any]:
     """The ledger entry for a plan (bai_session_plan's result) that is about to be made;
-    its owner, when the spec names one, is what per-owner limits count."""
-    owner = (plan.get("spec") or {}).get("owner")
+    its owner, when the spec names one, is what per-owner limits count, and its lifetime
+    is counted from ``ready_at``."""
+    given = plan.get("spec") or {}
     return {
         "name": plan["summary"]["name"],
         "session_id": plan["session_id"],
         "spec_hash": plan["spec_hash"],
-        **({"owner": owner} if owner else {}),
+        **{key: given[key] for key in ("owner", "lifetime_s") if given.get(key)},
         "state": CREATING,
         "reserved_at": now,
         "expires_at": now + ttl,
@@ -396,6 +398,28 @@ def forsake(
         "at": now,
     }
     return True
+
+
+# --- Lifetimes (session_lifetime_s) --------------------------------------------------
+
+
+def time_left(entry: Mapping[str, Any], now: float) -> float | None:
+    """Seconds session ``entry`` may still run (0 when its lifetime is up), counted from
+    when it started running (``ready_at``, never its submission); None without a lifetime
+    or before it runs."""
+    lifetime = float(entry.get("lifetime_s") or 0)
+    started = entry.get("ready_at")
+    if not lifetime or entry.get("state") != READY or started is None:
+        return None
+    # Never more than the lifetime, whatever a clock said when it started.
+    return min(lifetime, max(0.0, round(float(started) + lifetime - now, 3)))
+
+
+def lifetimes_up(ledger: Mapping[str, Any], now: float) -> list[str]:
+    """The sessions whose lifetime is up at ``now`` (the ledger's clock), by name."""
+    return sorted(
+        name for name, entry in (ledger.get("sessions") or {}).items() if time_left(entry, now) == 0
+    )
 
 
 # --- Batch sessions that ended (module_utils/job.py) ---------------------------------
@@ -618,10 +642,16 @@ def reconcile_lines(result: Mapping[str, Any]) -> list[str]:
         )
     if result.get("unread"):
         lines.append(f"not read (see above): {', '.join(result['unread'])}")
-    if result.get("ended"):
+    ended = [n for n in result.get("ended") or () if n not in (result.get("lifetime_up") or ())]
+    if ended:
         lines.append(
             f"batch sessions whose command ended, destroyed (their output is kept): "
-            f"{', '.join(result['ended'])}"
+            f"{', '.join(ended)}"
+        )
+    if result.get("lifetime_up"):
+        lines.append(
+            f"sessions whose lifetime is up, stopped and destroyed: "
+            f"{', '.join(result['lifetime_up'])}"
         )
     return lines or ["the ledger and the agents agree"]
 
@@ -645,12 +675,13 @@ def adopted(
                 "gpu_devices": sorted(devices_in_use([labels])),
             }
         )
-    owner = _label(rows, LABEL_OWNER)
+    owner, lifetime = _label(rows, LABEL_OWNER), _label(rows, LABEL_LIFETIME)
     return {
         "name": name,
         "session_id": session_id,
         "spec_hash": _label(rows, LABEL_SPEC_HASH),
         **({"owner": owner} if owner else {}),
+        **({"lifetime_s": int(lifetime)} if lifetime.isdigit() and int(lifetime) else {}),
         "state": READY,
         "reserved_at": now,
         "expires_at": None,

@@ -16,6 +16,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.labels import (
     LABEL_SESSION_ID,
     LABEL_SIZE,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.ledger import time_left
 from ansible_collections.bai.cluster.plugins.module_utils.placement import label_float
 
 
@@ -23,6 +24,7 @@ def summarize_sessions(
     containers: Iterable[Mapping[str, Any]],
     reservations: Mapping[str, Mapping[str, Any]] | None = None,
     unreached: Iterable[str] = (),
+    now: float | None = None,
 ) -> list[dict[str, Any]]:
     """Group session containers (dicts with agent, name, state and labels, from every
     agent) into one row per session: name, session_id, size, mode, owner ("" before
@@ -81,6 +83,8 @@ def summarize_sessions(
     away = set(unreached)
     if away and reservations:
         _mark_unreached(rows, reservations, away)
+    if reservations:
+        _lifetimes(rows, reservations, now)
     return sorted(rows, key=lambda r: (r["name"], r["session_id"]))
 
 
@@ -107,6 +111,19 @@ def _batch(
     else:
         state = "ending"
     return {"type": "batch", "exit_code": code, "state": state}
+
+
+def _lifetimes(
+    rows: list[dict[str, Any]], reservations: Mapping[str, Mapping[str, Any]], now: float | None
+) -> None:
+    """A session with a lifetime: ``lifetime_s`` and, at the ledger's time ``now``,
+    ``time_left`` (seconds; None before it runs or without ``now``)."""
+    for row in rows:
+        entry = reservations.get(row["name"]) or {}
+        if entry.get("session_id") != row["session_id"] or not entry.get("lifetime_s"):
+            continue
+        row["lifetime_s"] = int(entry["lifetime_s"])
+        row["time_left"] = None if now is None else time_left(entry, now)
 
 
 def _mark_unreached(
@@ -166,10 +183,25 @@ def _state_text(row: Mapping[str, Any]) -> str:
         code = row.get("exit_code")
         return f"batch {row['state']}" + (f" (exit {code})" if code is not None else "")
     if row["state"] == "running":
-        return "running"
+        left = row.get("time_left")
+        return "running" if left is None else f"running ({format_duration(left)} left)"
     if row["state"] == "unreachable":
         return (
             f"unreachable ({', '.join(row['unreachable'])} does not answer; "
             f"{row['running']}/{row['size']} seen up)"
         )
     return f"{row['state']} ({row['running']}/{row['size']} up)"
+
+
+def format_duration(seconds: float) -> str:
+    """``45s``, ``12m``, ``3h05m``, ``2d04h``: a time left, as list shows it."""
+    whole = int(seconds)
+    if whole < 120:
+        return f"{whole}s"
+    minutes = whole // 60
+    if minutes < 120:
+        return f"{minutes}m"
+    hours = minutes // 60
+    if hours < 48:
+        return f"{hours}h{minutes % 60:02d}m"
+    return f"{hours // 24}d{hours % 24:02d}h"

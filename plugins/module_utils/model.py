@@ -98,6 +98,9 @@ class SessionSpec:
     # Who holds the session (module_utils/policies.py); "" for sessions made before owners.
     # Not part of the spec's hash: who holds a session is not what it is.
     owner: str = ""
+    # Seconds the session may run, from when it started running (0: no limit); like the
+    # owner, not part of the hash.
+    lifetime_s: int = 0
 
     @property
     def size(self) -> int:

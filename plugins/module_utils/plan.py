@@ -30,6 +30,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.labels import (
     LABEL_HOST,
     LABEL_IDX,
     LABEL_KERNEL_ID,
+    LABEL_LIFETIME,
     LABEL_MEM,
     LABEL_MODE,
     LABEL_OWNER,
@@ -78,6 +79,8 @@ def session_labels(spec: SessionSpec, *, session_id: str) -> dict[str, str]:
     }
     if spec.owner:
         labels[LABEL_OWNER] = spec.owner
+    if spec.lifetime_s:
+        labels[LABEL_LIFETIME] = str(spec.lifetime_s)
     return labels
 
 

@@ -842,13 +842,15 @@ def absent(
     grace_s: int = job.DEFAULT_GRACE_S,
     log_dir: str = job_docker.DEFAULT_LOG_DIR,
     log_max_bytes: int = job.DEFAULT_LOG_MAX_BYTES,
+    stop: bool = False,
 ) -> dict[str, Any]:
     """Remove every container of ``session`` (of ``session_id`` when given) on this
     agent, and with ``networks`` the session's networks here.
 
     A batch session's containers are stopped first (main1's runner stops the command:
     SIGTERM, SIGKILL after ``grace_s``), then their output is kept under ``log_dir``
-    (the last ``log_max_bytes`` of each) and what they came to is returned (``job``)."""
+    (the last ``log_max_bytes`` of each) and what they came to is returned (``job``).
+    With ``stop`` (a lifetime that is up) any session's containers are stopped first."""
     found = session_containers(docker_.api, session, agent)
     if session_id:
         found = [c for c in found if c["labels"].get(LABEL_SESSION_ID) == session_id]
@@ -862,6 +864,8 @@ def absent(
             docker_.api, batch, session=session, log_dir=log_dir, cap=log_max_bytes
         )
         job_docker.prune_logs(log_dir)
+    elif stop and found and not host.check_mode:
+        job_docker.stop(docker_.api, found, grace_s, workers)
     if found and not host.check_mode:
         failed = remove_containers(docker_, [c["id"] for c in found], workers)
         if failed:

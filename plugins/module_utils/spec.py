@@ -72,7 +72,11 @@ SPEC_KEYS = (
     "type",
     "command",
     "owner",
+    "lifetime_s",
 )
+# Given, but not part of the hash: who holds a session and how long it may run are not
+# what it is, so a rerun by anyone, with any lifetime, matches the session.
+UNHASHED_KEYS = ("owner", "lifetime_s")
 _ROLE_KEYS = ("role", "replicas", "image", "resources")
 _MOUNT_KEYS = ("src", "dst", "readonly")
 
@@ -81,8 +85,9 @@ def normalize_spec(raw: Mapping[str, Any]) -> SessionSpec:
     """Validate the playbook's session variables and return a ``SessionSpec``.
 
     Keys: name (required), size, mode, image, resource_group, env, resources, mounts,
-    roles, type (interactive or batch), command (a batch session's) and owner (who
-    holds it, module_utils/policies.py). A key whose
+    roles, type (interactive or batch), command (a batch session's), owner (who holds
+    it, module_utils/policies.py) and lifetime_s (seconds it may run, 0: no limit). A key
+    whose
     value is None counts as absent, so playbooks can pass optional
     variables through unconditionally. ``size`` is required unless ``roles`` is given;
     if both are given they must agree.
@@ -108,7 +113,10 @@ def normalize_spec(raw: Mapping[str, Any]) -> SessionSpec:
     session_type = str(given.get("type", TYPE_INTERACTIVE))
     command = check_command(given.get("command"), session_type)
     owner = check_owner(given["owner"]) if "owner" in given else ""
-    spec = SessionSpec(name, mode, group, roles, env, mounts, session_type, command, owner)
+    lifetime = parse_count(given.get("lifetime_s", 0), "lifetime_s", 0)
+    spec = SessionSpec(
+        name, mode, group, roles, env, mounts, session_type, command, owner, lifetime
+    )
     _check_total_size(spec)
     _check_unique_hostnames(spec)
     _check_env_port(spec)
@@ -335,7 +343,8 @@ def spec_canonical(spec: SessionSpec) -> dict[str, Any]:
     """JSON-ready form of the *requested* spec (not the placement): env sorted by key,
     roles and mounts in the user's order (their order changes the session). A batch
     session's type and command are part of it; an interactive session's hash is as it was
-    before batch sessions existed. The owner is given, but left out of the hash."""
+    before batch sessions existed. The owner and the lifetime are given, but left out of
+    the hash (UNHASHED_KEYS)."""
     canonical: dict[str, Any] = {
         "name": spec.name,
         "mode": spec.mode,
@@ -356,6 +365,8 @@ def spec_canonical(spec: SessionSpec) -> dict[str, Any]:
         canonical.update(type=spec.type, command=spec.command)
     if spec.owner:
         canonical["owner"] = spec.owner
+    if spec.lifetime_s:
+        canonical["lifetime_s"] = spec.lifetime_s
     return canonical
 
 
@@ -375,7 +386,8 @@ def spec_hash(spec: SessionSpec) -> str:
     """First 16 hex chars of sha256 over the canonical JSON; stored in LABEL_SPEC_HASH
     so a re-run can tell "same session" from "same name, different spec"."""
     canonical = spec_canonical(spec)
-    canonical.pop("owner", None)  # who holds it, not what it is: reruns by anyone match
+    for key in UNHASHED_KEYS:
+        canonical.pop(key, None)
     text = json.dumps(canonical, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 

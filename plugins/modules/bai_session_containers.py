@@ -229,6 +229,13 @@ options:
         and SIGKILL.
     type: int
     default: 10
+  stop:
+    description:
+      - With O(state=absent), stop every container first (C(docker stop) - SIGTERM to its
+        main process, SIGKILL after O(grace_s) and 5 s more), not only a batch session's
+        (whose command always gets them). Used when a session's lifetime is up.
+    type: bool
+    default: false
   log_dir:
     description:
       - With O(state=absent), the folder (on this agent, made 0700) where a batch
@@ -532,6 +539,7 @@ def main() -> None:
                 },
             },
             "grace_s": {"type": "int", "default": DEFAULT_GRACE_S},
+            "stop": {"type": "bool", "default": False},
             "log_dir": {"type": "path", "default": DEFAULT_LOG_DIR},
             "log_max_bytes": {"type": "int", "default": DEFAULT_LOG_MAX_BYTES},
             "workers": {"type": "int", "default": 8},
@@ -560,6 +568,7 @@ def main() -> None:
                     networks=p["networks"],
                     workers=p["workers"],
                     grace_s=p["grace_s"],
+                    stop=p["stop"],
                     log_dir=p["log_dir"],
                     log_max_bytes=p["log_max_bytes"],
                 )

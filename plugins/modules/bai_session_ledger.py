@@ -255,6 +255,12 @@ ended:
   returned: O(state=read) with O(name)
   type: list
   elements: dict
+time_left:
+  description:
+    - Seconds session O(name) may still run (its lifetime, counted from when it started
+      running); null without a lifetime.
+  returned: O(state=read) with O(name)
+  type: float
 holders:
   description:
     - The agents that may hold session O(name) (its reservation's, and those whose kept
@@ -370,6 +376,14 @@ held:
   returned: O(state=reconciled)
   type: list
   elements: str
+lifetime_up:
+  description:
+    - The sessions whose lifetime is up (C(session_lifetime_s), or the owner's longest
+      under O(policies)), counted by the ledger's clock from when each started running;
+      the caller ends them (playbooks/session_reconcile.yml destroys them).
+  returned: O(state=reconciled)
+  type: list
+  elements: str
 unread:
   description: Agents of O(agents) without a read in O(agent_info).
   returned: O(state=reconciled)
@@ -422,6 +436,8 @@ policy:
 """
 
 
+from dataclasses import replace
+
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.bai.cluster.plugins.module_utils import admission
 from ansible_collections.bai.cluster.plugins.module_utils import availability as avail
@@ -447,6 +463,8 @@ from ansible_collections.bai.cluster.plugins.module_utils.plan import (
     plan_session,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.policies import (
+    Limits,
+    lifetime,
     limits_for,
     parse_policies,
     refusal,
@@ -623,8 +641,11 @@ def reserve(
             entry = {**entry, "name": spec.name}
         if book.before_placing(entry, existing, read_at) == "place" and entry is not None:
             del ledger["sessions"][spec.name]  # stale: its containers are gone
+        limits = limits_for(parse_policies(params["policies"]), spec.owner)
         if spec.name not in ledger["sessions"] and not existing:
-            refuse_past_limits(module, spec, ledger)
+            refuse_past_limits(module, spec, limits, ledger)
+        # Without a lifetime of its own, a session gets its owner's longest.
+        spec = replace(spec, lifetime_s=int(lifetime(limits, spec.lifetime_s)))
         passed_over = out_of_service(params["agents"], fresh, unavailable)
         plan = plan_session(
             spec, agents or [], existing, inventory=inventory, out_of_service=passed_over
@@ -676,15 +697,15 @@ def reserve(
     }
 
 
-def refuse_past_limits(module: AnsibleModule, spec: SessionSpec, ledger: dict) -> None:
-    """Fail, changing nothing, when the owner's limits refuse a new session ``spec``."""
-    parsed = parse_policies(module.params["policies"])
-    limits = limits_for(parsed, spec.owner)
+def refuse_past_limits(
+    module: AnsibleModule, spec: SessionSpec, limits: Limits, ledger: dict
+) -> None:
+    """Fail, changing nothing, when the owner's ``limits`` refuse a new session ``spec``."""
     request = Resources(0.0, 0, 0)
     for kernel in expand_kernels(spec):
         request = request + kernel.resources
     held = usage(ledger["sessions"].values(), spec.owner)
-    why = refusal(limits, held, spec.name, request)
+    why = refusal(limits, held, spec.name, request, spec.lifetime_s)
     if why:
         module.fail_json(
             msg=f"refused by the owner's limits: {why}; nothing was created", policy=True
@@ -732,6 +753,7 @@ def reconciled(module: AnsibleModule, ledger: dict, now: float, ids: list) -> di
         **done._asdict(),
         "unread": unread,
         "held": sorted(ledger["sessions"]),
+        "lifetime_up": book.lifetimes_up(ledger, now),
     }
 
 
@@ -815,9 +837,11 @@ def step(
     if state == "identity":
         return read
     if params["name"]:
+        held = ledger["sessions"].get(params["name"])
         return {
             **read,
-            "reservation": ledger["sessions"].get(params["name"]),
+            "reservation": held,
+            "time_left": book.time_left(held, now) if held else None,
             "holders": sorted(book.holders(ledger, params["name"])),
             "ended": book.ends_of(ledger, params["name"]),
         }

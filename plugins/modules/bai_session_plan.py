@@ -68,6 +68,13 @@ options:
         and the containers' label C(ai.backend.cluster.owner), but not in
         RV(spec_hash) - a rerun by anyone matches the session.
     type: raw
+  lifetime_s:
+    description:
+      - Seconds the session may run, counted from when it started running (0 or unset - no
+        limit of its own; the owner's longest under
+        O(bai.cluster.bai_session_ledger#module:policies) then applies). Reconcile ends a
+        session whose lifetime is up. Kept in RV(spec), not in RV(spec_hash).
+    type: raw
   spec:
     description:
       - A spec in canonical form (RV(spec) of an earlier call), instead of the separate
@@ -186,6 +193,7 @@ ARGUMENT_SPEC = {
     "type": {"type": "raw"},
     "command": {"type": "raw"},
     "owner": {"type": "raw"},
+    "lifetime_s": {"type": "raw"},
     "spec": {"type": "dict"},
     "data_roots": {"type": "list", "elements": "str"},
 }

@@ -46,6 +46,12 @@ options:
         RV(bai.cluster.bai_session_ledger#module:ledger)).
     type: dict
     default: {}
+  ledger_time:
+    description:
+      - The ledger's time when O(reservations) was read
+        (RV(bai.cluster.bai_session_ledger#module:ledger_time)); with it, a session with a
+        lifetime gets C(time_left), the seconds it may still run.
+    type: float
 attributes:
   check_mode:
     description: Pure computation; runs the same in check mode.
@@ -65,8 +71,10 @@ RETURN = r"""
 sessions:
   description:
     - One entry per session, sorted by name - C(name), C(session_id), C(size), C(found),
-      C(running), C(mode), C(resource_group), C(agents), C(hosts), C(state) (and
-      C(unreachable), the agents that did not answer, when the state is C(unreachable)).
+      C(running), C(mode), C(resource_group), C(owner), C(agents), C(hosts), C(state) (and
+      C(unreachable), the agents that did not answer, when the state is C(unreachable)),
+      and for a session with a lifetime C(lifetime_s) and C(time_left) (seconds, with
+      O(ledger_time)).
   returned: success
   type: list
   elements: dict
@@ -91,13 +99,19 @@ def main() -> None:
             "containers": {"type": "list", "elements": "dict", "default": []},
             "unreached": {"type": "list", "elements": "str", "default": []},
             "reservations": {"type": "dict", "default": {}},
+            "ledger_time": {"type": "float"},
         },
         supports_check_mode=True,
     )
     containers = list(module.params["containers"])
     for result in module.params["agent_info"]:
         containers.extend(result.get("containers") or [])
-    rows = summarize_sessions(containers, module.params["reservations"], module.params["unreached"])
+    rows = summarize_sessions(
+        containers,
+        module.params["reservations"],
+        module.params["unreached"],
+        now=module.params["ledger_time"],
+    )
     module.exit_json(changed=False, sessions=rows, table=format_table(rows))
 
 
