@@ -265,6 +265,8 @@ class Reconciled:
     unread: list[str] = field(default_factory=list)
     # Batch sessions whose command had ended: destroyed, their output kept.
     ended: list[str] = field(default_factory=list)
+    # Sessions whose lifetime was up: stopped (SIGTERM, then SIGKILL) and destroyed.
+    lifetime_up: list[str] = field(default_factory=list)
     rebuilt: str | None = None
     ledger_ids: list[str] = field(default_factory=list)
     check: bool = False

@@ -111,8 +111,12 @@ def test_one_session_for_alice_among_eight_concurrent_creates_while_bob_is_unaff
 def test_a_limit_refusal_leaves_nothing_bad_limits_are_refused_and_the_default_owner(
     run_playbook, docker_client, ledger
 ):
-    # 2 x 3 CPUs = 6 of the default's 8: fits; a second one would make 12.
-    extra = {"session_size": 2, "session_resources": {"cpu": 3, "mem": "128m"}}
+    # 2 x 1.5 CPUs = 3 of the default's 4: fits; a second one would make 6.
+    extra = {
+        "session_size": 2,
+        "session_resources": {"cpu": 1.5, "mem": "128m"},
+        "bai_session_policies": {"default": {"cpu": 4}},
+    }
     first = run_playbook(
         "session_create.yml",
         extra_vars=variables(ledger, "it-pol-c0", None, **extra),
@@ -130,8 +134,8 @@ def test_a_limit_refusal_leaves_nothing_bad_limits_are_refused_and_the_default_o
         )
         assert second.rc != 0
         words = " ".join(second.failures)
-        assert "holds 6 CPU (it-pol-c0); session it-pol-c1 would make 12 CPU" in words, words
-        assert "more than the 8 CPU that bai_session_policies.default.cpu allows" in words
+        assert "holds 3 CPU (it-pol-c0); session it-pol-c1 would make 6 CPU" in words, words
+        assert "more than the 4 CPU that bai_session_policies.default.cpu allows" in words
         assert left_behind(docker_client, "it-pol-c1") == []
 
         bad = variables(ledger, "it-pol-c2", None)
