@@ -26,7 +26,7 @@ POLICIES = {
 
 
 def entry(name, owner, cpu=1.0, mem=GI, gpu=0, size=1, state="ready"):
-    kernels = [{"cpu": cpu, "mem": mem, "gpu": gpu} for _ in range(size)]
+    kernels = [{"cpu": cpu, "mem": mem, "gpu": gpu} for _kernel in range(size)]
     return {"name": name, "owner": owner, "state": state, "kernels": kernels}
 
 
