@@ -79,8 +79,8 @@ def clean(run_playbook, ledger):
     """Names to destroy after the test, whatever happened."""
     names: list[str] = []
     yield names
-    for name in names:
-        destroy(run_playbook, name, ledger)
+    if names:
+        destroy(run_playbook, names, ledger)
 
 
 def test_a_session_the_ledger_lost_still_holds_its_share(docker_client, ledger, clean):

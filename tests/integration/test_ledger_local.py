@@ -50,10 +50,12 @@ def outcome(proc: subprocess.Popen) -> tuple[int, str]:
     return run.rc, " | ".join(run.failures) or repr(run)
 
 
-def destroy(run_playbook, name: str, ledger: Path, inventory: str = LOCAL) -> None:
+def destroy(run_playbook, name: str | list[str], ledger: Path, inventory: str = LOCAL) -> None:
+    """Destroy one session, or a list of them in one run (at once on their agents)."""
+    which = {"session_names": name} if isinstance(name, list) else {"session_name": name}
     run = run_playbook(
         "session_destroy.yml",
-        extra_vars={"session_name": name, "bai_ledger_path": str(ledger)},
+        extra_vars={**which, "bai_ledger_path": str(ledger)},
         inventory=inventory,
     )
     assert run.rc == 0, run
@@ -109,8 +111,7 @@ def test_concurrent_creates_never_exceed_the_capacity(run_playbook, docker_clien
         assert sorted(entries) == won, entries  # losers reserved nothing that stayed
         assert all(e["state"] == "ready" for e in entries.values())
     finally:
-        for name in names:
-            destroy(run_playbook, name, ledger)
+        destroy(run_playbook, names, ledger)
     assert read_ledger(ledger) == {}
 
 
@@ -213,6 +214,5 @@ def test_eight_virtual_agents_on_one_engine_each_count_their_own(
         assert all(len(where) == 1 for where in placed.values()), placed
         assert sorted(a for where in placed.values() for a in where) == agents
     finally:
-        for name in names:
-            destroy(run_playbook, name, ledger, str(inventory))
+        destroy(run_playbook, names, ledger, str(inventory))
     assert read_ledger(ledger) == {}
