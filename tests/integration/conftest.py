@@ -91,11 +91,11 @@ def ansible_playbook(
     proc = subprocess.run(
         argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout, check=False
     )
-    _log_time(argv, began, cpu)
+    _log_time(Path(argv[1]).name, argv[2:], began, cpu)
     return PlaybookRun(argv[1:], proc.returncode, proc.stdout, proc.stderr, _parse(proc.stdout))
 
 
-def _log_time(argv: list[str], began: float, cpu: os.times_result) -> None:
+def _log_time(what: str, args: list[str], began: float, cpu: os.times_result) -> None:
     """With BAI_PLAYBOOK_TIMES=FILE: one JSON line per run (the test, the playbook, its
     wall and CPU seconds), to see where the integration tests spend their time."""
     log = os.environ.get("BAI_PLAYBOOK_TIMES")
@@ -105,8 +105,8 @@ def _log_time(argv: list[str], began: float, cpu: os.times_result) -> None:
     spent = (now.children_user - cpu.children_user) + (now.children_system - cpu.children_system)
     row = {
         "test": os.environ.get("PYTEST_CURRENT_TEST", ""),
-        "playbook": Path(argv[1]).name,
-        "args": [a for a in argv[2:] if not a.startswith("{")][:4],
+        "playbook": what,
+        "args": [a for a in args if not a.startswith("{")][:4],
         "wall": round(time.monotonic() - began, 2),
         "cpu": round(spent, 2),
     }
@@ -175,7 +175,7 @@ def bai_cli(tmp: Path | None, *argv: str, timeout: int = 300) -> subprocess.Comp
         timeout=timeout,
         check=False,
     )
-    _log_time(["", "bai-cluster", *argv], began, cpu)
+    _log_time("bai-cluster", list(argv), began, cpu)
     return done
 
 
