@@ -312,3 +312,9 @@ def test_after_restart_the_engine_answers_and_the_registry_serves(host, rebooted
     assert "bai/sysd-probe" in registry_catalog(host)
     node_id = host.check_output("docker image inspect --format '{{.Id}}' %s", PROBE)
     assert node_id == controller_image_id(PROBE)
+
+
+def test_after_restart_the_housekeeping_timer_waits_again(host, rebooted):
+    """roles/session_housekeeping's timer is enabled: the boot starts it again."""
+    timer = show(host, "bai-cluster-housekeeping.timer", "ActiveState UnitFileState")
+    assert timer == {"ActiveState": "active", "UnitFileState": "enabled"}, timer
