@@ -105,4 +105,5 @@ def test_the_pass_is_roots_and_its_log_folder_is_not_world_readable(host):
     assert (script.user, script.mode) == ("root", 0o755), oct(script.mode)
     folder = host.file("/var/log/bai-cluster")
     assert (folder.user, folder.mode) == ("root", 0o750), oct(folder.mode)
-    assert host.file(LOG).is_file
+    log = host.file(LOG)
+    assert log.is_file and log.user == "root" and log.mode == 0o640, oct(log.mode)
