@@ -18,7 +18,10 @@ from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils import agent_view
 from ansible_collections.bai.cluster.plugins.module_utils.destroy import text as destroy_text
-from ansible_collections.bai.cluster.plugins.module_utils.ledger import reconcile_lines
+from ansible_collections.bai.cluster.plugins.module_utils.ledger import (
+    reconcile_lines,
+    schedule_lines,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.listing import format_duration
 
 from . import __version__, api
@@ -119,6 +122,7 @@ def create_spec(args: argparse.Namespace) -> dict[str, Any]:
         "network_mtu": args.mtu,
         "owner": args.owner,
         "lifetime_s": args.lifetime,
+        "queue": args.queue or None,
     }
 
 
@@ -165,6 +169,12 @@ def add_create_options(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="end the session this long after it started running (session_lifetime_s; "
         "session reconcile ends it)",
+    )
+    parser.add_argument(
+        "--queue",
+        action="store_true",
+        help="when it does not fit now, queue it (PENDING) and return; it starts in "
+        "submission order when a scheduler pass finds room (session_queue)",
     )
     parser.add_argument("--ssh-timeout", type=int, metavar="SECONDS", help="per-container sshd")
     parser.add_argument("--mtu", type=int, help="session network MTU")
@@ -252,7 +262,17 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="a stopped command gets SIGTERM, then SIGKILL after this long (default 10)",
     )
-    destroy = sub.add_parser("destroy", parents=[common], help="destroy a session")
+    sub.add_parser(
+        "schedule",
+        parents=[common],
+        help="start the queued (PENDING) sessions that fit now, in queue order",
+        description="The scheduler pass (playbooks/session_schedule.yml, one run per "
+        "session it starts). destroy and reconcile run it while sessions are queued; the "
+        "session_housekeeping role runs it every minute.",
+    )
+    destroy = sub.add_parser(
+        "destroy", parents=[common], help="destroy a session (cancel a queued one)"
+    )
     destroy.add_argument("name")
     destroy.add_argument(
         "--force",
@@ -395,7 +415,23 @@ def table(rows: Sequence[Sequence[Any]]) -> list[str]:
     ]
 
 
+def pending_text(session: api.Session) -> list[str]:
+    """A session PENDING in the queue: its place, why it waits, how to cancel it."""
+    queued = session.pending or {}
+    return [
+        f"session {session.name} is PENDING: number {queued.get('position')} in the queue of "
+        f"resource group {queued.get('resource_group')}"
+        + (f", owner {session.owner}" if session.owner else ""),
+        f"  waits: {queued.get('reason') or 'for room'}",
+        "  it starts in queue order when a scheduler pass finds room (bai-cluster session "
+        "schedule; destroy, reconcile and the housekeeping timer run it)",
+        f"  cancel: bai-cluster session destroy {session.name}",
+    ]
+
+
 def session_text(session: api.Session) -> list[str]:
+    if session.pending is not None:
+        return pending_text(session)
     verb = {
         "create": "created",
         "exists": "already exists with this spec (nothing changed)",
@@ -432,6 +468,8 @@ def session_text(session: api.Session) -> list[str]:
 
 
 def details_text(details: api.SessionDetails) -> list[str]:
+    if details.pending is not None:
+        return pending_text(details)
     if not details.containers and details.job:
         return [
             job_text(details.name, details.job) + f" (id {details.session_id}; removed: its "
@@ -667,6 +705,15 @@ def run_command(args: argparse.Namespace, printer: Printer) -> int:
             emit_json(asdict(done))
         else:
             print(destroy_text(asdict(done)))
+            if done.schedule is not None:
+                print("\n".join(schedule_lines(asdict(done.schedule))))
+        return EXIT_OK
+    if action == "schedule":
+        scheduled = api.schedule_sessions(on_event=quiet_events or plays, **common)
+        if as_json:
+            emit_json(asdict(scheduled))
+        else:
+            print("\n".join(schedule_lines(asdict(scheduled))))
         return EXIT_OK
     if action == "list":
         rows = api.list_sessions(on_event=quiet_events or plays, owner=args.owner, **common)
@@ -682,7 +729,9 @@ def run_command(args: argparse.Namespace, printer: Printer) -> int:
                     r.mode,
                     r.owner or "-",
                     ",".join(r.agents),
-                    (f"batch {r.state}" if r.type == "batch" else r.state)
+                    (f"PENDING (#{r.position} in {r.resource_group}: {r.reason})")
+                    if r.state == "PENDING"
+                    else (f"batch {r.state}" if r.type == "batch" else r.state)
                     + (f" (exit {r.exit_code})" if r.exit_code is not None else "")
                     + (f" ({format_duration(r.time_left)} left)" if r.time_left is not None else "")
                     + (f" ({', '.join(r.unreachable)} does not answer)" if r.unreachable else ""),
@@ -796,6 +845,11 @@ def run_batch(
     remote = list(getattr(args, "remote", None) or [])
     if not remote:
         raise UsageError("session run NAME [options] -- COMMAND...: the command is missing")
+    if args.queue and not args.detach:
+        raise UsageError(
+            "session run --queue needs --detach: a queued batch session starts later, when "
+            "a scheduler pass finds room, and its command then runs detached"
+        )
     spec = create_spec(args)
     spec.update(command=" ".join(remote), stop_grace_s=args.grace)
     steps = SessionProgress(verbose)
@@ -809,6 +863,13 @@ def run_batch(
             **common,
             **spec,
         )
+        if session.pending is not None:  # queued (--queue with --detach)
+            if as_json:
+                emit_json(session.to_dict())
+            else:
+                print("\n".join(session_text(session)))
+                print("  once it starts, the command runs detached (see --detach)")
+            return EXIT_OK
         if args.detach:
             if as_json:
                 emit_json(session.to_dict())

@@ -53,6 +53,7 @@ Event = Callable[[dict[str, Any]], None]
 CREATE = "playbooks/session_create.yml"
 DESTROY = "playbooks/session_destroy.yml"
 RECONCILE = "playbooks/session_reconcile.yml"
+SCHEDULE = "playbooks/session_schedule.yml"
 LIST = "playbooks/session_list.yml"
 SHOW = "bai_cli/playbooks/session_show.yml"
 WAIT = "playbooks/session_wait.yml"
@@ -116,6 +117,10 @@ class Session:
     # Seconds it may still run (its lifetime, from when it started running); show reads
     # it from the session ledger, None without a lifetime.
     time_left: float | None = None
+    # A session PENDING in the session ledger's queue (create --queue, show): nothing of
+    # it runs; its place in its resource group's queue (position), why it waits
+    # (reason), resource_group, owner, size, submitted_at.
+    pending: dict[str, Any] | None = None
 
     @property
     def size(self) -> int:
@@ -141,6 +146,19 @@ class Session:
     @classmethod
     def from_summary(cls, data: Mapping[str, Any]) -> Session:
         """From session_create.yml's ``bai_session`` set_stats record."""
+        if data.get("state") == "PENDING":  # queued (session_queue): nothing runs yet
+            return cls(
+                name=str(data.get("name")),
+                session_id="",
+                mode=str(data.get("mode") or ""),
+                network=None,
+                network_driver=None,
+                containers=[],
+                action="queued",
+                type=str(data.get("type") or "interactive"),
+                owner=str(data.get("owner") or ""),
+                pending=dict(data),
+            )
         return cls(
             name=str(data.get("name")),
             session_id=str(data.get("session_id")),
@@ -197,6 +215,11 @@ class SessionRow:
     # without one.
     lifetime_s: int = 0
     time_left: float | None = None
+    # A session PENDING in the queue (state PENDING): its place in its resource group's
+    # queue, why it waits, and when it was submitted (the ledger's clock).
+    position: int | None = None
+    reason: str = ""
+    submitted_at: float | None = None
 
 
 @dataclass
@@ -245,6 +268,10 @@ class Destroyed:
     left_on: list[str] = field(default_factory=list)
     # A batch session: what its command came to (a destroy while it ran: cancelled).
     job: dict[str, Any] | None = None
+    # It was PENDING in the queue: it left the queue, nothing of it ran.
+    cancelled: bool = False
+    # The scheduler pass that followed, while sessions are queued.
+    schedule: Scheduled | None = None
 
 
 @dataclass
@@ -270,6 +297,22 @@ class Reconciled:
     rebuilt: str | None = None
     ledger_ids: list[str] = field(default_factory=list)
     check: bool = False
+    # The sessions still queued, and the scheduler pass run after the reconcile.
+    waiting: int = 0
+    schedule: Scheduled | None = None
+
+
+@dataclass
+class Scheduled:
+    """What a scheduler pass did (``session schedule``; also run by destroy and
+    reconcile while sessions are queued): the queued sessions it started, those whose
+    start failed (name -> why), and the queue afterwards (rows as ``session list``
+    gives PENDING sessions)."""
+
+    started: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+    queue: list[dict[str, Any]] = field(default_factory=list)
+    runs: int = 0
 
 
 @dataclass
@@ -299,6 +342,8 @@ class SessionDetails(Session):
         running, degraded (some do not run), stopped (none runs) or absent."""
         states = [c.state for c in self.containers]
         running = states.count("running")
+        if self.pending is not None:
+            return "PENDING"
         if not states:
             return "absent"
         if running == len(states):
@@ -439,6 +484,7 @@ def create_extravars(
     stop_grace_s: int | None = None,
     owner: str | None = None,
     lifetime_s: int | None = None,
+    queue: bool | None = None,
 ) -> dict[str, Any]:
     """The variables of session_create.yml (docs/sessions.md) for these arguments; what is
     None is left to the playbook's defaults."""
@@ -462,6 +508,8 @@ def create_extravars(
     _set(extravars, "session_network_mtu", network_mtu)
     _set(extravars, "session_owner", owner)
     _set(extravars, "session_lifetime_s", lifetime_s)
+    if queue:
+        extravars["session_queue"] = True
     return extravars
 
 
@@ -503,21 +551,66 @@ def destroy_session(
     on_event: Event | None = None,
     **kwargs: Any,
 ) -> Destroyed:
-    """Remove every container and network of the session (idempotent). ``force``: release
-    its reservation even when an agent that holds part of it does not answer (that part
-    is left for ``reconcile`` to remove once the agent answers)."""
+    """Remove every container and network of the session (idempotent), or cancel it when
+    it is PENDING in the queue. ``force``: release its reservation even when an agent
+    that holds part of it does not answer (that part is left for ``reconcile`` to remove
+    once the agent answers). While sessions are queued, a scheduler pass follows
+    (``schedule``: what fits now starts)."""
     extravars: dict[str, Any] = {"session_name": name}
     if force:
         extravars["session_destroy_force"] = True
     result = _run(DESTROY, extravars, inventory=inventory, on_event=on_event, **kwargs)
     data = result.stats.get("bai_session_destroyed") or {}
-    return Destroyed(
+    done = Destroyed(
         name=name,
         containers=list(data.get("containers") or []),
         networks=list(data.get("networks") or []),
         left_on=list(data.get("left_on") or []),
         job=data.get("job") or None,
+        cancelled=bool(data.get("cancelled")),
     )
+    if int(result.stats.get("bai_queue_waiting") or 0) > 0:
+        done.schedule = schedule_sessions(inventory=inventory, on_event=on_event, **kwargs)
+    return done
+
+
+def schedule_sessions(
+    *,
+    inventory: str | None = None,
+    on_event: Event | None = None,
+    **kwargs: Any,
+) -> Scheduled:
+    """The scheduler pass: start the queued sessions that fit now, in queue order, one
+    playbook run each (playbooks/session_schedule.yml), until a run finds no other one
+    to start. A start that fails is reported in ``failed`` and the pass goes on."""
+    done = Scheduled()
+    budget: int | None = None
+    while budget is None or done.runs < budget:
+        result = run_playbook(SCHEDULE, {}, inventory=inventory, on_event=on_event, **kwargs)
+        done.runs += 1
+        data = result.stats.get("bai_schedule")
+        error = classify(result)
+        if data is None:  # failed before it decided anything
+            raise error or BaiClusterError("failed", "session_schedule.yml decided nothing")
+        names = [str(n) for n in data.get("start") or []]
+        done.queue = list(data.get("queue") or [])
+        summary = result.stats.get("bai_session") or {}
+        for name in names:
+            if error is not None:
+                done.failed[name] = error.message
+            elif summary.get("state") != "PENDING":
+                done.started.append(name)
+        # Every run leases one more, so the pass ends: at most this many more runs.
+        more = int(data.get("more") or 0)
+        if budget is None:
+            budget = 1 + more
+        if not names or not more:
+            break
+    if done.started or done.failed:
+        # The queue as it is now, without the sessions that left it.
+        gone = set(done.started) | set(done.failed)
+        done.queue = [q for q in done.queue if q.get("name") not in gone]
+    return done
 
 
 def wait_job(
@@ -567,8 +660,12 @@ def reconcile_sessions(
         RECONCILE, extravars, inventory=inventory, on_event=on_event, check=check, **kwargs
     )
     data = result.stats.get("bai_reconcile") or {}
-    known = set(Reconciled.__dataclass_fields__) - {"check"}
-    return Reconciled(**{k: v for k, v in data.items() if k in known}, check=check)
+    known = set(Reconciled.__dataclass_fields__) - {"check", "schedule"}
+    done = Reconciled(**{k: v for k, v in data.items() if k in known}, check=check)
+    if not check and int(done.waiting or 0) > 0:
+        # Capacity the reconcile freed (ended lifetimes, dead creates) goes to the queue.
+        done.schedule = schedule_sessions(inventory=inventory, on_event=on_event, **kwargs)
+    return done
 
 
 def list_sessions(
@@ -639,6 +736,19 @@ def details_from_stats(data: Mapping[str, Any]) -> SessionDetails:
         if env_out.get(container.container) is not None:
             env[container.host] = parse_env(env_out[container.container])
     ended = list(data.get("ended") or [])
+    if not containers and data.get("queued"):
+        queued = dict(data["queued"])
+        return SessionDetails(
+            name=name,
+            session_id="",
+            mode=str(queued.get("mode") or ""),
+            network=None,
+            network_driver=None,
+            containers=[],
+            type=str(queued.get("type") or "interactive"),
+            owner=str(queued.get("owner") or ""),
+            pending=queued,
+        )
     if not containers and ended:
         # A batch session that is gone: the newest end the ledger remembers.
         return SessionDetails(

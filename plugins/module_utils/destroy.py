@@ -28,7 +28,10 @@ def targets(
         name = str(entry.get("item") or entry.get("name"))
         reservation = entry.get("reservation")
         holders = [str(a) for a in entry.get("holders") or []]
-        if reservation:
+        queued = bool(entry.get("queued")) and not reservation
+        if queued:  # PENDING in the queue: nothing of it runs anywhere
+            on, unlisted, overlay = [], [], False
+        elif reservation:
             on = [a for a in agents if a in holders]
             unlisted = [a for a in holders if a not in agents]
             overlay = len(holders) > 1
@@ -41,6 +44,7 @@ def targets(
                 "agents": on,
                 "manager": [manager] if manager and overlay else [],
                 "unlisted": unlisted,
+                "queued": queued,
             }
         )
     every = [a for a in agents if any(a in s["agents"] for s in sessions)]
@@ -104,7 +108,10 @@ def outcome(
                 "networks": sorted(set(networks)),
                 "missed": missed,
                 "unlisted": list(session["unlisted"]),
-                "release": bool(session["session_id"]) and (whole or force),
+                # A queued session is cancelled: it leaves the queue (the ledger's step).
+                "release": bool(session["session_id"] or session.get("queued"))
+                and (whole or force),
+                "cancelled": bool(session.get("queued")),
                 "forced": bool(force and not whole),
                 "left_on": left if force else [],
                 # A batch session: what its command came to (module_utils/job.py).
@@ -142,6 +149,8 @@ def text(done: Mapping[str, Any]) -> str:
     ended = ""
     if done.get("job"):
         ended = f"; batch session {done['job']['state']}: {done['job']['reason']} (output kept)"
+    if done.get("cancelled"):
+        return f"session {name}: cancelled (it was PENDING in the queue; nothing of it ran)"
     if done["containers"] or done["networks"]:
         return (
             f"session {name}: removed {len(done['containers'])} container(s) "

@@ -653,7 +653,28 @@ def reconcile_lines(result: Mapping[str, Any]) -> list[str]:
             f"sessions whose lifetime is up, stopped and destroyed: "
             f"{', '.join(result['lifetime_up'])}"
         )
-    return lines or ["the ledger and the agents agree"]
+    return (lines or ["the ledger and the agents agree"]) + schedule_lines(
+        result.get("schedule"), int(result.get("waiting") or 0)
+    )
+
+
+def schedule_lines(done: Mapping[str, Any] | None, waiting: int = 0) -> list[str]:
+    """What a scheduler pass (the CLI's ``Scheduled``, as a dict) did, as lines; without
+    one, how many sessions are queued (``waiting``)."""
+    if not done:
+        return [f"sessions queued (PENDING): {waiting}"] if waiting else []
+    lines = []
+    if done.get("started"):
+        lines.append(f"queued sessions started: {', '.join(done['started'])}")
+    for name, why in sorted((done.get("failed") or {}).items()):
+        lines.append(f"queued session {name} did not start: {why}")
+    queue = done.get("queue") or []
+    if queue:
+        lines.append(
+            f"still queued (PENDING): {len(queue)}, first "
+            f"{queue[0]['name']} ({queue[0].get('reason') or 'waiting'})"
+        )
+    return lines or ["nothing queued to start"]
 
 
 def adopted(

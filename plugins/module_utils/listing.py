@@ -156,13 +156,39 @@ def _mark_unreached(
         row["unreachable"] = there
 
 
+def queued_rows(queue: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Rows for the sessions PENDING in the session ledger's queue (bai_session_ledger's
+    ``queue``, in queue order): nothing of them runs yet; ``position`` is the place in
+    their resource group's queue and ``reason`` why they wait."""
+    return [
+        {
+            "name": str(q["name"]),
+            "session_id": "",
+            "size": int(q.get("size") or 0),
+            "found": 0,
+            "running": 0,
+            "mode": str(q.get("mode") or "?"),
+            "resource_group": str(q.get("resource_group") or "default"),
+            "owner": str(q.get("owner") or ""),
+            "agents": [],
+            "hosts": [],
+            "state": "PENDING",
+            "type": str(q.get("type") or "interactive"),
+            "position": int(q.get("position") or 0),
+            "reason": str(q.get("reason") or ""),
+            "submitted_at": q.get("submitted_at"),
+        }
+        for q in queue
+    ]
+
+
 def format_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """Fixed-width lines for people: NAME SESSION-ID SIZE MODE OWNER AGENTS STATE."""
     header = ("NAME", "SESSION-ID", "SIZE", "MODE", "OWNER", "AGENTS", "STATE")
     body = [
         (
             str(r["name"]),
-            str(r["session_id"]),
+            str(r["session_id"] or "-"),
             str(r["size"]),
             str(r["mode"]),
             str(r.get("owner") or "-"),
@@ -179,6 +205,10 @@ def format_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def _state_text(row: Mapping[str, Any]) -> str:
+    if row["state"] == "PENDING":
+        return (
+            f"PENDING (#{row.get('position')} in {row.get('resource_group')}: {row.get('reason')})"
+        )
     if row.get("type") == "batch" and row["state"] in ("running", "ending", "ended"):
         code = row.get("exit_code")
         return f"batch {row['state']}" + (f" (exit {code})" if code is not None else "")

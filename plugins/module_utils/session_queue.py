@@ -26,17 +26,28 @@ Pure: no Ansible, no I/O; the ledger module runs it in its compare-and-swap.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils.errors import Pending
-from ansible_collections.bai.cluster.plugins.module_utils.model import MODE_SINGLE, Kernel
+from ansible_collections.bai.cluster.plugins.module_utils.model import (
+    MODE_SINGLE,
+    Kernel,
+    SessionSpec,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.placement import (
     Agent,
     OutOfService,
     Placement,
     assign_gpu_devices,
     place,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.spec import (
+    expand_kernels,
+    normalize_spec,
+    spec_canonical,
+    spec_hash,
 )
 
 
@@ -129,6 +140,30 @@ def _behind(ahead: Sequence[str]) -> str:
     )
 
 
+@dataclass(frozen=True)
+class Room:
+    """What a session's turn finds: the agents with what those ahead of it in the queue
+    take when they start (``free``), and the agents claimed by those ahead that wait
+    (``claimed``: agent -> the oldest session that claims it)."""
+
+    free: tuple[Agent, ...]
+    claimed: dict[str, str]
+
+    def usable(self) -> list[Agent]:
+        """The agents it may start on: free, and claimed by nobody ahead of it."""
+        return [a for a in self.free if a.name not in self.claimed]
+
+    def ahead(self, session: Waiting) -> tuple[str, ...]:
+        """The sessions ahead that claim agents ``session`` could use, oldest first."""
+        return tuple(
+            dict.fromkeys(
+                self.claimed[a.name]
+                for a in self.free
+                if a.name in self.claimed and could_use(session, a)
+            )
+        )
+
+
 def schedule(
     queue: Iterable[Waiting],
     agents: Sequence[Agent],
@@ -142,6 +177,33 @@ def schedule(
     started)`` says why the owner's limits refuse it, given the sessions this pass already
     started ("" to allow). ``limit``: stop deciding after this many starts (the rest are
     left out of the result)."""
+    return _pass(queue, agents, out_of_service, refuse, limit, None)[0]
+
+
+def room(
+    queue: Iterable[Waiting],
+    session: Waiting,
+    agents: Sequence[Agent],
+    *,
+    out_of_service: Sequence[OutOfService] = (),
+    refuse: Callable[[Waiting, Sequence[Waiting]], str] | None = None,
+) -> Room:
+    """What is left for ``session`` once every session ahead of it in ``queue`` (it may
+    be in there, or be a newcomer, then last of its group) had its turn: the same pass
+    as :func:`schedule`, stopped at ``session``. A create places on ``Room.usable()``,
+    so it never takes what an older queued session starts into or waits for."""
+    others = [s for s in queue if s.name != session.name]
+    return _pass([*others, session], agents, out_of_service, refuse, None, session.name)[1]
+
+
+def _pass(
+    queue: Iterable[Waiting],
+    agents: Sequence[Agent],
+    out_of_service: Sequence[OutOfService],
+    refuse: Callable[[Waiting, Sequence[Waiting]], str] | None,
+    limit: int | None,
+    until: str | None,
+) -> tuple[list[Decision], Room]:
     decisions: list[Decision] = []
     started: list[Waiting] = []
     free = list(agents)
@@ -149,6 +211,8 @@ def schedule(
     position: dict[str, int] = {}  # session -> its place in its group's queue
     length: dict[str, int] = {}  # group -> sessions decided so far
     for session in ordered(queue):
+        if session.name == until:
+            return decisions, Room(tuple(free), dict(claimed))
         where = position[session.name] = length[session.group] = length.get(session.group, 0) + 1
         why = refuse(session, started) if refuse else ""
         if why:
@@ -187,4 +251,128 @@ def schedule(
         decisions.append(Decision(session, placement=placement, position=where))
         if limit is not None and len(started) >= limit:
             break
-    return decisions
+    return decisions, Room(tuple(free), dict(claimed))
+
+
+# --- The queue in the session ledger (``ledger["queue"]``: name -> entry) -----------
+#
+# An entry keeps what the session's start needs: the canonical request (``spec``, which
+# bai_session_plan validates again at the start), its hash, the people's public keys,
+# when it was submitted (by the ledger's clock) and its sequence number, the reason it
+# waited at the last pass, and a lease while a scheduler pass starts it. A queued session
+# holds no capacity and no reservation; it leaves the queue in the same compare-and-swap
+# that reserves what it starts with.
+
+QUEUED = "PENDING"
+
+
+def queue_of(ledger: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    return dict(ledger.get("queue") or {})
+
+
+def as_waiting(entry: Mapping[str, Any]) -> Waiting:
+    """The Waiting (what placement needs) of a ledger queue entry."""
+    spec = normalize_spec(entry["spec"])
+    return waiting_of(spec, float(entry["submitted_at"]), int(entry.get("seq") or 0))
+
+
+def waiting_of(spec: SessionSpec, submitted_at: float, seq: int) -> Waiting:
+    return Waiting(
+        name=spec.name,
+        group=spec.resource_group,
+        mode=spec.mode,
+        kernels=tuple(expand_kernels(spec)),
+        submitted_at=submitted_at,
+        seq=seq,
+        owner=spec.owner,
+    )
+
+
+def waiting(ledger: Mapping[str, Any]) -> list[Waiting]:
+    """Every queued session of the ledger, in queue order."""
+    return ordered(as_waiting(entry) for entry in queue_of(ledger).values())
+
+
+def next_seq(ledger: Mapping[str, Any]) -> int:
+    return int(ledger.get("queue_seq") or 0) + 1
+
+
+def enqueue(
+    ledger: dict[str, Any],
+    spec: SessionSpec,
+    *,
+    now: float,
+    reason: str,
+    authorized_keys: Sequence[str] = (),
+) -> dict[str, Any]:
+    """Queue ``spec`` (PENDING) at the end of its group's queue; returns its entry."""
+    seq = next_seq(ledger)
+    ledger["queue_seq"] = seq
+    entry: dict[str, Any] = {
+        "name": spec.name,
+        "spec": spec_canonical(spec),
+        "spec_hash": spec_hash(spec),
+        "group": spec.resource_group,
+        "owner": spec.owner,
+        "submitted_at": now,
+        "seq": seq,
+        "reason": reason,
+    }
+    if authorized_keys:
+        entry["authorized_keys"] = list(authorized_keys)
+    ledger.setdefault("queue", {})[spec.name] = entry
+    return entry
+
+
+def dequeue(ledger: dict[str, Any], name: str) -> dict[str, Any] | None:
+    """Take ``name`` out of the queue (started, or cancelled); its entry, or None."""
+    entry = (ledger.get("queue") or {}).pop(name, None)
+    if not ledger.get("queue"):
+        ledger.pop("queue", None)
+    return entry
+
+
+def positions(ledger: Mapping[str, Any]) -> dict[str, int]:
+    """Each queued session's 1-based place in its resource group's queue."""
+    out: dict[str, int] = {}
+    count: dict[str, int] = {}
+    entries = queue_of(ledger).values()
+    for entry in sorted(
+        entries, key=lambda e: (e["group"], float(e["submitted_at"]), int(e["seq"]), e["name"])
+    ):
+        out[entry["name"]] = count[entry["group"]] = count.get(entry["group"], 0) + 1
+    return out
+
+
+def leased(entry: Mapping[str, Any], now: float) -> bool:
+    """Whether a scheduler pass is starting ``entry`` right now (its lease runs)."""
+    lease = entry.get("lease") or {}
+    return float(lease.get("until") or 0) > now
+
+
+def lease(entry: dict[str, Any], ticket: str, now: float, lease_s: float) -> None:
+    """Give the start of ``entry`` to the create that shows ``ticket``, for ``lease_s``."""
+    entry["lease"] = {"ticket": ticket, "until": now + lease_s}
+
+
+def holds_ticket(entry: Mapping[str, Any], ticket: str | None, now: float) -> bool:
+    return (
+        bool(ticket) and leased(entry, now) and (entry.get("lease") or {}).get("ticket") == ticket
+    )
+
+
+def queued_view(entry: Mapping[str, Any], position: int) -> dict[str, Any]:
+    """What list, show and a queued create report of a queued session."""
+    spec = entry["spec"]
+    return {
+        "name": entry["name"],
+        "state": QUEUED,
+        "owner": entry.get("owner") or "",
+        "resource_group": entry["group"],
+        "mode": spec.get("mode"),
+        "size": sum(int(r.get("replicas") or 0) for r in spec.get("roles") or ()),
+        "type": spec.get("type") or "interactive",
+        "submitted_at": entry["submitted_at"],
+        "position": position,
+        "reason": entry.get("reason") or "",
+    }

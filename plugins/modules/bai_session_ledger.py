@@ -73,6 +73,18 @@ description:
     on the agents. A missing or damaged ledger is rebuilt this way (RV(rebuilt)); a
     damaged one is kept beside it (C(PATH.damaged-EPOCH), or config
     C(bai-session-ledger-damaged-EPOCH)).
+  - O(queue=true) (C(session_queue)) keeps a session that does not fit now, or that
+    the owner's limits refuse for now, in the ledger's queue (PENDING, RV(queued)) with its
+    request, owner, submission time and the reason it waits, in the same step that would
+    have reserved it; the same request again finds it there. Sessions start in
+    submission order within a resource group (docs/placement.md, "The queue") - every
+    create, queued or not, places only on what the queued sessions ahead of it leave,
+    so nothing overtakes an older queued session.
+  - O(state=scheduled) is the scheduler pass's step - it decides, by the agents' kept
+    reads, which queued sessions start now in queue order, records each one's reason and
+    gives the start of at most O(limit) of them a lease (RV(start), each with a
+    C(ticket)). A create given that O(ticket) starts the session and takes it out of the
+    queue in the step that reserves it; if it no longer fits it stays queued, in its place.
   - A missing or damaged ledger is never read as an empty ledger - O(state=reserved)
     refuses while the agents run any session, and names the way to rebuild it.
 version_added: "1.0.0"
@@ -81,7 +93,7 @@ options:
   state:
     description: What to do (see above).
     type: str
-    choices: [reserved, ready, absent, read, reconciled, identity]
+    choices: [reserved, ready, absent, read, reconciled, identity, scheduled]
     default: reserved
   store:
     description:
@@ -182,6 +194,33 @@ options:
         refused in the same step that would reserve it (RV(policy)), counted on the
         ledger's own sessions, so concurrent creates cannot both slip under a limit.
     type: dict
+  queue:
+    description:
+      - With O(state=reserved), queue the session (PENDING) when it does not fit now or
+        the owner's limits refuse it for now, instead of failing; a session that can never
+        fit, or whose lifetime is past the owner's longest, still fails.
+    type: bool
+    default: false
+  ticket:
+    description:
+      - With O(state=reserved), the lease a scheduler pass (O(state=scheduled)) gave to
+        start this queued session; without it a queued session stays queued.
+    type: str
+  authorized_keys:
+    description: With O(queue=true), the people's public keys, kept with the queued request.
+    type: list
+    elements: str
+    default: []
+  limit:
+    description: With O(state=scheduled), how many sessions to lease for starting.
+    type: int
+    default: 1
+  lease_s:
+    description:
+      - With O(state=scheduled), seconds a start's lease lasts; another pass starts the
+        session after that if the create that held it never reserved.
+    type: int
+    default: 300
   unanswered:
     description:
       - With O(state=reserved), agents this create tried to read and that did not answer.
@@ -415,6 +454,34 @@ retried:
   description: True when a write met a newer version of the ledger and was redone.
   returned: when it happened
   type: bool
+queued:
+  description:
+    - The session waits in the queue (O(queue=true)) - C(name), C(state) (PENDING),
+      C(owner), C(resource_group), C(mode), C(size), C(type), C(submitted_at),
+      C(position) (its place in its group's queue) and C(reason).
+  returned: O(state=reserved), when the session is queued
+  type: dict
+queue:
+  description:
+    - The queued sessions (as RV(queued)), in queue order.
+  returned: O(state=read) without O(name), and O(state=scheduled)
+  type: list
+  elements: dict
+start:
+  description:
+    - The queued sessions this pass leased for starting - C(name), C(ticket), C(spec)
+      (the canonical request) and C(authorized_keys).
+  returned: O(state=scheduled)
+  type: list
+  elements: dict
+more:
+  description: How many other queued sessions would start now (left for the next run).
+  returned: O(state=scheduled)
+  type: int
+waiting:
+  description: How many sessions the queue holds after this step.
+  returned: O(state=scheduled), O(state=absent), O(state=reconciled)
+  type: int
 pending:
   description: True when the failure is a PENDING placement (waiting may help unless RV(permanent)).
   returned: failure
@@ -436,6 +503,7 @@ policy:
 """
 
 
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
 from ansible.module_utils.basic import AnsibleModule
@@ -443,6 +511,7 @@ from ansible_collections.bai.cluster.plugins.module_utils import admission
 from ansible_collections.bai.cluster.plugins.module_utils import availability as avail
 from ansible_collections.bai.cluster.plugins.module_utils import ledger as book
 from ansible_collections.bai.cluster.plugins.module_utils import ledger_store as store_
+from ansible_collections.bai.cluster.plugins.module_utils import session_queue as queue_
 from ansible_collections.bai.cluster.plugins.module_utils.docker_api import (
     DOCKER_ARGUMENT_SPEC,
     DockerException,
@@ -455,7 +524,12 @@ from ansible_collections.bai.cluster.plugins.module_utils.errors import (
     SpecError,
     StoreError,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.model import Resources, SessionSpec
+from ansible_collections.bai.cluster.plugins.module_utils.model import (
+    Kernel,
+    Resources,
+    SessionSpec,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.naming import kernel_id
 from ansible_collections.bai.cluster.plugins.module_utils.placement import OutOfService
 from ansible_collections.bai.cluster.plugins.module_utils.plan import (
     agents_from_info,
@@ -492,6 +566,19 @@ def reserve(
         spec = normalize_spec(dict(params["spec"] or {}))
     except SpecError as exc:
         module.fail_json(msg=f"invalid session spec: {exc}")
+    # Queued already: a rerun of the request finds it waiting; only the create holding
+    # the lease of a scheduler pass (ticket) tries to start it.
+    queued = queue_.queue_of(ledger).get(spec.name)
+    if queued is not None:
+        if queued["spec_hash"] != spec_hash(spec):
+            module.fail_json(
+                msg=f"session {spec.name} is queued (PENDING) with another request; cancel "
+                f"it first (bai-cluster session destroy {spec.name}) or choose another "
+                f"name; nothing was changed",
+                conflict=True,
+            )
+        if not queue_.holds_ticket(queued, params["ticket"], now):
+            return {"changed": False, "queued": queued_view(ledger, spec.name)}
     final = params["final"] and params["agents"] is not None
     # A waiting create (final) places by the kept reads alone: they follow destroys
     # (forget_session), the reads it made before waiting do not.
@@ -641,19 +728,71 @@ def reserve(
             entry = {**entry, "name": spec.name}
         if book.before_placing(entry, existing, read_at) == "place" and entry is not None:
             del ledger["sessions"][spec.name]  # stale: its containers are gone
-        limits = limits_for(parse_policies(params["policies"]), spec.owner)
+        policies = parse_policies(params["policies"])
+        limits = limits_for(policies, spec.owner)
         if spec.name not in ledger["sessions"] and not existing:
             refuse_past_limits(module, spec, limits, ledger)
         # Without a lifetime of its own, a session gets its owner's longest.
         spec = replace(spec, lifetime_s=int(lifetime(limits, spec.lifetime_s)))
         passed_over = out_of_service(params["agents"], fresh, unavailable)
-        plan = plan_session(
-            spec, agents or [], existing, inventory=inventory, out_of_service=passed_over
-        )
+        usable = list(agents or [])
+        if not existing and queue_.queue_of(ledger):
+            # Only what the queued sessions ahead of it leave (docs/placement.md).
+            me = queue_.waiting_of(
+                spec,
+                float(queued["submitted_at"]) if queued else now,
+                int(queued["seq"]) if queued else queue_.next_seq(ledger),
+            )
+            room = queue_.room(
+                queue_.waiting(ledger),
+                me,
+                usable,
+                out_of_service=passed_over,
+                refuse=owner_refusal(policies, ledger),
+            )
+            try:
+                plan = plan_session(
+                    spec, room.usable(), existing, inventory=inventory, out_of_service=passed_over
+                )
+            except Pending:
+                ahead = room.ahead(me)
+                if not ahead:
+                    raise
+                # It would fit but for the older queued sessions: it waits its turn.
+                plan_session(
+                    spec, usable, existing, inventory=inventory, out_of_service=passed_over
+                )
+                raise Pending(
+                    f"waits behind {', '.join(ahead)} (queued before it, waiting for "
+                    f"agents this session would use)"
+                ) from None
+        else:
+            plan = plan_session(
+                spec, usable, existing, inventory=inventory, out_of_service=passed_over
+            )
+    except PolicyWait as exc:
+        return wait_in_queue(module, ledger, spec, queued, now, str(exc), dropped)
     except (Pending, SpecError) as exc:
         if kept and not final:
             # Kept reads only ever say yes: read those agents before saying no.
             return ask_to_read(kept)
+        # Queued, unless waiting cannot help or the name is another run's right now.
+        if (
+            isinstance(exc, Pending)
+            and not exc.permanent
+            and (params["queue"] or queued)
+            and spec.name not in ledger["sessions"]
+        ):
+            return wait_in_queue(module, ledger, spec, queued, now, exc.reason, dropped)
+        if queued:
+            # The scheduled start of a queued session that can never start here.
+            queue_.dequeue(ledger, spec.name)
+            return {
+                **placement_failure(spec.name, exc),
+                "failed": True,
+                "changed": True,
+                "msg": f"{placement_failure(spec.name, exc)['msg']}; it left the queue",
+            }
         failure = placement_failure(spec.name, exc)
         if isinstance(exc, Pending):
             failure["dropped"] = dropped
@@ -685,6 +824,9 @@ def reserve(
         entry = book.reservation(plan, now=now, ttl=params["ttl"])
         if plan["action"] == "exists":  # made before the ledger: take it in as it is
             entry.update(state=book.READY, expires_at=None, ready_at=now)
+        if queued:  # the scheduled start: it leaves the queue in this very step
+            queue_.dequeue(ledger, spec.name)
+            entry["submitted_at"] = queued["submitted_at"]
         ledger["sessions"][spec.name] = entry
         changed = True
     return {
@@ -697,19 +839,75 @@ def reserve(
     }
 
 
+class PolicyWait(Exception):
+    """The owner's limits refuse the session for now; with O(queue) it waits."""
+
+
+def total(kernels: Iterable[Kernel]) -> Resources:
+    """The resources of ``kernels`` in all."""
+    request = Resources(0.0, 0, 0)
+    for kernel in kernels:
+        request = request + kernel.resources
+    return request
+
+
 def refuse_past_limits(
     module: AnsibleModule, spec: SessionSpec, limits: Limits, ledger: dict
 ) -> None:
-    """Fail, changing nothing, when the owner's ``limits`` refuse a new session ``spec``."""
-    request = Resources(0.0, 0, 0)
-    for kernel in expand_kernels(spec):
-        request = request + kernel.resources
+    """Fail, changing nothing, when the owner's ``limits`` refuse a new session ``spec``
+    (with O(queue), raise PolicyWait unless its lifetime is past the owner's longest,
+    which waiting cannot change)."""
     held = usage(ledger["sessions"].values(), spec.owner)
-    why = refusal(limits, held, spec.name, request, spec.lifetime_s)
-    if why:
-        module.fail_json(
-            msg=f"refused by the owner's limits: {why}; nothing was created", policy=True
+    why = refusal(limits, held, spec.name, total(expand_kernels(spec)), spec.lifetime_s)
+    if not why:
+        return
+    cap = limits.lifetime_s
+    forever = cap is not None and spec.lifetime_s > cap.value
+    if not forever and (module.params["queue"] or spec.name in queue_.queue_of(ledger)):
+        raise PolicyWait(f"refused for now by the owner's limits: {why}")
+    module.fail_json(msg=f"refused by the owner's limits: {why}; nothing was created", policy=True)
+
+
+def owner_refusal(
+    policies: dict, ledger: dict
+) -> Callable[[queue_.Waiting, Sequence[queue_.Waiting]], str]:
+    """For the queue's pass: why the owner's limits hold a queued session back, counting
+    the ledger's sessions and those this pass starts before it."""
+
+    def refuse(session: queue_.Waiting, started: Sequence[queue_.Waiting]) -> str:
+        limits = limits_for(policies, session.owner)
+        held = usage(ledger["sessions"].values(), session.owner)
+        for other in started:
+            if other.owner == session.owner:
+                held = held.plus(other.name, total(other.kernels))
+        return refusal(limits, held, session.name, total(session.kernels))
+
+    return refuse
+
+
+def queued_view(ledger: dict, name: str) -> dict:
+    entry = queue_.queue_of(ledger)[name]
+    return queue_.queued_view(entry, queue_.positions(ledger)[name])
+
+
+def wait_in_queue(
+    module: AnsibleModule,
+    ledger: dict,
+    spec: SessionSpec,
+    queued: dict | None,
+    now: float,
+    reason: str,
+    dropped: list,
+) -> dict:
+    """Queue ``spec`` (or keep it queued, in its place, with the new reason): PENDING."""
+    if queued is None:
+        queue_.enqueue(
+            ledger, spec, now=now, reason=reason, authorized_keys=module.params["authorized_keys"]
         )
+    else:
+        queued["reason"] = reason
+        queued.pop("lease", None)
+    return {"changed": True, "queued": queued_view(ledger, spec.name), "dropped": dropped}
 
 
 def out_of_service(declared: list | None, fresh: list, unavailable: dict) -> list:
@@ -754,6 +952,95 @@ def reconciled(module: AnsibleModule, ledger: dict, now: float, ids: list) -> di
         "unread": unread,
         "held": sorted(ledger["sessions"]),
         "lifetime_up": book.lifetimes_up(ledger, now),
+        "waiting": len(queue_.queue_of(ledger)),
+    }
+
+
+def queue_list(ledger: dict) -> list:
+    """Every queued session as list and show give it, in queue order."""
+    places = queue_.positions(ledger)
+    entries = queue_.queue_of(ledger)
+    return [
+        queue_.queued_view(entries[name], places[name])
+        for name in sorted(
+            entries,
+            key=lambda n: (
+                entries[n]["group"],
+                float(entries[n]["submitted_at"]),
+                int(entries[n]["seq"]),
+                n,
+            ),
+        )
+    ]
+
+
+def scheduled(module: AnsibleModule, ledger: dict, now: float, nodes: dict | None) -> dict:
+    """state=scheduled: which queued sessions start now (by the agents' kept reads, or
+    their declared capacity), each one's reason recorded, and a lease for at most
+    O(limit) of them."""
+    params = module.params
+    entries = queue_.queue_of(ledger)
+    if not entries:
+        return {"changed": False, "start": [], "more": 0, "waiting": 0, "queue": []}
+    records = ledger.get("agents") or {}
+    paused = avail.records(ledger)
+    info, unavailable = [], {}
+    for declared in params["agents"] or []:
+        name = str(declared["name"])
+        record = records.get(name)
+        node = book.node_of(nodes, name, record)
+        identity = str(((record or {}).get("agent") or {}).get("id") or "")
+        why = avail.unavailable(name, identity, paused, node)
+        if why:
+            unavailable[name] = why
+            continue
+        same = record is not None and record.get("declared") == book.declarations([declared])[name]
+        if same and record is not None:
+            info.append(book.kept_result(record))
+            continue
+        found = book.hint(declared, record if same else None, node)
+        if found is not None:
+            info.append(found)
+    try:
+        agents = agents_from_info(None, None, book.adjust(info, ledger))[0]
+    except SpecError as exc:
+        module.fail_json(msg=f"bai_session_ledger: {exc}")
+    decisions = queue_.schedule(
+        queue_.waiting(ledger),
+        agents or [],
+        out_of_service=out_of_service(params["agents"], [], unavailable),
+        refuse=owner_refusal(parse_policies(params["policies"]), ledger),
+    )
+    changed, more = False, 0
+    start: list[dict] = []
+    for decision in decisions:
+        entry = entries[decision.session.name]
+        if decision.starts:
+            if queue_.leased(entry, now):
+                continue
+            if len(start) >= params["limit"]:
+                more += 1
+                continue
+            ticket = kernel_id()
+            queue_.lease(entry, ticket, now, params["lease_s"])
+            changed = True
+            start.append(
+                {
+                    "name": entry["name"],
+                    "ticket": ticket,
+                    "spec": entry["spec"],
+                    "authorized_keys": list(entry.get("authorized_keys") or []),
+                }
+            )
+        elif entry.get("reason") != decision.reason:
+            entry["reason"] = decision.reason
+            changed = True
+    return {
+        "changed": changed,
+        "start": start,
+        "more": more,
+        "waiting": len(entries),
+        "queue": queue_list(ledger),
     }
 
 
@@ -761,7 +1048,9 @@ def node_table(module: AnsibleModule, store: store_.Store) -> dict | None:
     """The swarm's node list by node ID and hostname (one call on this manager), for a
     placement; None without a swarm, or when the list cannot be had (then every agent
     counts as up)."""
-    if module.params["state"] != "reserved" or not isinstance(store, store_.SwarmStore):
+    if module.params["state"] not in ("reserved", "scheduled") or not isinstance(
+        store, store_.SwarmStore
+    ):
         return None
     try:
         return book.node_table(store.api.nodes())
@@ -807,6 +1096,8 @@ def step(
     if state == "reserved":
         placed = reserve(module, ledger, now, missing, where, ids, nodes)
         return {**placed, "ledger_ids": ids}
+    if state == "scheduled":
+        return scheduled(module, ledger, now, nodes)
     if state == "ready":
         held = ledger["sessions"].get(params["name"])
         gone = held is None or held["session_id"] != params["session_id"]
@@ -826,11 +1117,18 @@ def step(
             ledger, params["name"], params["session_id"], params["left_on"], now
         )
         return {"changed": forsaken}
+    if state == "absent" and not params["session_id"] and params["name"] in queue_.queue_of(ledger):
+        # A queued session is cancelled: it leaves the queue (it holds nothing else).
+        queue_.dequeue(ledger, params["name"])
+        return {"changed": True, "cancelled": True, "waiting": len(queue_.queue_of(ledger))}
     if state == "absent":
         released = book.release(ledger, params["name"], params["session_id"])
         if params["ended"] and params["session_id"]:
             book.record_end(ledger, params["name"], params["session_id"], params["ended"], now)
-        return {"changed": released or bool(params["ended"] and params["session_id"])}
+        return {
+            "changed": released or bool(params["ended"] and params["session_id"]),
+            "waiting": len(queue_.queue_of(ledger)),
+        }
     read: dict = {"changed": False, "ledger_time": now}
     if missing:
         read["missing"] = True
@@ -844,10 +1142,16 @@ def step(
             "time_left": book.time_left(held, now) if held else None,
             "holders": sorted(book.holders(ledger, params["name"])),
             "ended": book.ends_of(ledger, params["name"]),
+            "queued": (
+                queued_view(ledger, params["name"])
+                if params["name"] in queue_.queue_of(ledger)
+                else None
+            ),
         }
     return {
         **read,
         "ledger": {"sessions": ledger["sessions"], "given_out": book.given_out(ledger)},
+        "queue": queue_list(ledger),
     }
 
 
@@ -897,7 +1201,7 @@ def run(module: AnsibleModule) -> dict:
 ARGUMENT_SPEC = {
     "state": {
         "type": "str",
-        "choices": ["reserved", "ready", "absent", "read", "reconciled", "identity"],
+        "choices": ["reserved", "ready", "absent", "read", "reconciled", "identity", "scheduled"],
         "default": "reserved",
     },
     "path": {"type": "path", "default": "/var/lib/bai-cluster/ledger.json"},
@@ -916,6 +1220,11 @@ ARGUMENT_SPEC = {
     "ended": {"type": "dict"},
     "unanswered": {"type": "list", "elements": "str", "default": []},
     "policies": {"type": "dict"},
+    "queue": {"type": "bool", "default": False},
+    "ticket": {"type": "str", "no_log": False},
+    "authorized_keys": {"type": "list", "elements": "str", "default": [], "no_log": False},
+    "limit": {"type": "int", "default": 1},
+    "lease_s": {"type": "int", "default": 300},
     **DOCKER_ARGUMENT_SPEC,
 }
 

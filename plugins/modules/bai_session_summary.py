@@ -52,6 +52,14 @@ options:
         (RV(bai.cluster.bai_session_ledger#module:ledger_time)); with it, a session with a
         lifetime gets C(time_left), the seconds it may still run.
     type: float
+  queue:
+    description:
+      - The sessions PENDING in the session ledger's queue
+        (RV(bai.cluster.bai_session_ledger#module:queue)); listed after the others, in
+        queue order, with the state C(PENDING), C(position) and C(reason).
+    type: list
+    elements: dict
+    default: []
 attributes:
   check_mode:
     description: Pure computation; runs the same in check mode.
@@ -74,7 +82,8 @@ sessions:
       C(running), C(mode), C(resource_group), C(owner), C(agents), C(hosts), C(state) (and
       C(unreachable), the agents that did not answer, when the state is C(unreachable)),
       and for a session with a lifetime C(lifetime_s) and C(time_left) (seconds, with
-      O(ledger_time)).
+      O(ledger_time)); then the queued sessions of O(queue) (state C(PENDING), with
+      C(position), C(reason) and C(submitted_at)).
   returned: success
   type: list
   elements: dict
@@ -88,6 +97,7 @@ table:
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.bai.cluster.plugins.module_utils.listing import (
     format_table,
+    queued_rows,
     summarize_sessions,
 )
 
@@ -100,6 +110,7 @@ def main() -> None:
             "unreached": {"type": "list", "elements": "str", "default": []},
             "reservations": {"type": "dict", "default": {}},
             "ledger_time": {"type": "float"},
+            "queue": {"type": "list", "elements": "dict", "default": []},
         },
         supports_check_mode=True,
     )
@@ -112,6 +123,7 @@ def main() -> None:
         module.params["unreached"],
         now=module.params["ledger_time"],
     )
+    rows += queued_rows(module.params["queue"])
     module.exit_json(changed=False, sessions=rows, table=format_table(rows))
 
 

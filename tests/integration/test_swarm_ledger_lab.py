@@ -12,6 +12,8 @@ the config as each manager's engine shows it; never at a file on a host.
   and the manager comes back into the quorum;
 - 20 creates at once through the three managers give out no more than the agents offer;
   the ledger holds exactly the sessions the engines run;
+- six queued creates through the three managers, then scheduler passes through two
+  managers at once after each destroy: each session starts exactly once, within the offer;
 - a ledger of 500 sessions fits the store (written and read back through the managers).
 """
 
@@ -23,7 +25,10 @@ import subprocess
 import pytest
 from ansible_collections.bai.cluster.plugins.module_utils import ledger as book
 from ansible_collections.bai.cluster.plugins.module_utils import ledger_store as store_
-from ansible_collections.bai.cluster.plugins.module_utils.labels import LABEL_SESSION
+from ansible_collections.bai.cluster.plugins.module_utils.labels import (
+    LABEL_SESSION,
+    LABEL_SESSION_ID,
+)
 from conftest import bai_cli, finish_playbook, start_playbook
 from labtools import lab_agents, lab_node, on_agent, spanning_by_memory, sweep, wait_for
 
@@ -213,6 +218,84 @@ def test_twenty_creates_at_once_through_three_managers_give_out_no_more_than_off
         for name in names:
             sweep(lab, name)
     assert not set(ledger_via(managers["manager"])["sessions"]) & set(names)
+
+
+def running_sessions(lab, prefix: str) -> dict[str, set[str]]:
+    """Session name (PREFIX*) -> the session ids of its running containers, on every
+    agent."""
+    found: dict[str, set[str]] = {}
+    for agent in lab.values():
+        fmt = f'{{{{.Label "{LABEL_SESSION}"}}}} {{{{.Label "{LABEL_SESSION_ID}"}}}}'
+        code, out = on_agent(agent, "docker", "ps", "--format", fmt)
+        assert code == 0, out
+        for line in out.splitlines():
+            name, sid = line.split()
+            if name.startswith(prefix):
+                found.setdefault(name, set()).add(sid)
+    return found
+
+
+def test_queued_sessions_start_once_each_from_two_managers_passes(lab, managers):
+    """Six queued creates at once, each of more than half an agent's memory, through the
+    three managers: two run, four wait in the swarm's ledger. Then, twice: destroy what
+    runs, and two scheduler passes at the same moment through two different managers -
+    each starts a different session, what runs never exceeds the offer, and no session
+    ever starts twice (one session id per name, as the engines run it)."""
+    names = [f"it-swq{i}" for i in range(6)]
+    for name in names:
+        sweep(lab, name)
+    procs = [
+        start_playbook(
+            "session_create.yml",
+            extra_vars={
+                "session_name": name,
+                "session_size": 1,
+                # More than half an agent's memory: one session per agent.
+                "session_resources": {"cpu": 2, "mem": "5g"},
+                "session_queue": True,
+                "bai_ledger_host": MANAGERS[i % 3],
+            },
+        )
+        for i, name in enumerate(names)
+    ]
+    runs = [finish_playbook(p, timeout=600) for p in procs]
+    seen: dict[str, set[str]] = {}
+    try:
+        assert all(r.rc == 0 for r in runs), [r.failures for r in runs if r.rc]
+        now = running_sessions(lab, "it-swq")
+        assert len(now) == 2, now
+        assert sorted(ledger_via(managers["manager2"])["queue"]) == sorted(set(names) - set(now))
+        seen.update(now)
+        for _round in range(2):
+            gone = finish_playbook(
+                start_playbook("session_destroy.yml", extra_vars={"session_names": sorted(now)}),
+                timeout=600,
+            )
+            assert gone.rc == 0, gone
+            passes = [
+                start_playbook("session_schedule.yml", extra_vars={"bai_ledger_host": host})
+                for host in ("manager2", "manager3")
+            ]
+            done = [finish_playbook(p, timeout=600) for p in passes]
+            assert all(r.rc == 0 for r in done), [r.failures for r in done if r.rc]
+            now = running_sessions(lab, "it-swq")
+            assert len(now) == 2, now
+            for agent in lab.values():
+                assert sum(session_cpus(agent).values()) <= OFFER_CPU + 1e-9, agent.name
+            for name, sid in now.items():
+                assert name not in seen, f"{name} started twice"
+                assert len(sid) == 1, (name, sid)
+                seen[name] = sid
+        assert sorted(seen) == sorted(names)
+        assert "queue" not in ledger_via(managers["manager"])
+    finally:
+        gone = finish_playbook(
+            start_playbook("session_destroy.yml", extra_vars={"session_names": names}),
+            timeout=600,
+        )
+        assert gone.rc == 0, gone
+        for name in names:
+            sweep(lab, name)
 
 
 def test_a_ledger_of_500_sessions_fits_the_swarm_store(managers):

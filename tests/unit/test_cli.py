@@ -506,3 +506,54 @@ def test_reconcile_adopts_another_ledger_by_id_and_reports_foreign_sessions(monk
         "left alone, another session ledger counts them (if that ledger is gone for good: "
         "reconcile --adopt-ledger ID): s3 (ledger old-id)"
     ]
+
+
+# --- the queue ------------------------------------------------------------------------
+def test_queue_becomes_session_queue_and_run_needs_detach(capsys):
+    args = parse("session", "create", "s1", "--queue")
+    assert api.create_extravars(args.name, args.size, **cli.create_spec(args))["session_queue"]
+    assert cli.main(["session", "run", "s1", "--queue", "--", "true"]) == EXIT_BAD_INPUT
+    assert "--queue needs --detach" in capsys.readouterr().err
+
+
+def test_a_queued_create_prints_its_place_and_reason(monkeypatch, capsys):
+    queued = {
+        "name": "s2", "state": "PENDING", "owner": "alice", "resource_group": "default",
+        "mode": "single-node", "size": 2, "type": "interactive", "submitted_at": 10.0,
+        "position": 1, "reason": "waits behind s1",
+    }  # fmt: skip
+
+    def fake_run(playbook, extravars, **kwargs):
+        assert extravars["session_queue"] is True
+        return PlaybookResult(
+            rc=0, status="successful", stats={"bai_session": queued}, failures=[], ok_results={}
+        )
+
+    monkeypatch.setattr(api, "run_playbook", fake_run)
+    assert cli.main(["session", "create", "s2", "-n", "2", "--queue"]) == 0
+    out = capsys.readouterr().out
+    assert "session s2 is PENDING: number 1 in the queue of resource group default" in out
+    assert "waits: waits behind s1" in out and "bai-cluster session destroy s2" in out
+
+
+def test_schedule_runs_the_pass_again_while_more_would_start(monkeypatch, capsys):
+    runs = []
+    answers = [
+        ({"start": ["a"], "more": 1, "waiting": 3, "queue": []}, {"name": "a", "action": "create"}),
+        ({"start": ["b"], "more": 0, "waiting": 2, "queue": [{"name": "c", "reason": "r"}]},
+         {"name": "b", "action": "create"}),
+    ]  # fmt: skip
+
+    def fake_run(playbook, extravars, **kwargs):
+        runs.append(playbook)
+        decided, made = answers[len(runs) - 1]
+        stats = {"bai_schedule": decided, "bai_session": made}
+        return PlaybookResult(rc=0, status="successful", stats=stats, failures=[], ok_results={})
+
+    monkeypatch.setattr(api, "run_playbook", fake_run)
+    assert cli.main(["session", "schedule"]) == 0
+    assert runs == [api.SCHEDULE, api.SCHEDULE]
+    assert capsys.readouterr().out.splitlines() == [
+        "queued sessions started: a, b",
+        "still queued (PENDING): 1, first c (r)",
+    ]

@@ -36,6 +36,8 @@ def task_names(node) -> list[str]:
     "playbook",
     [
         "playbooks/session_create.yml",
+        "playbooks/session_start.yml",
+        "playbooks/session_schedule.yml",
         "playbooks/session_place_reads.yml",
         "playbooks/session_make.yml",
         "playbooks/session_destroy.yml",

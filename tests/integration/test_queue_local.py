@@ -1,0 +1,204 @@
+"""The queue of PENDING sessions (session_queue / --queue, docs/placement.md "The queue")
+on this machine's engine: virtual agents (``bai_agent_id`` slots of one engine) with a
+small declared offer. The truth is read from
+Docker - which containers run, of which session, with which session id - never from the
+ledger alone.
+
+- Two sessions that each need the whole offer: the second is queued (exit 0, PENDING,
+  with its reason and place), a third queued one is cancelled by destroy, and the
+  destroy of the first starts the second (the CLI's destroy runs a scheduler pass);
+  its lifetime counts from its start, not from its submission.
+- Eight concurrent queued creates, then scheduler passes from two controllers at once
+  after each destroy: each session starts exactly once (one session id per name) and
+  what runs never exceeds the offer.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import REPO, VENV_BIN, bai_cli, finish_playbook, start_playbook
+from labtools import LABEL_SESSION
+
+pytestmark = pytest.mark.integration
+
+LABEL_SESSION_ID = "ai.backend.cluster.session-id"
+
+
+def make_inventory(tmp_path: Path, agents: tuple[str, ...], cpu: int) -> Path:
+    """Virtual agents of ``cpu`` CPUs each, and this test's own ledger file."""
+    path = tmp_path / "queue.yml"
+    ledger = tmp_path / "ledger.json"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "all": {
+                    "vars": {"bai_ledger_path": str(ledger), "bai_ledger_store": "file"},
+                    "hosts": {
+                        "localhost": {
+                            "ansible_connection": "local",
+                            "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+                        }
+                    },
+                    "children": {
+                        "agents": {
+                            "hosts": {name: {"bai_agent_id": name} for name in agents},
+                            "vars": {
+                                "ansible_connection": "local",
+                                "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+                                "bai_agent_resources": {"cpu": cpu, "mem": "2g", "gpu": 0},
+                            },
+                        }
+                    },
+                }
+            }
+        )
+    )
+    return path
+
+
+def cli(tmp: Path, inventory: Path, *argv: str) -> dict | list:
+    run = bai_cli(tmp, "-i", str(inventory), "--json", *argv)
+    assert run.returncode == 0, (argv, run.stdout, run.stderr)
+    return json.loads(run.stdout)
+
+
+def running(docker_client, prefix: str) -> dict[str, set[str]]:
+    """Session name -> the session ids of its running containers (names PREFIX*)."""
+    found: dict[str, set[str]] = {}
+    for c in docker_client.containers.list(filters={"label": LABEL_SESSION}):
+        name = c.labels[LABEL_SESSION]
+        if name.startswith(prefix):
+            found.setdefault(name, set()).add(c.labels[LABEL_SESSION_ID])
+    return found
+
+
+def containers(docker_client, prefix: str) -> int:
+    """Running containers of sessions named PREFIX* (each takes one CPU of the two)."""
+    return sum(
+        1
+        for c in docker_client.containers.list(filters={"label": LABEL_SESSION})
+        if c.labels[LABEL_SESSION].startswith(prefix)
+    )
+
+
+def cleanup(tmp: Path, inventory: Path, names) -> None:
+    for name in names:
+        bai_cli(tmp, "-i", str(inventory), "--quiet", "session", "destroy", name)
+
+
+def test_a_queued_session_starts_when_the_one_before_it_is_destroyed(docker_client, tmp_path):
+    inventory = make_inventory(tmp_path, ("qa1",), cpu=2)
+    whole = ("-n", "2", "--cpu", "1", "--mem", "128m")  # the agent's whole offer
+    names = ["it-q-first", "it-q-second", "it-q-third"]
+    try:
+        first = cli(tmp_path, inventory, "session", "create", names[0], *whole)
+        assert first["action"] == "create" and first["pending"] is None, first
+
+        second = cli(
+            tmp_path, inventory, "session", "create", names[1], *whole, "--queue",
+            "--lifetime", "600",
+        )  # fmt: skip
+        assert second["action"] == "queued" and second["containers"] == [], second
+        assert second["pending"]["position"] == 1 and "cpu" in second["pending"]["reason"]
+        third = cli(tmp_path, inventory, "session", "create", names[2], *whole, "--queue")
+        assert third["pending"]["position"] == 2, third
+        assert set(running(docker_client, "it-q-")) == {names[0]}
+
+        rows = {r["name"]: r for r in cli(tmp_path, inventory, "session", "list")}
+        assert rows[names[1]]["state"] == "PENDING" and rows[names[1]]["position"] == 1
+        assert rows[names[2]]["position"] == 2 and rows[names[0]]["state"] == "running"
+        shown = cli(tmp_path, inventory, "session", "show", names[2])
+        assert shown["state"] == "PENDING" and shown["pending"]["position"] == 2, shown
+
+        # Cancelled: it leaves the queue, nothing of it ever ran.
+        cancelled = cli(tmp_path, inventory, "session", "destroy", names[2])
+        assert cancelled["cancelled"] is True and cancelled["containers"] == [], cancelled
+        # Waiting behind it was only second, which still does not fit.
+        assert cancelled["schedule"]["started"] == [], cancelled
+
+        # Let time pass in the queue: the lifetime is counted from the start, not this.
+        time.sleep(5)
+        began = time.monotonic()
+        done = cli(tmp_path, inventory, "session", "destroy", names[0])
+        took = time.monotonic() - began
+        assert done["schedule"]["started"] == [names[1]], done
+        now = running(docker_client, "it-q-")
+        assert set(now) == {names[1]} and len(now[names[1]]) == 1, now
+        assert containers(docker_client, "it-q-") == 2
+        print(f"destroy of {names[0]} until {names[1]} ran: {took:.1f} s")
+
+        rows = {r["name"]: r for r in cli(tmp_path, inventory, "session", "list")}
+        assert set(rows) == {names[1]} and rows[names[1]]["state"] == "running", rows
+        assert 590 < rows[names[1]]["time_left"] <= 600, rows
+    finally:
+        cleanup(tmp_path, inventory, names)
+    assert running(docker_client, "it-q-") == {}
+
+
+def test_eight_concurrent_queued_creates_start_once_each_from_two_controllers(
+    run_playbook, docker_client, tmp_path
+):
+    inventory = make_inventory(tmp_path, ("qa1", "qa2"), cpu=1)
+    names = [f"it-qc{i}" for i in range(8)]
+    ledger = yaml.safe_load(inventory.read_text())["all"]["vars"]["bai_ledger_path"]
+    procs = [
+        start_playbook(
+            "session_create.yml",
+            extra_vars={
+                "session_name": name,
+                "session_size": 1,
+                "session_resources": {"cpu": 1, "mem": "128m"},
+                "session_queue": True,
+            },
+            inventory=str(inventory),
+        )
+        for name in names
+    ]
+    runs = [finish_playbook(proc) for proc in procs]
+    ids: dict[str, set[str]] = {}
+    try:
+        assert all(run.rc == 0 for run in runs), [r.failures for r in runs if r.rc]
+        first = running(docker_client, "it-qc")
+        assert len(first) == 2 and containers(docker_client, "it-qc") == 2, first
+        book = json.loads(Path(ledger).read_text())
+        assert sorted(book["queue"]) == sorted(set(names) - set(first)), book["queue"]
+        for name, sid in first.items():
+            ids.setdefault(name, set()).update(sid)
+
+        # Destroy what runs, then two controllers' scheduler passes at the same moment.
+        for _round in range(3):
+            gone = sorted(running(docker_client, "it-qc"))
+            done = run_playbook(
+                "session_destroy.yml", extra_vars={"session_names": gone}, inventory=str(inventory)
+            )
+            assert done.rc == 0, done
+            schedule = [str(VENV_BIN / "bai-cluster"), "-i", str(inventory), "--json"]
+            schedule += ["session", "schedule"]
+            passes = [
+                subprocess.Popen(
+                    schedule, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+                )
+                for _pass in range(2)
+            ]
+            outs = [p.communicate(timeout=600) for p in passes]
+            assert all(p.returncode == 0 for p in passes), outs
+            started = [json.loads(out)["started"] for out, _err in outs]
+            # Never the same session twice, and never beyond the offer.
+            assert not set(started[0]) & set(started[1]), started
+            now = running(docker_client, "it-qc")
+            assert sorted(now) == sorted(started[0] + started[1]), (now, started)
+            assert containers(docker_client, "it-qc") == 2, now
+            for name, sid in now.items():
+                assert name not in ids, f"{name} started again"
+                ids.setdefault(name, set()).update(sid)
+        assert sorted(ids) == sorted(names) and all(len(s) == 1 for s in ids.values()), ids
+        assert "queue" not in json.loads(Path(ledger).read_text())
+    finally:
+        cleanup(tmp_path, inventory, names)
+    assert running(docker_client, "it-qc") == {}
