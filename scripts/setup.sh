@@ -143,8 +143,24 @@ setup_data_root() {
   as_root mkdir -p -m 0755 "$root"
 }
 
+setup_isolation() {
+  # inventories/local makes this machine an agent: its engine runs sessions only behind the
+  # session isolation table (roles/session_isolation), as site.yml loads it on the agents.
+  # The playbook runs when the table is missing or the role changed since it wrote its file.
+  local file=/etc/bai-isolation/bai_isolation.nft
+  if as_root nft -t list table inet bai_isolation 2>/dev/null | grep -q 'bai-cluster session isolation' \
+    && [ -e "$file" ] && [ -z "$(find "$ROOT/roles/session_isolation" -newer "$file" -type f -print -quit)" ]; then
+    return 0
+  fi
+  log "loading the session isolation table (playbooks/session_isolation.yml on inventories/local)"
+  ANSIBLE_CONFIG="$ROOT/ansible.cfg" "$VENV/bin/ansible-playbook" -i "$ROOT/inventories/local" \
+    "$ROOT/playbooks/session_isolation.yml" >/tmp/bai-setup-isolation.log 2>&1 \
+    || die "playbooks/session_isolation.yml failed; see /tmp/bai-setup-isolation.log"
+  as_root touch "$file"  # rewritten only when its rules change: mark this role's version seen
+}
+
 case "$what" in
-  all) setup_venv; setup_engine; setup_tools; setup_data_root ;;
+  all) setup_venv; setup_engine; setup_tools; setup_data_root; setup_isolation ;;
   venv) setup_venv ;;
   engine) setup_engine; setup_tools; setup_data_root ;;
   *) die "usage: $0 [all|venv|engine]" ;;

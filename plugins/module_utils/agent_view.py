@@ -86,6 +86,10 @@ def rows(
             "sessions": sessions,
             # Where use and sessions come from: the engine, or (it does not answer) the ledger.
             "source": "engine" if answered else "ledger",
+            # Why table inet bai_isolation is not in place (None: it is, or unknown).
+            "isolation_problem": (agent.get("isolation") or {}).get("problem")
+            if answered
+            else None,
         }
         row["in_service"] = row["availability"] == availability.ACTIVE and health == READY
         out.append(row)
@@ -207,4 +211,11 @@ def details(row: Mapping[str, Any]) -> list[str]:
         ),
         f"GPU free:     {format_device_label(row['gpu_free']) or 'none'}",
         f"sessions:     {', '.join(row['sessions']) or 'none'}",
-    ]
+    ] + (
+        [
+            f"isolation:    MISSING: {row['isolation_problem']} (no session starts here; "
+            f"load it with playbooks/session_isolation.yml)"
+        ]
+        if row.get("isolation_problem")
+        else []
+    )

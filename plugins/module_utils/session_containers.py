@@ -28,6 +28,7 @@ from typing import Any, Optional, Protocol
 from ansible_collections.bai.cluster.plugins.module_utils import (
     admission,
     availability,
+    isolation,
     job,
     job_docker,
     mesh,
@@ -623,6 +624,11 @@ class AgentShare:
             if self.req.mesh_check and not self.module.check_mode:
                 result["mesh"] = self.mesh_check()
             return {"changed": False, **result, **self.report()}
+        unguarded = isolation.table_problem(self.module, self.req.agent)
+        if unguarded:
+            raise Failure(
+                f"cannot start session {self.req.session}: {unguarded}; nothing was created"
+            )
         envs = self.precheck(create) if create else {}
         for warning in self.limit_warnings if create else []:
             self.module.warn(warning)

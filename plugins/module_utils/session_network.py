@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from ansible_collections.bai.cluster.plugins.module_utils import isolation
 from ansible_collections.bai.cluster.plugins.module_utils.docker_api import (
     APIError,
     NotFound,
@@ -122,13 +123,15 @@ def create(api: Any, params: dict[str, Any], name: str, labels: dict[str, str]) 
             rng=random,
         )
         ipam = docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(subnet=subnet)])
+        # An interface name the isolation table matches (roles/session_isolation).
+        options[isolation.BRIDGE_NAME_OPTION] = isolation.bridge_name(params["session_id"])
         try:
             api.create_network(
                 name,
                 driver="bridge",
                 ipam=ipam,
                 labels=labels,
-                options=options or None,
+                options=options,
                 check_duplicate=True,
             )
         except APIError as exc:

@@ -187,6 +187,12 @@ agent:
           C(by), C(reason), C(at)); null when it is active. Placement passes over an
           agent whose read has one.
       type: dict
+    isolation:
+      description:
+        - Whether the nftables table C(inet bai_isolation) that keeps session networks
+          apart is loaded here (C(loaded)), its comment (C(marker)), and why not
+          (C(problem)); M(bai.cluster.bai_session_containers) starts no container without it.
+      type: dict
 sessions:
   description:
     - Per session id on this agent, what its containers (any state) were given (C(cpu),
@@ -231,7 +237,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.bai.cluster.plugins.module_utils import availability
+from ansible_collections.bai.cluster.plugins.module_utils import availability, isolation
 from ansible_collections.bai.cluster.plugins.module_utils.admission import (
     agent_identity,
     engine_identity,
@@ -310,6 +316,8 @@ def run(module: AnsibleModule) -> dict:
             "rdma_devices": rdma_devices(),
             # Its own availability record (bai_agent_availability): None when active.
             "availability": own,
+            # Whether table inet bai_isolation keeps its sessions apart (roles/session_isolation).
+            "isolation": isolation.table_state(module),
         },
         # Per session id, for the reservation ledger (module_utils/ledger.py).
         "sessions": observed_sessions(listed),

@@ -74,6 +74,10 @@ def restarted(lab, manager, run_playbook):
         where = {c["host"]: c["agent"] for c in run.stats["bai_session"]["containers"]}
         assert set(where.values()) == set(AGENTS), where
         before = {h: inspect(lab[a], f"bai-{NAME}-{h}") for h, a in where.items()}
+        # Drift: agent2's isolation table gone. The engine's start hook must load it again
+        # before the engine starts the session's containers (roles/session_isolation).
+        code, out = on_agent(lab["agent2"], "nft", "delete", "table", "inet", "bai_isolation")
+        assert code == 0, out
         for agent in AGENTS:
             restart_engine(lab, manager, agent)
 
@@ -124,6 +128,14 @@ def test_containers_come_back_with_the_same_environment(restarted):
         assert after[host]["State"]["StartedAt"] != before[host]["State"]["StartedAt"], host
         assert after[host]["Id"] == before[host]["Id"], host
         assert after[host]["Config"]["Env"] == before[host]["Config"]["Env"], host
+
+
+def test_the_isolation_table_is_in_place_after_the_restart(restarted, lab):
+    """On both agents, agent2's deleted before its restart included: the engine's start
+    hook loads table inet bai_isolation, before the engine restarts session containers."""
+    for agent in AGENTS:
+        code, out = on_agent(lab[agent], "nft", "-t", "list", "table", "inet", "bai_isolation")
+        assert code == 0 and 'comment "bai-cluster session isolation ' in out, (agent, out)
 
 
 def test_the_ssh_mesh_works_across_agents_after_the_restart(restarted, lab):

@@ -270,43 +270,53 @@ def _bridge_gateway(docker_client) -> str:
     return ip.stdout.split()[3].split("/")[0]
 
 
-def _probe(ctr, targets: list[tuple[str, int]]) -> dict[tuple[str, int], bool]:
-    """Which (address, port) a TCP connect from ``ctr`` reaches (2 s each, in parallel)."""
+def _probe(ctr, targets: list[tuple[str, int]]) -> dict[tuple[str, int], str]:
+    """What a TCP connect from ``ctr`` to each (address, port) gets (2 s each, in
+    parallel): ``open``, ``timeout`` (dropped: timeout's own exit code, 124) or
+    ``refused`` (any other failure: something answered)."""
     checks = " ".join(f"{a}:{p}" for a, p in targets)
     script = (
         f"for t in {checks}; do (a=${{t%:*}}; p=${{t#*:}}; "
-        'if timeout 2 bash -c "exec 3<>/dev/tcp/$a/$p" 2>/dev/null; then echo "open $t"; '
-        'else echo "closed $t"; fi) & done; wait'
+        'timeout 2 bash -c "exec 3<>/dev/tcp/$a/$p" 2>/dev/null; rc=$?; '
+        'case $rc in 0) echo "open $t";; 124) echo "timeout $t";; *) echo "refused $t";; esac'
+        ") & done; wait"
     )
     _code, out = run_in(ctr, script)
     found = {}
     for line in out.splitlines():
-        state, target = line.split()
+        verdict, target = line.split()
         addr, port = target.rsplit(":", 1)
-        found[(addr, int(port))] = state == "open"
+        found[(addr, int(port))] = verdict
     assert set(found) == set(targets), out
     return found
 
 
 def test_sessions_reach_nothing_of_each_other(ta, tb, tc, docker_client):
-    """Size 1 and size 2 sessions on an engine with icc on: no container of one session
-    reaches a container of another, nor another session's published sshd on any of this
-    host's addresses. The positive controls prove the probe itself works."""
+    """Size 1 and size 2 sessions on an engine with icc on: a connect from a container of
+    one session to a container of another is dropped (it times out: a refusal would mean
+    the packet got there), and none reaches another session's published sshd on any of
+    this host's addresses (there the host itself may refuse). Each is tried three times.
+    The positive controls, in the same probes, prove the probe itself works."""
     a, b = container(docker_client, "it-ta", "main1"), container(docker_client, "it-tb", "main1")
     c1, c2 = container(docker_client, "it-tc", "main1"), container(docker_client, "it-tc", "sub1")
     host_addresses = {"127.0.0.1"} | {g for ctr in (a, b, c1) for g in _gateways(ctr)}
     host_addresses.add(_bridge_gateway(docker_client))
     published = {name: _ssh_port(docker_client, name) for name in ("it-ta", "it-tb", "it-tc")}
-    for src, own in ((a, "it-ta"), (b, "it-tb"), (c1, "it-tc")):
-        others = [ctr for ctr in (a, b, c1, c2) if not ctr.name.startswith(f"bai-{own}-")]
-        targets = [(addr, 2200) for ctr in others for addr in _addresses(ctr)]
-        targets += [
-            (addr, port) for addr in host_addresses for n, port in published.items() if n != own
-        ]
-        reached = [t for t, is_open in _probe(src, targets).items() if is_open]
-        assert reached == [], f"{src.name} reaches {reached}"
-    # Controls: within a session, and the published port from the host itself.
-    assert _probe(c1, [(_addresses(c2)[0], 2200)]) == {(_addresses(c2)[0], 2200): True}
+    sibling = (_addresses(c2)[0], 2200)
+    for _attempt in range(3):
+        for src, own in ((a, "it-ta"), (b, "it-tb"), (c1, "it-tc")):
+            others = [ctr for ctr in (a, b, c1, c2) if not ctr.name.startswith(f"bai-{own}-")]
+            foreign = [(addr, 2200) for ctr in others for addr in _addresses(ctr)]
+            hosts = [
+                (addr, port) for addr in host_addresses for n, port in published.items() if n != own
+            ]
+            found = _probe(src, foreign + hosts + ([sibling] if src is c1 else []))
+            answered = {t: found[t] for t in foreign if found[t] != "timeout"}
+            assert answered == {}, f"{src.name} gets answers from {answered}"
+            reached = [t for t in hosts if found[t] == "open"]
+            assert reached == [], f"{src.name} reaches {reached}"
+            if src is c1:
+                assert found[sibling] == "open", found
     with socket.create_connection(("127.0.0.1", published["it-tb"]), timeout=5):
         pass
 

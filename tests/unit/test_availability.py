@@ -268,3 +268,17 @@ def test_a_destroy_of_several_sessions_releases_only_those_reached_everywhere():
     failures = destroy.failures(list(done.values()))
     assert len(failures) == 3 and "not removed from a2" in failures[0]
     assert destroy.text(done["s1"]).startswith("session s1: removed 1 container(s)")
+
+
+def test_agent_show_says_when_the_isolation_table_is_missing():
+    missing = {"loaded": False, "marker": None, "problem": "the table is not loaded"}
+    reads = {"a1": read("a1"), "a2": read("a2")}
+    reads["a2"]["agent"]["isolation"] = missing
+    reads["a1"]["agent"]["isolation"] = {"loaded": True, "marker": "m", "problem": None}
+    a1, a2 = agent_view.rows([{"name": "a1"}, {"name": "a2"}], reads, {})
+    assert a1["isolation_problem"] is None
+    assert not any(line.startswith("isolation:") for line in agent_view.details(a1))
+    assert agent_view.details(a2)[-1] == (
+        "isolation:    MISSING: the table is not loaded (no session starts here; load it "
+        "with playbooks/session_isolation.yml)"
+    )

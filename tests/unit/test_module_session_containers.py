@@ -17,7 +17,11 @@ import os
 import time
 
 import pytest
-from ansible_collections.bai.cluster.plugins.module_utils import agent_settings, session_containers
+from ansible_collections.bai.cluster.plugins.module_utils import (
+    agent_settings,
+    isolation,
+    session_containers,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.gpu_common import VENDOR_NONE
 from ansible_collections.bai.cluster.plugins.module_utils.gpu_facts import gpu_facts
 from ansible_collections.bai.cluster.plugins.module_utils.labels import (
@@ -45,6 +49,8 @@ KEYPAIR = {
 # What gpu_facts.detect returns on a host without GPUs (its own constructor, same shape).
 NO_GPU = gpu_facts(VENDOR_NONE, extra={"device_nodes": [], "pci_devices": [], "tool": None})
 HOST = {
+    # The isolation table is in place (test_isolation.py covers the refusal without it).
+    (isolation, "table_state"): lambda host: {"loaded": True, "marker": None, "problem": None},
     (session_containers, "detect"): lambda probe: NO_GPU,
     (session_containers, "rdma_devices"): lambda: [],
     (session_containers, "limits_ceiling"): lambda: None,
