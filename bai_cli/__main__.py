@@ -18,9 +18,16 @@ from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils import agent_view
 from ansible_collections.bai.cluster.plugins.module_utils.destroy import text as destroy_text
+from ansible_collections.bai.cluster.plugins.module_utils.errors import SpecError
 from ansible_collections.bai.cluster.plugins.module_utils.ledger import (
     reconcile_lines,
     schedule_lines,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.limits import (
+    LIMITS,
+    SIZE,
+    Limit,
+    check_number,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.listing import format_duration
 
@@ -68,6 +75,30 @@ def _number(text: str) -> Any:
         except ValueError:
             pass
     return text
+
+
+# The numeric options and the ranges they are checked against before anything runs
+# (module_utils/limits.py; docs/sessions.md): option attribute -> (variable, range).
+NUMERIC_OPTIONS: dict[str, tuple[str, Limit]] = {
+    "size": ("session_size", SIZE),
+    "wait": ("session_wait_s", LIMITS["session_wait_s"]),
+    "lifetime": ("session_lifetime_s", LIMITS["session_lifetime_s"]),
+    "ssh_timeout": ("session_ssh_timeout_s", LIMITS["session_ssh_timeout_s"]),
+    "mtu": ("session_network_mtu", LIMITS["session_network_mtu"]),
+    "grace": ("session_stop_grace_s", LIMITS["session_stop_grace_s"]),
+}
+
+
+def check_options(args: argparse.Namespace) -> None:
+    """Every numeric option within its range, or ``UsageError`` naming the option and
+    the range (nothing is run)."""
+    for attr, (name, limit) in NUMERIC_OPTIONS.items():
+        value = getattr(args, attr, None)
+        if value is not None:
+            try:
+                check_number(name, value, limit)
+            except SpecError as exc:
+                raise UsageError(f"--{attr.replace('_', '-')}: {exc}") from None
 
 
 def parse_role(text: str) -> dict[str, Any]:
@@ -679,6 +710,7 @@ def run_command(args: argparse.Namespace, printer: Printer) -> int:
         return run_agent_command(args, printer, common, verbose)
 
     action = args.action
+    check_options(args)
     if action == "run":
         return run_batch(args, printer, common, verbose)
     if action == "create":

@@ -33,6 +33,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.availability import (
     AVAILABILITIES,
     describe,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.errors import SpecError
 from ansible_collections.bai.cluster.plugins.module_utils.labels import (
     LABEL_BATCH,
     LABEL_HOST,
@@ -43,6 +44,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.labels import (
     LABEL_ROLE,
     LABEL_SESSION_ID,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.limits import check_number, check_numbers
 from ansible_collections.bai.cluster.plugins.module_utils.spec import SSH_PORT as SSHD_PORT
 
 from .errors import BaiClusterError, classify
@@ -465,6 +467,14 @@ def _set(extravars: dict[str, Any], key: str, value: Any) -> None:
         extravars[key] = value
 
 
+def _check_numbers(extravars: Mapping[str, Any]) -> None:
+    """Every number of the request within its range (module_utils/limits.py), before
+    anything runs; else ``BaiClusterError`` (bad_input) naming the variables."""
+    problems = check_numbers(extravars)
+    if problems:
+        raise BaiClusterError("bad_input", "invalid request: " + "; ".join(problems))
+
+
 def create_extravars(
     name: str,
     size: int | None = None,
@@ -510,6 +520,7 @@ def create_extravars(
     _set(extravars, "session_lifetime_s", lifetime_s)
     if queue:
         extravars["session_queue"] = True
+    _check_numbers(extravars)
     return extravars
 
 
@@ -625,6 +636,7 @@ def wait_job(
     that long, then its state so far) and return what its command came to."""
     extravars: dict[str, Any] = {"session_name": name, "session_wait_fail": False}
     _set(extravars, "session_batch_timeout_s", timeout_s)
+    _check_numbers(extravars)
     result = _run(WAIT, extravars, inventory=inventory, on_event=on_event, **kwargs)
     return JobResult.from_data(name, result.stats.get("bai_session_job") or {"state": "lost"})
 
@@ -1018,10 +1030,10 @@ def _drain_vars(
     name: str, timeout_s: int, force: bool, reason: str | None, by: str | None
 ) -> dict[str, Any]:
     """agent_drain.yml's variables (agent_remove.yml drains with the same), checked."""
-    if isinstance(timeout_s, bool) or not isinstance(timeout_s, int) or timeout_s < 0:
-        raise BaiClusterError(
-            "bad_input", f"the drain timeout must be whole seconds >= 0, got {timeout_s!r}"
-        )
+    try:
+        timeout_s = int(check_number("agent_drain_timeout_s", timeout_s))
+    except SpecError as exc:
+        raise BaiClusterError("bad_input", f"the drain timeout: {exc}") from None
     extravars: dict[str, Any] = {
         "agent_name": name,
         "agent_drain_timeout_s": timeout_s,

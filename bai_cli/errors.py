@@ -3,8 +3,11 @@
 Exit codes: 0 success, 2 bad input, 3 PENDING, 1 anything else. The playbooks already
 tell these apart, so no marker was added to them:
 
-- bad input: ``session_create.yml`` validates the request in its first task, "Check the
-  session request" (``bai_session_plan``: "invalid session spec: ..."), and
+- bad input: every session and agent playbook first checks the request's variables
+  (``session_manager.yml``, "Check the request's variables": no string Ansible would
+  render, every number in range); ``session_create.yml`` validates the request in its
+  first task, "Check the session request" (``bai_session_plan``: "invalid session spec:
+  ..."), and
   ``session_destroy.yml`` in "Check the session name"; "Check the people's public
   keys" checks ``session_authorized_keys``. A request that validates but
   names something the agents lack (an image, a mount source) fails placement with a
@@ -31,6 +34,7 @@ EXIT_BAD_INPUT = 2
 EXIT_PENDING = 3
 
 VALIDATION_TASKS = (
+    "Check the request's variables",
     "Check the session request",
     "Check the session name",
     "Check the people's public keys",

@@ -22,6 +22,7 @@ STEPS: tuple[tuple[str, str], ...] = (
     ("Read the session ledger's identity through this manager", "manager"),
     ("Choose the first manager that answered", "manager"),
     ("Check that a manager serves the swarm's session ledger", "manager"),
+    ("Check the request's variables", "check"),
     ("Check the session request", "check"),
     ("Check the session name", "check"),
     ("Check the people's public keys", "check"),

@@ -4,7 +4,9 @@ Every run gets a private data dir from :func:`tempfile.mkdtemp` (mode 0700) that
 removed when the run ends, whatever happens:
 
 - extravars go to ``env/extravars`` in that dir, created with mode 0600 (never on the
-  command line, never in the environment); ansible-runner passes it as ``-e @file``;
+  command line, never in the environment); ansible-runner passes it as ``-e @file``.
+  Every string in it is tagged ``!unsafe`` (:func:`unsafe_yaml`): a request's values are
+  data, which Ansible never renders as templates (docs/security.md);
 - ``suppress_env_files=True``: ansible-runner writes none of its ``env/*`` files;
 - artifacts (``artifact_dir``) live inside the same dir, ``rotate_artifacts=1``; events
   are handed to the caller in memory and not written as ``job_events/*.json`` files;
@@ -16,7 +18,6 @@ the ansible-runner callback's short-lived partial files never hold one.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -27,6 +28,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 FAILED_EVENTS = ("runner_on_failed", "runner_item_on_failed", "runner_on_unreachable")
 # Tail of the playbook's own output kept for errors that happen outside any task
@@ -122,6 +125,49 @@ def write_private(path: Path, text: str) -> None:
         handle.write(text)
 
 
+class _UnsafeDumper(yaml.SafeDumper):
+    """YAML for ``-e @file``: every string value tagged ``!unsafe``."""
+
+
+def _unsafe_str(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
+    return dumper.represent_scalar("!unsafe", text, style='"')
+
+
+_UnsafeDumper.add_representer(str, _unsafe_str)
+_UnsafeDumper.add_multi_representer(str, _unsafe_str)
+
+
+def unsafe_yaml(extravars: Mapping[str, Any]) -> str:
+    """``extravars`` as YAML whose every string is tagged ``!unsafe``, so that Ansible
+    never renders one as a Jinja template (``{{ lookup('pipe', ...) }}`` in an env value
+    stays those characters; ``{{.State.Status}}`` in a command too). Keys stay plain:
+    Ansible never renders keys. Double quotes with escapes carry any string byte for
+    byte (newlines, control characters, non-ASCII)."""
+
+    def plain_keys(value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return {_Key(key): plain_keys(item) for key, item in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [plain_keys(item) for item in value]
+        return value
+
+    return yaml.dump(
+        plain_keys(dict(extravars)),
+        Dumper=_UnsafeDumper,
+        allow_unicode=True,
+        default_flow_style=False,
+        sort_keys=False,
+        width=float("inf"),
+    )
+
+
+class _Key(str):
+    """A mapping key: written as a plain string, without the tag."""
+
+
+_UnsafeDumper.add_representer(_Key, lambda dumper, key: dumper.represent_str(str(key)))
+
+
 def search_path() -> str:
     """PATH with this interpreter's bin directory first.
 
@@ -182,7 +228,7 @@ def run_playbook(
     handlers = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
     try:
         (private / "env").mkdir(mode=0o700)
-        write_private(private / "env" / "extravars", json.dumps(dict(extravars or {})))
+        write_private(private / "env" / "extravars", unsafe_yaml(extravars or {}))
         runner = ansible_runner.run(
             private_data_dir=str(private),
             project_dir=str(root),

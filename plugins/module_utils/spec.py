@@ -22,6 +22,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.job import (
     TYPE_INTERACTIVE,
     check_command,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.limits import LIMITS, SIZE, check_number
 from ansible_collections.bai.cluster.plugins.module_utils.model import (
     MODE_SINGLE,
     MODES,
@@ -47,7 +48,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.policies import check_
 DEFAULT_IMAGE = "bai/session:latest"
 SSH_PORT = 2200
 DEFAULT_RESOURCE_GROUP = "default"
-MAX_SIZE = 64
+MAX_SIZE = int(SIZE.high)
 # The user's environment (session_env): Linux refuses one environment string over
 # 128 KiB and all of them together over a quarter of the stack limit, and sshd passes at
 # most 1000 variables to a login; these limits stay well inside all three.
@@ -114,6 +115,7 @@ def normalize_spec(raw: Mapping[str, Any]) -> SessionSpec:
     command = check_command(given.get("command"), session_type)
     owner = check_owner(given["owner"]) if "owner" in given else ""
     lifetime = parse_count(given.get("lifetime_s", 0), "lifetime_s", 0)
+    check_number("lifetime_s", lifetime, LIMITS["session_lifetime_s"])
     spec = SessionSpec(
         name, mode, group, roles, env, mounts, session_type, command, owner, lifetime
     )
