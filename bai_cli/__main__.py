@@ -25,7 +25,6 @@ from ansible_collections.bai.cluster.plugins.module_utils.ledger import (
 )
 from ansible_collections.bai.cluster.plugins.module_utils.limits import (
     LIMITS,
-    SIZE,
     Limit,
     check_number,
 )
@@ -78,9 +77,10 @@ def _number(text: str) -> Any:
 
 
 # The numeric options and the ranges they are checked against before anything runs
-# (module_utils/limits.py; docs/sessions.md): option attribute -> (variable, range).
+# (module_utils/limits.py; docs/sessions.md): option attribute -> (variable, range). The
+# size is the spec's, checked with the rest of it by the playbook's first step (exit 2,
+# nothing made, the step named).
 NUMERIC_OPTIONS: dict[str, tuple[str, Limit]] = {
-    "size": ("session_size", SIZE),
     "wait": ("session_wait_s", LIMITS["session_wait_s"]),
     "lifetime": ("session_lifetime_s", LIMITS["session_lifetime_s"]),
     "ssh_timeout": ("session_ssh_timeout_s", LIMITS["session_ssh_timeout_s"]),

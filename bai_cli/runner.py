@@ -5,8 +5,9 @@ removed when the run ends, whatever happens:
 
 - extravars go to ``env/extravars`` in that dir, created with mode 0600 (never on the
   command line, never in the environment); ansible-runner passes it as ``-e @file``.
-  Every string in it is tagged ``!unsafe`` (:func:`unsafe_yaml`): a request's values are
-  data, which Ansible never renders as templates (docs/security.md);
+  Every string in it that Jinja would see a template in is tagged ``!unsafe``
+  (:func:`unsafe_yaml`): a request's values are data, which Ansible never renders as
+  templates (docs/security.md);
 - ``suppress_env_files=True``: ansible-runner writes none of its ``env/*`` files;
 - artifacts (``artifact_dir``) live inside the same dir, ``rotate_artifacts=1``; events
   are handed to the caller in memory and not written as ``job_events/*.json`` files;
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from ansible_collections.bai.cluster.plugins.module_utils.request import looks_like_template
 
 FAILED_EVENTS = ("runner_on_failed", "runner_item_on_failed", "runner_on_unreachable")
 # Tail of the playbook's own output kept for errors that happen outside any task
@@ -126,11 +128,16 @@ def write_private(path: Path, text: str) -> None:
 
 
 class _UnsafeDumper(yaml.SafeDumper):
-    """YAML for ``-e @file``: every string value tagged ``!unsafe``."""
+    """YAML for ``-e @file``: every string value that Jinja would see a template in is
+    tagged ``!unsafe``; the others are plain double-quoted strings."""
 
 
 def _unsafe_str(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
-    return dumper.represent_scalar("!unsafe", text, style='"')
+    # Only where it is needed: Ansible's !unsafe constructor resolves the scalar's type
+    # again, so !unsafe "yes" would load as True, "123" as 123 and "" as None. A string
+    # without a template's marks is never rendered, and stays a string when quoted.
+    tag = "!unsafe" if looks_like_template(text) else "tag:yaml.org,2002:str"
+    return dumper.represent_scalar(tag, text, style='"')
 
 
 _UnsafeDumper.add_representer(str, _unsafe_str)
@@ -138,11 +145,12 @@ _UnsafeDumper.add_multi_representer(str, _unsafe_str)
 
 
 def unsafe_yaml(extravars: Mapping[str, Any]) -> str:
-    """``extravars`` as YAML whose every string is tagged ``!unsafe``, so that Ansible
-    never renders one as a Jinja template (``{{ lookup('pipe', ...) }}`` in an env value
-    stays those characters; ``{{.State.Status}}`` in a command too). Keys stay plain:
-    Ansible never renders keys. Double quotes with escapes carry any string byte for
-    byte (newlines, control characters, non-ASCII)."""
+    """``extravars`` as YAML in which every string that Jinja would see a template in is
+    tagged ``!unsafe``, so that Ansible never renders one (``{{ lookup('pipe', ...) }}``
+    in an env value stays those characters; ``{{.State.Status}}`` in a command too), and
+    every other string is double-quoted, so that ``yes``, ``123`` or ``""`` stay strings.
+    Keys stay plain: Ansible never renders keys. Double quotes with escapes carry any
+    string byte for byte (newlines, control characters, non-ASCII)."""
 
     def plain_keys(value: Any) -> Any:
         if isinstance(value, Mapping):

@@ -32,6 +32,22 @@ HOSTILE = {
     "SHELL": "$(touch /tmp/canary); `id`; x",
     "ODD": "line\nnext\ttab \\ \"q\" 'q' \x7f \x1b[0m é \U0001f600 \u2028",
 }
+# Strings YAML would read as something else unquoted (and Ansible's !unsafe constructor
+# would, even quoted): they must arrive as the same strings.
+LOOKALIKES = {
+    "YES": "yes",
+    "NO": "no",
+    "TRUE": "true",
+    "ON": "on",
+    "INT": "123",
+    "HEX": "0x10",
+    "FLOAT": "1.5",
+    "NULL": "null",
+    "TILDE": "~",
+    "EMPTY": "",
+    "DATE": "2026-11-27",
+    "JINJA_HEADER": "#jinja2:variable_start_string:'[['\n[[ 1 + 1 ]]",
+}
 
 
 # --- limits ---------------------------------------------------------------------------
@@ -151,7 +167,7 @@ def test_unsafe_yaml_carries_every_string_byte_for_byte_and_untrusted(tmp_path):
         "session_size": 2,
         "session_wait_s": 1.5,
         "session_queue": True,
-        "session_env": HOSTILE,
+        "session_env": {**HOSTILE, **LOOKALIKES},
         "session_command": "echo '{{ 1 + 1 }}'; docker inspect -f '{{.State.Status}}' c",
         "session_mounts": [{"src": "/srv/bai-data/{{ x }}", "dst": "/d", "readonly": False}],
         "nothing": None,
@@ -160,9 +176,15 @@ def test_unsafe_yaml_carries_every_string_byte_for_byte_and_untrusted(tmp_path):
     path.write_text(unsafe_yaml(extravars))
     loaded = DataLoader().load_from_file(str(path), trusted_as_template=True)
     assert loaded == extravars
-    strings = [loaded["session_name"], loaded["session_command"], *loaded["session_env"].values()]
+    for key, value in extravars["session_env"].items():
+        assert isinstance(loaded["session_env"][key], str), key
+        assert loaded["session_env"][key] == value, key
+    strings = [loaded["session_command"], *loaded["session_env"].values()]
     strings.append(loaded["session_mounts"][0]["src"])
-    assert not any(is_trusted_as_template(s) for s in strings)
+    # Every string Jinja would render is untrusted; the others cannot be rendered.
+    templates = [s for s in strings if looks_like_template(s)]
+    assert len(templates) == 7  # the command, the mount, JINJA, BLOCK, COMMENT, GO, JINJA_HEADER
+    assert not any(is_trusted_as_template(s) for s in templates)
     assert isinstance(loaded["session_size"], int) and loaded["session_queue"] is True
 
 
@@ -202,7 +224,6 @@ def test_the_runner_writes_unsafe_extravars(monkeypatch, tmp_path):
         ),
         (["session", "create", "s1", "-n", "1", "--mtu", "70000"], "from 1280 to 9000"),
         (["session", "create", "s1", "-n", "1", "--wait", "-1"], "--wait: session_wait_s: got -1"),
-        (["session", "create", "s1", "-n", "0"], "--size: session_size: got 0"),
         (["session", "create", "s1", "-n", "1", "--lifetime", "-1"], "--lifetime:"),
         (["session", "create", "s1", "-n", "1", "--ssh-timeout", "0"], "--ssh-timeout:"),
         (["session", "run", "s1", "-n", "1", "--grace", "-1", "--", "true"], "--grace: "),
