@@ -283,6 +283,50 @@ def _engines_of(module: pytest.Module) -> tuple[bool, bool]:
     return (not all(lab)), any(lab)
 
 
+# The ledger inventories/local uses when a test names none (playbooks/vars/session.yml).
+LOCAL_LEDGER = Path("/var/lib/bai-cluster/ledger.json")
+
+
+def _stale_local_sessions(client) -> list[str]:
+    """Names of the sessions on this machine's engine or in its default ledger."""
+    names = {
+        c.labels[LABEL_SESSION]
+        for c in client.containers.list(all=True, filters={"label": LABEL_SESSION})
+    }
+    if LOCAL_LEDGER.exists():
+        names |= set(json.loads(LOCAL_LEDGER.read_text()).get("sessions", {}))
+    return sorted(names)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def engines_start_clean(request, docker_client):
+    """A run starts from empty engines, whatever an earlier run left.
+
+    A run that was cut off (a killed CI job, a machine stopped mid-test) leaves sessions
+    behind, and an engine restarts their containers when it starts again (their restart
+    policy), so they outlive the machine's reboot. They are not this run's finding, but
+    every module would trip over them: each is destroyed with the destroy playbook (its
+    ledger entry goes too), then whatever is left is swept, and what was found is printed.
+    Only the engines this pytest process uses are touched (the lab lane and the local lane
+    run at once)."""
+    items = request.session.items
+    lab = any(item.get_closest_marker("lab") is not None for item in items)
+    local = any(item.get_closest_marker("lab") is None for item in items)
+    found = _session_leftovers(docker_client, local, lab)
+    stale = _stale_local_sessions(docker_client) if local else []
+    if found or stale:
+        print(f"\nleft by an earlier run, removed first: {found} (sessions {stale})")
+        for name in stale:
+            ansible_playbook(
+                "session_destroy.yml",
+                extra_vars={"session_name": name},
+                inventory="inventories/local",
+                timeout=300,
+            )
+        _remove_leftovers(docker_client, local, lab)
+    yield
+
+
 @pytest.fixture(scope="module", autouse=True)
 def agents_start_and_end_empty(request, docker_client):
     """Placement depends on what the agents already run, so a test module must not see
