@@ -16,19 +16,21 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
-from ansible_collections.bai.cluster.plugins.module_utils import agent_view
-from ansible_collections.bai.cluster.plugins.module_utils.destroy import text as destroy_text
-from ansible_collections.bai.cluster.plugins.module_utils.errors import SpecError
-from ansible_collections.bai.cluster.plugins.module_utils.ledger import (
-    reconcile_lines,
-    schedule_lines,
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import SpecError
+from ansible_collections.bai.cluster.plugins.module_utils.containers.destroy import (
+    text as destroy_text,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.limits import (
+from ansible_collections.bai.cluster.plugins.module_utils.containers.listing import format_duration
+from ansible_collections.bai.cluster.plugins.module_utils.hosts import agent_view
+from ansible_collections.bai.cluster.plugins.module_utils.session.limits import (
     LIMITS,
     Limit,
     check_number,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.listing import format_duration
+from ansible_collections.bai.cluster.plugins.plugin_utils.ledger_text import (
+    reconcile_lines,
+    schedule_lines,
+)
 
 from . import __version__, api
 from .errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, BaiClusterError
@@ -77,7 +79,7 @@ def _number(text: str) -> Any:
 
 
 # The numeric options and the ranges they are checked against before anything runs
-# (module_utils/limits.py; docs/sessions.md): option attribute -> (variable, range). The
+# (module_utils/session/limits.py; docs/sessions.md): option attribute -> (variable, range). The
 # size is the spec's, checked with the rest of it by the playbook's first step (exit 2,
 # nothing made, the step named).
 NUMERIC_OPTIONS: dict[str, tuple[str, Limit]] = {

@@ -27,14 +27,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ansible_collections.bai.cluster.plugins.module_utils import agent_view
-from ansible_collections.bai.cluster.plugins.module_utils.appproxy import parse_route
-from ansible_collections.bai.cluster.plugins.module_utils.availability import (
-    AVAILABILITIES,
-    describe,
-)
-from ansible_collections.bai.cluster.plugins.module_utils.errors import SpecError
-from ansible_collections.bai.cluster.plugins.module_utils.labels import (
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import SpecError
+from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_BATCH,
     LABEL_HOST,
     LABEL_IDX,
@@ -44,8 +38,17 @@ from ansible_collections.bai.cluster.plugins.module_utils.labels import (
     LABEL_ROLE,
     LABEL_SESSION_ID,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.limits import check_number, check_numbers
-from ansible_collections.bai.cluster.plugins.module_utils.spec import SSH_PORT as SSHD_PORT
+from ansible_collections.bai.cluster.plugins.module_utils.hosts import agent_view
+from ansible_collections.bai.cluster.plugins.module_utils.network.appproxy import parse_route
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.availability import (
+    AVAILABILITIES,
+    describe,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.session.limits import (
+    check_number,
+    check_numbers,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.session.spec import SSH_PORT as SSHD_PORT
 
 from .errors import BaiClusterError, classify
 from .runner import PlaybookResult, run_playbook
@@ -468,7 +471,7 @@ def _set(extravars: dict[str, Any], key: str, value: Any) -> None:
 
 
 def _check_numbers(extravars: Mapping[str, Any]) -> None:
-    """Every number of the request within its range (module_utils/limits.py), before
+    """Every number of the request within its range (module_utils/session/limits.py), before
     anything runs; else ``BaiClusterError`` (bad_input) naming the variables."""
     problems = check_numbers(extravars)
     if problems:

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from ansible_collections.bai.cluster.plugins.module_utils.request import looks_like_template
+from ansible_collections.bai.cluster.plugins.module_utils.session.request import looks_like_template
 
 FAILED_EVENTS = ("runner_on_failed", "runner_item_on_failed", "runner_on_unreachable")
 # Tail of the playbook's own output kept for errors that happen outside any task

@@ -5,7 +5,7 @@
 Prints a Markdown table of the best of --repeat runs, in milliseconds, for a single-node
 session of 4 and multi-node sessions of 16 and 64 spread over agents that are busy to
 different degrees, with fresh Agent objects each run (nothing cached between runs). The
-reservation ledger's adjustment of the agents' reads (module_utils/ledger.py) is timed
+reservation ledger's adjustment of the agents' reads (module_utils/scheduling/ledger.py) is timed
 with it, over a ledger of one reservation per agent.
 """
 
@@ -14,10 +14,13 @@ from __future__ import annotations
 import argparse
 import time
 
-from ansible_collections.bai.cluster.plugins.module_utils import ledger as book
-from ansible_collections.bai.cluster.plugins.module_utils.placement import place
-from ansible_collections.bai.cluster.plugins.module_utils.plan import agents_from_info
-from ansible_collections.bai.cluster.plugins.module_utils.spec import expand_kernels, normalize_spec
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger as book
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import place
+from ansible_collections.bai.cluster.plugins.module_utils.session.plan import agents_from_info
+from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
+    expand_kernels,
+    normalize_spec,
+)
 
 GI = 1024**3
 CASES = (("single-node", 4, 4), ("multi-node", 16, 4), ("multi-node", 64, 2))

@@ -30,10 +30,10 @@ import time
 from pathlib import Path
 
 import yaml
-from ansible_collections.bai.cluster.plugins.module_utils import ledger as book
-from ansible_collections.bai.cluster.plugins.module_utils import session_queue as q
-from ansible_collections.bai.cluster.plugins.module_utils.placement import Agent
-from ansible_collections.bai.cluster.plugins.module_utils.spec import normalize_spec
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger as book
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import session_queue as q
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import Agent
+from ansible_collections.bai.cluster.plugins.module_utils.session.spec import normalize_spec
 
 REPO = Path(__file__).resolve().parents[1]
 GI = 1024**3

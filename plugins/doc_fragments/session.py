@@ -1,7 +1,7 @@
 """Documentation of the options that name a session, shared by the modules that make or
 remove something of one session (its containers, its network, its app proxy route).
 
-They are ``SESSION_ARGUMENT_SPEC`` in plugins/module_utils/labels.py; a module whose
+They are ``SESSION_ARGUMENT_SPEC`` in plugins/module_utils/common/labels.py; a module whose
 argument_spec includes it uses ``extends_documentation_fragment: [bai.cluster.session]``
 and says in its description what it makes and removes.
 """

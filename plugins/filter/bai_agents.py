@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.bai.cluster.plugins.module_utils.agent_view import (
+from ansible_collections.bai.cluster.plugins.module_utils.hosts.agent_view import (
     details,
     rows,
     table,
     totals,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.availability import describe
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.availability import describe
 
 
 class FilterModule:

@@ -1,10 +1,10 @@
-"""Filter over bai_clock's answer (plugins/module_utils/clock.py)."""
+"""Filter over bai_clock's answer (plugins/module_utils/hosts/clock.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.bai.cluster.plugins.module_utils.clock import assess
+from ansible_collections.bai.cluster.plugins.module_utils.hosts.clock import assess
 
 
 class FilterModule:

@@ -5,7 +5,7 @@ table, ``inet bai_firewall``). Nothing here talks to a host: the role hands over
 data (the openings other roles export, the hosts' addresses, the groups) and gets back
 the rule lines plus a list of problems written for a person (empty = fine), so the role
 can ``assert`` before anything changes. Ports and ranges are read by
-module_utils/ports.py, as everywhere in the collection.
+module_utils/common/ports.py, as everywhere in the collection.
 
 An *opening* (the shape docker_swarm and image_distribution export) is a mapping:
 
@@ -32,12 +32,12 @@ import re
 from collections.abc import Mapping
 from typing import Any, Union
 
-from ansible_collections.bai.cluster.plugins.module_utils.addresses import covers, parse_ip
-from ansible_collections.bai.cluster.plugins.module_utils.ports import (
+from ansible_collections.bai.cluster.plugins.module_utils.common.ports import (
     DEFAULT_CONTAINER_PORT_RANGE,
     parse_port_ranges,
     range_text,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.network.addresses import covers, parse_ip
 
 Network = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
 

@@ -1,10 +1,10 @@
-"""Filters over dpkg-query's answer (plugins/module_utils/packages.py)."""
+"""Filters over dpkg-query's answer (plugins/module_utils/hosts/packages.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.bai.cluster.plugins.module_utils.packages import (
+from ansible_collections.bai.cluster.plugins.module_utils.hosts.packages import (
     installed_versions,
     missing_packages,
 )

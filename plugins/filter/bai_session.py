@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ansible_collections.bai.cluster.plugins.module_utils import destroy, job
-from ansible_collections.bai.cluster.plugins.module_utils.agent_settings import (
+from ansible_collections.bai.cluster.plugins.module_utils.containers import destroy
+from ansible_collections.bai.cluster.plugins.module_utils.hosts.agent_settings import (
     declared_data_roots,
     from_hostvars,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.ledger import reconcile_lines
+from ansible_collections.bai.cluster.plugins.module_utils.jobs import job
+from ansible_collections.bai.cluster.plugins.plugin_utils.ledger_text import reconcile_lines
 
 
 def agents(names: Sequence[str], hostvars: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -1,6 +1,6 @@
 """Filters of the docker_swarm and image_distribution roles.
 
-Thin wrappers around plugins/module_utils/swarm.py (unit-tested, no Ansible imports):
+Thin wrappers around plugins/module_utils/hosts/swarm.py (unit-tested, no Ansible imports):
 they turn its ValueErrors into data the role can assert on with a message of its own.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.bai.cluster.plugins.module_utils import swarm as _utils
+from ansible_collections.bai.cluster.plugins.module_utils.hosts import swarm as _utils
 
 
 def address(addresses: Any, cidr: Any = None, default: Any = None) -> dict[str, Any]:

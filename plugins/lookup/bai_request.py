@@ -2,7 +2,7 @@
 
 It reads the extra vars as Ansible loaded them (``-e``), never rendering one, and names
 every request variable's string that Ansible would run as a Jinja template and every
-number out of its range (plugins/module_utils/request.py and limits.py). The session
+number out of its range (plugins/module_utils/session/request.py and limits.py). The session
 playbooks call it first (playbooks/session_manager.yml), so a hostile string is refused
 before any task reads it; docs/security.md, "Request input is data".
 """
@@ -48,7 +48,7 @@ from typing import Any
 from ansible.errors import AnsibleError
 from ansible.plugins.lookup import LookupBase
 from ansible.utils.vars import load_extra_vars
-from ansible_collections.bai.cluster.plugins.module_utils.request import request_problems
+from ansible_collections.bai.cluster.plugins.module_utils.session.request import request_problems
 
 try:  # ansible-core 2.19 and later: data tagging
     from ansible.template import is_trusted_as_template as _trusted

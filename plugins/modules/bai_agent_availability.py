@@ -89,17 +89,6 @@ options:
     description: Seconds to wait for the admission lock, or the file ledger's lock.
     type: int
     default: 120
-  store:
-    description:
-      - Where the session ledger lives (O(scope=cluster)), as for
-        M(bai.cluster.bai_session_ledger).
-    type: str
-    choices: [file, swarm]
-    default: file
-  path:
-    description: The file ledger (O(store=file)).
-    type: path
-    default: /var/lib/bai-cluster/ledger.json
 attributes:
   check_mode:
     support: full
@@ -114,6 +103,7 @@ attributes:
         change; activating an active one changes nothing.
 extends_documentation_fragment:
   - bai.cluster.attributes
+  - bai.cluster.ledger_store
   - bai.cluster.docker
 """
 
@@ -192,20 +182,20 @@ import time
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.bai.cluster.plugins.module_utils import admission
-from ansible_collections.bai.cluster.plugins.module_utils import availability as avail
-from ansible_collections.bai.cluster.plugins.module_utils import ledger as book
-from ansible_collections.bai.cluster.plugins.module_utils import ledger_store as store_
-from ansible_collections.bai.cluster.plugins.module_utils.docker_api import (
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Busy, StoreError
+from ansible_collections.bai.cluster.plugins.module_utils.common.labels import LABEL_SESSION
+from ansible_collections.bai.cluster.plugins.module_utils.common.locks import locked
+from ansible_collections.bai.cluster.plugins.module_utils.engine.docker_api import (
     DOCKER_ARGUMENT_SPEC,
     APIError,
     DockerException,
     connect,
     error_text,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.errors import Busy, StoreError
-from ansible_collections.bai.cluster.plugins.module_utils.labels import LABEL_SESSION
-from ansible_collections.bai.cluster.plugins.module_utils.locks import locked
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import admission
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import availability as avail
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger as book
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger_store as store_
 
 
 def wanted(params: dict, identity: str, now: float) -> dict | None:
@@ -377,8 +367,7 @@ def main() -> None:
             "state_dir": {"type": "path", "default": "/var/lib/bai-cluster"},
             "lock_dir": {"type": "path", "default": "/run/bai-cluster"},
             "lock_timeout": {"type": "int", "default": 120},
-            "store": {"type": "str", "choices": ["file", "swarm"], "default": "file"},
-            "path": {"type": "path", "default": "/var/lib/bai-cluster/ledger.json"},
+            **store_.STORE_ARGUMENT_SPEC,
             **DOCKER_ARGUMENT_SPEC,
         },
         required_if=[

@@ -237,14 +237,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.bai.cluster.plugins.module_utils import availability, isolation
-from ansible_collections.bai.cluster.plugins.module_utils.admission import (
-    agent_identity,
-    engine_identity,
-    of_slot,
-    offer_of,
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import GpuError, SpecError
+from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
+    LABEL_AGENT,
+    LABEL_SESSION,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.docker_api import (
+from ansible_collections.bai.cluster.plugins.module_utils.engine.docker_api import (
     DOCKER_ARGUMENT_SPEC,
     DockerException,
     connect,
@@ -252,13 +250,21 @@ from ansible_collections.bai.cluster.plugins.module_utils.docker_api import (
     error_text,
     image_env,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.errors import GpuError, SpecError
-from ansible_collections.bai.cluster.plugins.module_utils.gpu_alloc import devices_in_use
-from ansible_collections.bai.cluster.plugins.module_utils.gpu_facts import HostProbe, detect
-from ansible_collections.bai.cluster.plugins.module_utils.labels import LABEL_AGENT, LABEL_SESSION
-from ansible_collections.bai.cluster.plugins.module_utils.ledger import observed_sessions
-from ansible_collections.bai.cluster.plugins.module_utils.placement import used_from_labels
-from ansible_collections.bai.cluster.plugins.module_utils.rdma import rdma_devices
+from ansible_collections.bai.cluster.plugins.module_utils.gpu.alloc import devices_in_use
+from ansible_collections.bai.cluster.plugins.module_utils.gpu.facts import HostProbe, detect
+from ansible_collections.bai.cluster.plugins.module_utils.network import isolation
+from ansible_collections.bai.cluster.plugins.module_utils.network.rdma import rdma_devices
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import availability
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.admission import (
+    agent_identity,
+    engine_identity,
+    of_slot,
+    offer_of,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import observed_sessions
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
+    used_from_labels,
+)
 
 
 def run(module: AnsibleModule) -> dict:
@@ -319,7 +325,7 @@ def run(module: AnsibleModule) -> dict:
             # Whether table inet bai_isolation keeps its sessions apart (roles/session_isolation).
             "isolation": isolation.table_state(module),
         },
-        # Per session id, for the reservation ledger (module_utils/ledger.py).
+        # Per session id, for the reservation ledger (module_utils/scheduling/ledger.py).
         "sessions": observed_sessions(listed),
         "read_at": read_at,
         "read_after": params["read_after"],

@@ -56,15 +56,6 @@ options:
     description: Seconds to wait for the file ledger's lock.
     type: int
     default: 120
-  store:
-    description: Where the session ledger lives, as for M(bai.cluster.bai_session_ledger).
-    type: str
-    choices: [file, swarm]
-    default: file
-  path:
-    description: The file ledger (O(store=file)).
-    type: path
-    default: /var/lib/bai-cluster/ledger.json
 attributes:
   check_mode:
     support: full
@@ -77,6 +68,7 @@ attributes:
     description: A second run finds nothing of the agent and changes nothing.
 extends_documentation_fragment:
   - bai.cluster.attributes
+  - bai.cluster.ledger_store
   - bai.cluster.docker
 """
 
@@ -124,16 +116,20 @@ from collections.abc import Mapping
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.bai.cluster.plugins.module_utils import ledger as book
-from ansible_collections.bai.cluster.plugins.module_utils import ledger_store as store_
-from ansible_collections.bai.cluster.plugins.module_utils import swarm
-from ansible_collections.bai.cluster.plugins.module_utils.docker_api import (
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
+    Busy,
+    Failure,
+    StoreError,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.engine.docker_api import (
     DOCKER_ARGUMENT_SPEC,
     APIError,
     DockerException,
     error_text,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.errors import Busy, Failure, StoreError
+from ansible_collections.bai.cluster.plugins.module_utils.hosts import swarm
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger as book
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger_store as store_
 
 
 def forget(module: AnsibleModule, store: store_.Store) -> dict[str, Any]:
@@ -236,8 +232,7 @@ def main() -> None:
             "force": {"type": "bool", "default": False},
             "wait_timeout": {"type": "int", "default": 60},
             "lock_timeout": {"type": "int", "default": 120},
-            "store": {"type": "str", "choices": ["file", "swarm"], "default": "file"},
-            "path": {"type": "path", "default": "/var/lib/bai-cluster/ledger.json"},
+            **store_.STORE_ARGUMENT_SPEC,
             **DOCKER_ARGUMENT_SPEC,
         },
         supports_check_mode=True,

@@ -175,11 +175,16 @@ import time
 from collections.abc import Iterator
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.bai.cluster.plugins.module_utils.addresses import (
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Failure, SpecError
+from ansible_collections.bai.cluster.plugins.module_utils.common.ports import (
+    DEFAULT_APPPROXY_PORT_RANGE,
+    parse_port_range,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.network.addresses import (
     first_in_zone,
     read_addresses,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.appproxy import (
+from ansible_collections.bai.cluster.plugins.module_utils.network.appproxy import (
     ROUTE_SUFFIX,
     check_session,
     listening_ports,
@@ -187,11 +192,8 @@ from ansible_collections.bai.cluster.plugins.module_utils.appproxy import (
     plan_route,
     render_route,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.errors import Failure, SpecError
-from ansible_collections.bai.cluster.plugins.module_utils.naming import SESSION_ARGUMENT_SPEC
-from ansible_collections.bai.cluster.plugins.module_utils.ports import (
-    DEFAULT_APPPROXY_PORT_RANGE,
-    parse_port_range,
+from ansible_collections.bai.cluster.plugins.module_utils.session.naming import (
+    SESSION_ARGUMENT_SPEC,
 )
 
 PROC_NET = ("/proc/net/tcp", "/proc/net/tcp6")

@@ -14,7 +14,7 @@ description:
     C(systemd-timesyncd), ...) - and whether the host is a container (whose clock is its
     host's kernel clock).
   - Read-only; never reports a change. The judgement (role preflight) is in
-    C(module_utils/clock.py).
+    C(module_utils/hosts/clock.py).
 version_added: "1.0.0"
 author: bai-cluster developers (@bai-cluster)
 options: {}
@@ -58,7 +58,7 @@ import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.bai.cluster.plugins.module_utils.clock import (
+from ansible_collections.bai.cluster.plugins.module_utils.hosts.clock import (
     parse_timedatectl,
     sync_daemons,
 )

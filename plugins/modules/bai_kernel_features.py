@@ -65,7 +65,7 @@ missing:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.bai.cluster.plugins.module_utils.kernel import (
+from ansible_collections.bai.cluster.plugins.module_utils.hosts.kernel import (
     FEATURES,
     assess,
     kallsyms_names,

@@ -446,32 +446,34 @@ agent:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.bai.cluster.plugins.module_utils import agent_settings
-from ansible_collections.bai.cluster.plugins.module_utils.docker_api import (
-    DOCKER_ARGUMENT_SPEC,
-    DockerException,
-    connect,
-    error_text,
-)
-from ansible_collections.bai.cluster.plugins.module_utils.errors import (
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
     Failure,
     Refused,
     SpecError,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.job import (
-    DEFAULT_GRACE_S,
-    DEFAULT_LOG_MAX_BYTES,
-)
-from ansible_collections.bai.cluster.plugins.module_utils.job_docker import DEFAULT_LOG_DIR
-from ansible_collections.bai.cluster.plugins.module_utils.model import PlannedKernel
-from ansible_collections.bai.cluster.plugins.module_utils.naming import SESSION_ARGUMENT_SPEC
-from ansible_collections.bai.cluster.plugins.module_utils.session_containers import (
+from ansible_collections.bai.cluster.plugins.module_utils.containers.session_containers import (
     AgentShare,
     Request,
     Settings,
     absent,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.ssh_keys import public_key_errors
+from ansible_collections.bai.cluster.plugins.module_utils.engine.docker_api import (
+    DOCKER_ARGUMENT_SPEC,
+    DockerException,
+    connect,
+    error_text,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.hosts import agent_settings
+from ansible_collections.bai.cluster.plugins.module_utils.jobs.job import (
+    DEFAULT_GRACE_S,
+    DEFAULT_LOG_MAX_BYTES,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.jobs.job_docker import DEFAULT_LOG_DIR
+from ansible_collections.bai.cluster.plugins.module_utils.session.model import PlannedKernel
+from ansible_collections.bai.cluster.plugins.module_utils.session.naming import (
+    SESSION_ARGUMENT_SPEC,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.session.ssh_keys import public_key_errors
 
 REQUEST_OPTIONS = (
     "session",

@@ -115,19 +115,19 @@ source:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.bai.cluster.plugins.module_utils import job_docker
-from ansible_collections.bai.cluster.plugins.module_utils.docker_api import (
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Failure
+from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
+    LABEL_HOST,
+    LABEL_SESSION_ID,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.engine.docker_api import (
     DOCKER_ARGUMENT_SPEC,
     DockerException,
     connect,
     error_text,
     session_containers,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.errors import Failure
-from ansible_collections.bai.cluster.plugins.module_utils.labels import (
-    LABEL_HOST,
-    LABEL_SESSION_ID,
-)
+from ansible_collections.bai.cluster.plugins.module_utils.jobs import job_docker
 
 
 def run(module: AnsibleModule, api) -> dict:

@@ -95,17 +95,6 @@ options:
     type: str
     choices: [reserved, ready, absent, read, reconciled, identity, scheduled]
     default: reserved
-  store:
-    description:
-      - Where the ledger lives - C(swarm), the raft store of the swarm this host manages,
-        or C(file), O(path) on this host.
-    type: str
-    choices: [file, swarm]
-    default: file
-  path:
-    description: The ledger file on this host (O(store=file)); its directory is created (mode 0700).
-    type: path
-    default: /var/lib/bai-cluster/ledger.json
   name:
     description: Session name, for O(state=ready), O(state=absent) and O(state=read).
     type: str
@@ -250,6 +239,7 @@ attributes:
       reservation.
 extends_documentation_fragment:
   - bai.cluster.attributes
+  - bai.cluster.ledger_store
 """
 
 EXAMPLES = r"""
@@ -507,36 +497,25 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.bai.cluster.plugins.module_utils import admission
-from ansible_collections.bai.cluster.plugins.module_utils import availability as avail
-from ansible_collections.bai.cluster.plugins.module_utils import ledger as book
-from ansible_collections.bai.cluster.plugins.module_utils import ledger_store as store_
-from ansible_collections.bai.cluster.plugins.module_utils import session_queue as queue_
-from ansible_collections.bai.cluster.plugins.module_utils.docker_api import (
-    DOCKER_ARGUMENT_SPEC,
-    DockerException,
-    error_text,
-)
-from ansible_collections.bai.cluster.plugins.module_utils.errors import (
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
     Busy,
     Pending,
     SessionConflict,
     SpecError,
     StoreError,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.model import (
-    Kernel,
-    Resources,
-    SessionSpec,
+from ansible_collections.bai.cluster.plugins.module_utils.engine.docker_api import (
+    DOCKER_ARGUMENT_SPEC,
+    DockerException,
+    error_text,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.naming import kernel_id
-from ansible_collections.bai.cluster.plugins.module_utils.placement import OutOfService
-from ansible_collections.bai.cluster.plugins.module_utils.plan import (
-    agents_from_info,
-    placement_failure,
-    plan_session,
-)
-from ansible_collections.bai.cluster.plugins.module_utils.policies import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import admission
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import availability as avail
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger as book
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger_store as store_
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import session_queue as queue_
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import OutOfService
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.policies import (
     Limits,
     lifetime,
     limits_for,
@@ -544,7 +523,18 @@ from ansible_collections.bai.cluster.plugins.module_utils.policies import (
     refusal,
     usage,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.spec import (
+from ansible_collections.bai.cluster.plugins.module_utils.session.model import (
+    Kernel,
+    Resources,
+    SessionSpec,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.session.naming import kernel_id
+from ansible_collections.bai.cluster.plugins.module_utils.session.plan import (
+    agents_from_info,
+    placement_failure,
+    plan_session,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
     expand_kernels,
     normalize_spec,
     spec_canonical,
@@ -1204,7 +1194,6 @@ ARGUMENT_SPEC = {
         "choices": ["reserved", "ready", "absent", "read", "reconciled", "identity", "scheduled"],
         "default": "reserved",
     },
-    "path": {"type": "path", "default": "/var/lib/bai-cluster/ledger.json"},
     "name": {"type": "str"},
     "session_id": {"type": "str"},
     "spec": {"type": "dict"},
@@ -1214,7 +1203,7 @@ ARGUMENT_SPEC = {
     "final": {"type": "bool", "default": False},
     "ttl": {"type": "int", "default": 900},
     "lock_timeout": {"type": "int", "default": 60},
-    "store": {"type": "str", "choices": ["file", "swarm"], "default": "file"},
+    **store_.STORE_ARGUMENT_SPEC,
     "adopt_ledgers": {"type": "list", "elements": "str", "default": []},
     "left_on": {"type": "list", "elements": "str", "default": []},
     "ended": {"type": "dict"},

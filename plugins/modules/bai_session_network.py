@@ -107,24 +107,26 @@ removed:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.bai.cluster.plugins.module_utils.docker_api import (
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
+    Failure,
+    SpecError,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.engine.docker_api import (
     DOCKER_ARGUMENT_SPEC,
     DockerException,
     connect,
     error_text,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.errors import (
-    Failure,
-    SpecError,
-)
-from ansible_collections.bai.cluster.plugins.module_utils.naming import SESSION_ARGUMENT_SPEC
-from ansible_collections.bai.cluster.plugins.module_utils.session_network import (
+from ansible_collections.bai.cluster.plugins.module_utils.network.session_network import (
     absent,
     present,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.subnets import (
+from ansible_collections.bai.cluster.plugins.module_utils.network.subnets import (
     DEFAULT_SUBNET_POOL,
     DEFAULT_SUBNET_PREFIX,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.session.naming import (
+    SESSION_ARGUMENT_SPEC,
 )
 
 

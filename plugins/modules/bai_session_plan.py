@@ -136,9 +136,12 @@ hosts:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.bai.cluster.plugins.module_utils.errors import SpecError
-from ansible_collections.bai.cluster.plugins.module_utils.mounts import data_roots, source_error
-from ansible_collections.bai.cluster.plugins.module_utils.spec import (
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import SpecError
+from ansible_collections.bai.cluster.plugins.module_utils.session.mounts import (
+    data_roots,
+    source_error,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
     SPEC_KEYS,
     expand_kernels,
     normalize_spec,

@@ -95,7 +95,7 @@ table:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.bai.cluster.plugins.module_utils.listing import (
+from ansible_collections.bai.cluster.plugins.module_utils.containers.listing import (
     format_table,
     queued_rows,
     summarize_sessions,

@@ -1,6 +1,6 @@
 """Jinja test ``bai.cluster.session_name``: is the value a valid session name?
 
-The rule itself is plugins/module_utils/naming.py's; the session playbooks check a name
+The rule itself is plugins/module_utils/session/naming.py's; the session playbooks check a name
 with it before they touch any agent, e.g. ``session_name is bai.cluster.session_name``.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.bai.cluster.plugins.module_utils.naming import is_session_name
+from ansible_collections.bai.cluster.plugins.module_utils.session.naming import is_session_name
 
 DOCUMENTATION = r"""
 name: session_name

@@ -1,6 +1,6 @@
 """Jinja test ``bai.cluster.ssh_public_key``: is the value one OpenSSH public key line?
 
-The rule is plugins/module_utils/ssh_keys.py's (people's keys are installed in session
+The rule is plugins/module_utils/session/ssh_keys.py's (people's keys are installed in session
 containers); session_create.yml checks ``session_authorized_keys`` with it before
 anything changes, and bai_session_containers refuses what it refuses.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.bai.cluster.plugins.module_utils.ssh_keys import is_public_key
+from ansible_collections.bai.cluster.plugins.module_utils.session.ssh_keys import is_public_key
 
 DOCUMENTATION = r"""
 name: ssh_public_key

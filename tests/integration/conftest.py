@@ -18,7 +18,7 @@ from typing import Any
 
 import docker
 import pytest
-from ansible_collections.bai.cluster.plugins.module_utils.labels import LABEL_SESSION
+from ansible_collections.bai.cluster.plugins.module_utils.common.labels import LABEL_SESSION
 
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = REPO / ".venv" / "bin"

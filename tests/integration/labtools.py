@@ -12,7 +12,7 @@ from typing import Any
 
 import docker
 import pytest
-from ansible_collections.bai.cluster.plugins.module_utils.labels import LABEL_SESSION
+from ansible_collections.bai.cluster.plugins.module_utils.common.labels import LABEL_SESSION
 
 AGENTS = ("agent1", "agent2")
 

@@ -4,7 +4,7 @@ process group, a member killed with ``docker kill``, a command killed by the ker
 memory. What is asserted is what the engine runs (containers and their state) and what
 the command printed, not only what the toolkit says.
 
-The gang checks are the real ones (module_utils/job.py: 2 s x 3 misses), so a member
+The gang checks are the real ones (module_utils/jobs/job.py: 2 s x 3 misses), so a member
 stops about 6-8 s after main1 and the command about as long after a member dies.
 """
 

@@ -17,7 +17,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from ansible_collections.bai.cluster.plugins.module_utils.labels import LABEL_HOST, LABEL_SESSION
+from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
+    LABEL_HOST,
+    LABEL_SESSION,
+)
 from conftest import REPO, VENV_BIN
 
 pytestmark = pytest.mark.integration

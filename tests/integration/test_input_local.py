@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from ansible_collections.bai.cluster.plugins.module_utils.labels import LABEL_SESSION
+from ansible_collections.bai.cluster.plugins.module_utils.common.labels import LABEL_SESSION
 from conftest import VENV_BIN
 from conftest import bai_cli as cli
 

@@ -14,14 +14,16 @@ from pathlib import Path
 import docker
 import pytest
 import yaml
-from ansible_collections.bai.cluster.plugins.module_utils.admission import engine_identity
-from ansible_collections.bai.cluster.plugins.module_utils.labels import (
+from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_AGENT_ID,
     LABEL_CPU,
     LABEL_GPU,
     LABEL_MEM,
     LABEL_SESSION,
     LABEL_SESSION_ID,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.admission import (
+    engine_identity,
 )
 from conftest import ansible_playbook
 

@@ -23,12 +23,12 @@ import json
 import subprocess
 
 import pytest
-from ansible_collections.bai.cluster.plugins.module_utils import ledger as book
-from ansible_collections.bai.cluster.plugins.module_utils import ledger_store as store_
-from ansible_collections.bai.cluster.plugins.module_utils.labels import (
+from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_SESSION,
     LABEL_SESSION_ID,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger as book
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger_store as store_
 from conftest import bai_cli, finish_playbook, start_playbook
 from labtools import lab_agents, lab_node, on_agent, spanning_by_memory, sweep, wait_for
 

@@ -215,7 +215,7 @@ class FakeEngine:
 
     def session_containers(self, session: str) -> list[Container]:
         """The containers labelled with session ``session``, by name."""
-        from ansible_collections.bai.cluster.plugins.module_utils.labels import LABEL_SESSION
+        from ansible_collections.bai.cluster.plugins.module_utils.common.labels import LABEL_SESSION
 
         found = [c for c in self.store.values() if c.labels.get(LABEL_SESSION) == session]
         return sorted(found, key=lambda c: c.name)

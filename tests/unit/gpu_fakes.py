@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ansible_collections.bai.cluster.plugins.module_utils.gpu_facts import parse_nvidia_smi_csv
+from ansible_collections.bai.cluster.plugins.module_utils.gpu.facts import parse_nvidia_smi_csv
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gpu"
 

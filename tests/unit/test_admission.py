@@ -1,4 +1,4 @@
-"""Admission on the agent (module_utils/admission.py): pure logic, and the property that
+"""Admission on the agent (module_utils/scheduling/admission.py): pure logic, and the property that
 whatever the session ledger decides (stale reads, expired reservations, creates that die
 part-way, sessions stopped and started again by hand or by Docker's restart policy), the
 containers that exist on an engine never hold more than the agent offers, nor one GPU
@@ -11,10 +11,21 @@ import os
 import tempfile
 
 import pytest
-from ansible_collections.bai.cluster.plugins.module_utils import admission
-from ansible_collections.bai.cluster.plugins.module_utils import ledger as book
-from ansible_collections.bai.cluster.plugins.module_utils import ledger_store as store_
-from ansible_collections.bai.cluster.plugins.module_utils.admission import (
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Pending, SpecError
+from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
+    LABEL_AGENT_ID,
+    LABEL_CPU,
+    LABEL_GPU,
+    LABEL_GPU_DEVICES,
+    LABEL_LEDGER,
+    LABEL_MEM,
+    LABEL_SESSION,
+    LABEL_SESSION_ID,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import admission
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger as book
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger_store as store_
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.admission import (
     Holding,
     Offer,
     admit,
@@ -25,19 +36,11 @@ from ansible_collections.bai.cluster.plugins.module_utils.admission import (
     offer_of,
     slot_of,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.errors import Pending, SpecError
-from ansible_collections.bai.cluster.plugins.module_utils.labels import (
-    LABEL_AGENT_ID,
-    LABEL_CPU,
-    LABEL_GPU,
-    LABEL_GPU_DEVICES,
-    LABEL_LEDGER,
-    LABEL_MEM,
-    LABEL_SESSION,
-    LABEL_SESSION_ID,
+from ansible_collections.bai.cluster.plugins.module_utils.session.plan import (
+    agents_from_info,
+    plan_session,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.plan import agents_from_info, plan_session
-from ansible_collections.bai.cluster.plugins.module_utils.spec import normalize_spec
+from ansible_collections.bai.cluster.plugins.module_utils.session.spec import normalize_spec
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 

@@ -4,13 +4,14 @@ destroy releases the reservation and leaves the leftovers to reconcile."""
 
 from __future__ import annotations
 
-from ansible_collections.bai.cluster.plugins.module_utils import destroy
-from ansible_collections.bai.cluster.plugins.module_utils import ledger as book
-from ansible_collections.bai.cluster.plugins.module_utils.listing import (
+from ansible_collections.bai.cluster.plugins.module_utils.containers import destroy
+from ansible_collections.bai.cluster.plugins.module_utils.containers.listing import (
     format_table,
     summarize_sessions,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger as book
 from ansible_collections.bai.cluster.plugins.modules import bai_session_ledger, bai_session_summary
+from ansible_collections.bai.cluster.plugins.plugin_utils import ledger_text
 from docker_fake import FakeEngine, run_module
 from test_availability import ledger_args, read
 from test_ledger import info, place
@@ -111,7 +112,7 @@ def test_a_forced_destroy_leaves_the_part_it_could_not_reach_to_reconcile():
         {"agent": "a2", "session": "s", "session_id": sid, "containers": 1, "forced": True}
     ]
     assert "left by a forced destroy of session s" in " ".join(
-        book.reconcile_lines(done_._asdict())
+        ledger_text.reconcile_lines(done_._asdict())
     )
     # Once a2 runs nothing of it, the ledger forgets it.
     empty = {**info("a2", cpu=2, read_at=4000.0), "read_after": 3999.0}

@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from ansible_collections.bai.cluster.plugins.module_utils import availability as avail
-from ansible_collections.bai.cluster.plugins.module_utils import ledger as book
-from ansible_collections.bai.cluster.plugins.module_utils import swarm
+from ansible_collections.bai.cluster.plugins.module_utils.hosts import swarm
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import availability as avail
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger as book
 from ansible_collections.bai.cluster.plugins.modules import (
     bai_agent_availability,
     bai_agent_membership,

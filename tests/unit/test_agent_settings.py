@@ -1,11 +1,11 @@
-"""Unit tests of plugins/module_utils/agent_settings.py: an agent's session settings,
+"""Unit tests of plugins/module_utils/hosts/agent_settings.py: an agent's session settings,
 from its inventory variables to bai_session_containers' ``settings`` option."""
 
 from __future__ import annotations
 
 import pytest
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-from ansible_collections.bai.cluster.plugins.module_utils import agent_settings as st
+from ansible_collections.bai.cluster.plugins.module_utils.hosts import agent_settings as st
 
 SPEC = {"settings": {"type": "dict", "options": st.argument_spec(), "default": {}}}
 

@@ -1,11 +1,11 @@
-"""Unit tests of plugins/module_utils/appproxy.py: the app proxy's route logic
+"""Unit tests of plugins/module_utils/network/appproxy.py: the app proxy's route logic
 (port allocation, route files, listening ports)."""
 
 from __future__ import annotations
 
 import pytest
-from ansible_collections.bai.cluster.plugins.module_utils import appproxy as ap
-from ansible_collections.bai.cluster.plugins.module_utils.errors import RouteError, SpecError
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import RouteError, SpecError
+from ansible_collections.bai.cluster.plugins.module_utils.network import appproxy as ap
 
 RANGE = (10205, 10300)
 

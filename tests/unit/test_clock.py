@@ -1,6 +1,6 @@
-"""Time on the hosts (module_utils/clock.py): what role preflight concludes from bai_clock."""
+"""Time on the hosts (module_utils/hosts/clock.py): what role preflight concludes from bai_clock."""
 
-from ansible_collections.bai.cluster.plugins.module_utils.clock import (
+from ansible_collections.bai.cluster.plugins.module_utils.hosts.clock import (
     assess,
     parse_timedatectl,
     sync_daemons,

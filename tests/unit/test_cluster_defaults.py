@@ -1,5 +1,5 @@
 """roles/cluster_defaults holds the address ranges the roles share; the session modules
-keep the session pool in Python (plugins/module_utils/subnets.py). The two must agree,
+keep the session pool in Python (plugins/module_utils/network/subnets.py). The two must agree,
 and no role may carry its own copy of a pool."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import ipaddress
 from pathlib import Path
 
 import yaml
-from ansible_collections.bai.cluster.plugins.module_utils.subnets import DEFAULT_SUBNET_POOL
+from ansible_collections.bai.cluster.plugins.module_utils.network.subnets import DEFAULT_SUBNET_POOL
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULTS = yaml.safe_load((ROOT / "roles/cluster_defaults/defaults/main.yml").read_text())

@@ -1,4 +1,4 @@
-"""Unit tests of plugins/module_utils/docker_api.py's pure helpers.
+"""Unit tests of plugins/module_utils/engine/docker_api.py's pure helpers.
 
 ``last_exit_code`` is given a stand-in for the low-level API client that answers
 ``events()`` the way Docker 20.10 does (``die`` events with ``Actor.Attributes.exitCode``
@@ -8,7 +8,7 @@ as a string); the integration tests run it against a real engine.
 from __future__ import annotations
 
 import pytest
-from ansible_collections.bai.cluster.plugins.module_utils.docker_api import (
+from ansible_collections.bai.cluster.plugins.module_utils.engine.docker_api import (
     DockerException,
     last_exit_code,
 )

@@ -3,13 +3,16 @@
 import json
 
 import pytest
-from ansible_collections.bai.cluster.plugins.module_utils.env import (
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import SpecError
+from ansible_collections.bai.cluster.plugins.module_utils.session.env import (
     IFNAME_VARS,
     cluster_env,
     parse_image_env,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.errors import SpecError
-from ansible_collections.bai.cluster.plugins.module_utils.spec import expand_kernels, normalize_spec
+from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
+    expand_kernels,
+    normalize_spec,
+)
 
 
 def kernels_for(size=None, roles=None):

@@ -9,15 +9,18 @@ random device sets, holdings and requests).
 from __future__ import annotations
 
 import pytest
-from ansible_collections.bai.cluster.plugins.module_utils.errors import GpuAllocationError, GpuError
-from ansible_collections.bai.cluster.plugins.module_utils.gpu_alloc import (
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
+    GpuAllocationError,
+    GpuError,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.gpu.alloc import (
     LABEL_GPU_DEVICES,
     allocate_devices,
     devices_in_use,
     format_device_label,
     parse_device_label,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.gpu_facts import gpu_facts
+from ansible_collections.bai.cluster.plugins.module_utils.gpu.facts import gpu_facts
 from gpu_fakes import H100
 from hypothesis import given, settings
 from hypothesis import strategies as st

@@ -8,12 +8,12 @@ device requests, CDI names, AMD device nodes and groups, and the environment.
 from __future__ import annotations
 
 import pytest
-from ansible_collections.bai.cluster.plugins.module_utils.errors import GpuError
-from ansible_collections.bai.cluster.plugins.module_utils.gpu_docker import (
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import GpuError
+from ansible_collections.bai.cluster.plugins.module_utils.gpu.facts import detect, gpu_facts
+from ansible_collections.bai.cluster.plugins.module_utils.gpu.options import (
     docker_gpu_options,
     gpu_env,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.gpu_facts import detect, gpu_facts
 from gpu_fakes import H100, amd_host, fixture
 
 

@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.testing import patch_module_args
-from ansible_collections.bai.cluster.plugins.module_utils.errors import GpuError
-from ansible_collections.bai.cluster.plugins.module_utils.gpu_common import (
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import GpuError
+from ansible_collections.bai.cluster.plugins.module_utils.gpu.common import (
     STATUS_DRIVER_FAILED,
     STATUS_DRIVER_MISSING,
     STATUS_OK,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.gpu_facts import (
+from ansible_collections.bai.cluster.plugins.module_utils.gpu.facts import (
     GpuDevice,
     HostProbe,
     detect,

@@ -11,8 +11,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from ansible_collections.bai.cluster.plugins.module_utils.errors import GpuError, Pending, SpecError
-from ansible_collections.bai.cluster.plugins.module_utils.gpu_alloc import (
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
+    GpuError,
+    Pending,
+    SpecError,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
+    LABEL_GPU,
+    LABEL_GPU_DEVICES,
+    LABEL_HOST,
+    LABEL_SESSION,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.gpu.alloc import (
     SOURCE_DECLARED,
     SOURCE_DETECTED,
     SOURCE_NONE,
@@ -20,24 +30,21 @@ from ansible_collections.bai.cluster.plugins.module_utils.gpu_alloc import (
     offered_gpus,
     parse_device_label,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.gpu_facts import (
+from ansible_collections.bai.cluster.plugins.module_utils.gpu.facts import (
     gpu_facts,
     parse_nvidia_smi_csv,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.labels import (
-    LABEL_GPU,
-    LABEL_GPU_DEVICES,
-    LABEL_HOST,
-    LABEL_SESSION,
-)
-from ansible_collections.bai.cluster.plugins.module_utils.model import Resources
-from ansible_collections.bai.cluster.plugins.module_utils.placement import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
     Agent,
     assign_gpu_devices,
     place,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.plan import plan_session
-from ansible_collections.bai.cluster.plugins.module_utils.spec import expand_kernels, normalize_spec
+from ansible_collections.bai.cluster.plugins.module_utils.session.model import Resources
+from ansible_collections.bai.cluster.plugins.module_utils.session.plan import plan_session
+from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
+    expand_kernels,
+    normalize_spec,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -1,4 +1,4 @@
-"""module_utils/isolation.py: the session bridges' interface names, the check of table
+"""module_utils/network/isolation.py: the session bridges' interface names, the check of table
 inet bai_isolation, and bai_session_containers' refusal without it (nothing made).
 
 SIMULATED: the host that answers ``nft`` is a stand-in (FakeHost below) and the engine is
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 import test_module_session_containers as containers
-from ansible_collections.bai.cluster.plugins.module_utils import isolation
+from ansible_collections.bai.cluster.plugins.module_utils.network import isolation
 from hypothesis import given
 from hypothesis import strategies as st
 

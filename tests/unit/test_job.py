@@ -1,5 +1,5 @@
 """Batch sessions: the result rules (which state, which member, which code), the
-status file, what is kept of the output, the runner's files (module_utils/job.py)."""
+status file, what is kept of the output, the runner's files (module_utils/jobs/job.py)."""
 
 from __future__ import annotations
 
@@ -8,18 +8,21 @@ import subprocess
 import tarfile
 
 import pytest
-from ansible_collections.bai.cluster.plugins.module_utils import job
-from ansible_collections.bai.cluster.plugins.module_utils import ledger as book
-from ansible_collections.bai.cluster.plugins.module_utils.errors import SpecError
-from ansible_collections.bai.cluster.plugins.module_utils.job import Member, result
-from ansible_collections.bai.cluster.plugins.module_utils.labels import (
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import SpecError
+from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_BATCH,
     LABEL_HOST,
     LABEL_SESSION,
     LABEL_SESSION_ID,
     LABEL_SIZE,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.spec import normalize_spec, spec_hash
+from ansible_collections.bai.cluster.plugins.module_utils.jobs import job
+from ansible_collections.bai.cluster.plugins.module_utils.jobs.job import Member, result
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger as book
+from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
+    normalize_spec,
+    spec_hash,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -270,7 +273,7 @@ def test_the_ledger_remembers_the_newest_ends():
 
 
 def test_list_tells_a_batch_session_running_ending_or_ended_with_the_exit_code():
-    from ansible_collections.bai.cluster.plugins.module_utils.listing import (
+    from ansible_collections.bai.cluster.plugins.module_utils.containers.listing import (
         format_table,
         summarize_sessions,
     )

@@ -1,10 +1,10 @@
-"""Kernel feature verdicts (module_utils/kernel.py): how each way of finding a feature
+"""Kernel feature verdicts (module_utils/hosts/kernel.py): how each way of finding a feature
 counts, and what a missing one tells the operator to do."""
 
 from __future__ import annotations
 
 import pytest
-from ansible_collections.bai.cluster.plugins.module_utils.kernel import (
+from ansible_collections.bai.cluster.plugins.module_utils.hosts.kernel import (
     FEATURES,
     assess,
     kallsyms_names,

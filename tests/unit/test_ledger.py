@@ -1,24 +1,25 @@
-"""The reservation ledger (module_utils/ledger.py): pure logic, and the property that
+"""The reservation ledger (module_utils/scheduling/ledger.py): pure logic, and the property that
 placement through it never gives out more than an agent offers, however stale the
 agents' reads."""
 
 import contextlib
 
 import pytest
-from ansible_collections.bai.cluster.plugins.module_utils import ledger as book
-from ansible_collections.bai.cluster.plugins.module_utils.errors import LedgerError, Pending
-from ansible_collections.bai.cluster.plugins.module_utils.labels import (
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import LedgerError, Pending
+from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_CPU,
     LABEL_GPU,
     LABEL_GPU_DEVICES,
     LABEL_MEM,
     LABEL_SESSION_ID,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.plan import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger as book
+from ansible_collections.bai.cluster.plugins.module_utils.session.plan import (
     agents_from_info,
     plan_session,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.spec import normalize_spec
+from ansible_collections.bai.cluster.plugins.module_utils.session.spec import normalize_spec
+from ansible_collections.bai.cluster.plugins.plugin_utils import ledger_text
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -702,4 +703,4 @@ def test_reconcile_leaves_an_unknown_session_whose_name_another_holds():
     rows = [row("s", sid, "main1", size=1), row("s", "other", "main1", size=1)]
     done = book.reconcile(ledger, [read_with("a1", rows)], now=2000.0, every_agent_read=True)
     assert done.conflicts == ["s"] and ledger["sessions"]["s"]["session_id"] == sid
-    assert book.reconcile_lines(done._asdict())[0].startswith("not adopted")
+    assert ledger_text.reconcile_lines(done._asdict())[0].startswith("not adopted")

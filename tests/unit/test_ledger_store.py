@@ -1,4 +1,4 @@
-"""The ledger's stores (module_utils/ledger_store.py): the transaction protocol.
+"""The ledger's stores (module_utils/scheduling/ledger_store.py): the transaction protocol.
 
 The swarm store is shown against the real raft store in
 tests/integration/test_swarm_ledger_lab.py; here a stand-in with the same contract as the
@@ -12,10 +12,13 @@ import json
 import threading
 
 import pytest
-from ansible_collections.bai.cluster.plugins.module_utils import ledger as book
-from ansible_collections.bai.cluster.plugins.module_utils import ledger_store as store_
-from ansible_collections.bai.cluster.plugins.module_utils.docker_api import APIError, NotFound
-from ansible_collections.bai.cluster.plugins.module_utils.errors import StoreError
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import StoreError
+from ansible_collections.bai.cluster.plugins.module_utils.engine.docker_api import (
+    APIError,
+    NotFound,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger as book
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger_store as store_
 
 
 class FakeResponse:

@@ -5,21 +5,22 @@ time left, and the sessions whose lifetime is up."""
 from __future__ import annotations
 
 import pytest
-from ansible_collections.bai.cluster.plugins.module_utils import ledger as book
-from ansible_collections.bai.cluster.plugins.module_utils.errors import SpecError
-from ansible_collections.bai.cluster.plugins.module_utils.labels import LABEL_LIFETIME
-from ansible_collections.bai.cluster.plugins.module_utils.listing import (
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import SpecError
+from ansible_collections.bai.cluster.plugins.module_utils.common.labels import LABEL_LIFETIME
+from ansible_collections.bai.cluster.plugins.module_utils.containers.listing import (
     format_duration,
     format_table,
     summarize_sessions,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.placement import Agent
-from ansible_collections.bai.cluster.plugins.module_utils.plan import plan_session
-from ansible_collections.bai.cluster.plugins.module_utils.spec import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger as book
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import Agent
+from ansible_collections.bai.cluster.plugins.module_utils.session.plan import plan_session
+from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
     normalize_spec,
     spec_canonical,
     spec_hash,
 )
+from ansible_collections.bai.cluster.plugins.plugin_utils import ledger_text
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -106,7 +107,7 @@ def test_the_time_left_never_grows_and_is_up_exactly_when_it_reaches_zero(ready,
 
 
 def test_reconcile_says_which_sessions_it_ended_by_their_lifetime():
-    lines = book.reconcile_lines({"ended": ["b1", "l1"], "lifetime_up": ["l1"]})
+    lines = ledger_text.reconcile_lines({"ended": ["b1", "l1"], "lifetime_up": ["l1"]})
     assert lines == [
         "batch sessions whose command ended, destroyed (their output is kept): b1",
         "sessions whose lifetime is up, stopped and destroyed: l1",

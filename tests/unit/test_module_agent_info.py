@@ -10,10 +10,10 @@ device (``detect`` and ``rdma_devices`` patched).
 from __future__ import annotations
 
 import pytest
-from ansible_collections.bai.cluster.plugins.module_utils.errors import Pending
-from ansible_collections.bai.cluster.plugins.module_utils.placement import Agent
-from ansible_collections.bai.cluster.plugins.module_utils.plan import plan_session
-from ansible_collections.bai.cluster.plugins.module_utils.spec import normalize_spec
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Pending
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import Agent
+from ansible_collections.bai.cluster.plugins.module_utils.session.plan import plan_session
+from ansible_collections.bai.cluster.plugins.module_utils.session.spec import normalize_spec
 from ansible_collections.bai.cluster.plugins.modules import bai_agent_info
 from docker_fake import GI, FakeEngine, run_module
 from test_module_session_containers import AGENT, NO_GPU, args_for, plan_for

@@ -17,21 +17,22 @@ import os
 import time
 
 import pytest
-from ansible_collections.bai.cluster.plugins.module_utils import (
-    agent_settings,
-    isolation,
-    session_containers,
-)
-from ansible_collections.bai.cluster.plugins.module_utils.gpu_common import VENDOR_NONE
-from ansible_collections.bai.cluster.plugins.module_utils.gpu_facts import gpu_facts
-from ansible_collections.bai.cluster.plugins.module_utils.labels import (
+from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_AGENT_ID,
     LABEL_LEDGER,
     LABEL_SESSION_ID,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.placement import Agent
-from ansible_collections.bai.cluster.plugins.module_utils.plan import plan_session
-from ansible_collections.bai.cluster.plugins.module_utils.spec import normalize_spec, spec_canonical
+from ansible_collections.bai.cluster.plugins.module_utils.containers import session_containers
+from ansible_collections.bai.cluster.plugins.module_utils.gpu.common import VENDOR_NONE
+from ansible_collections.bai.cluster.plugins.module_utils.gpu.facts import gpu_facts
+from ansible_collections.bai.cluster.plugins.module_utils.hosts import agent_settings
+from ansible_collections.bai.cluster.plugins.module_utils.network import isolation
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import Agent
+from ansible_collections.bai.cluster.plugins.module_utils.session.plan import plan_session
+from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
+    normalize_spec,
+    spec_canonical,
+)
 from ansible_collections.bai.cluster.plugins.modules import (
     bai_agent_availability,
     bai_session_containers,

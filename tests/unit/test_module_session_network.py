@@ -13,13 +13,13 @@ from __future__ import annotations
 import ipaddress
 
 import pytest
-from ansible_collections.bai.cluster.plugins.module_utils.labels import (
+from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_SESSION,
     LABEL_SESSION_ID,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.placement import Agent
-from ansible_collections.bai.cluster.plugins.module_utils.plan import plan_session
-from ansible_collections.bai.cluster.plugins.module_utils.spec import normalize_spec
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import Agent
+from ansible_collections.bai.cluster.plugins.module_utils.session.plan import plan_session
+from ansible_collections.bai.cluster.plugins.module_utils.session.spec import normalize_spec
 from ansible_collections.bai.cluster.plugins.modules import bai_session_network
 from docker_fake import GI, FakeEngine, api_error, run_module
 
@@ -113,7 +113,7 @@ def test_the_mtu_becomes_the_bridge_driver_option(engine):
     args = args_for(plan_for(), mtu=1450)
     run(args, engine)
 
-    # With the interface name the isolation table matches (module_utils/isolation.py).
+    # With the interface name the isolation table matches (module_utils/network/isolation.py).
     assert engine.network_named("bai-s1-net")["Options"] == {
         "com.docker.network.driver.mtu": "1450",
         "com.docker.network.bridge.name": "bais-" + args["session_id"].replace("-", "")[:10],

@@ -1,8 +1,8 @@
-"""plugins/module_utils/mounts.py: the mount policy (docs/mounts.md)."""
+"""plugins/module_utils/session/mounts.py: the mount policy (docs/mounts.md)."""
 
 import pytest
-from ansible_collections.bai.cluster.plugins.module_utils.errors import SpecError
-from ansible_collections.bai.cluster.plugins.module_utils.mounts import (
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import SpecError
+from ansible_collections.bai.cluster.plugins.module_utils.session.mounts import (
     PROTECTED_DESTINATIONS,
     SYSTEM_PATHS,
     data_roots,
@@ -11,7 +11,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.mounts import (
     source_error,
     within,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.spec import normalize_spec
+from ansible_collections.bai.cluster.plugins.module_utils.session.spec import normalize_spec
 from hypothesis import given
 from hypothesis import strategies as st
 

@@ -1,11 +1,11 @@
-"""Unit tests of plugins/module_utils/packages.py (the roles' reading of dpkg-query).
+"""Unit tests of plugins/module_utils/hosts/packages.py (the roles' reading of dpkg-query).
 
 The answers below are dpkg-query's, for the showformat the roles use.
 """
 
 from __future__ import annotations
 
-from ansible_collections.bai.cluster.plugins.module_utils.packages import (
+from ansible_collections.bai.cluster.plugins.module_utils.hosts.packages import (
     installed_versions,
     missing_packages,
     package_name,

@@ -1,17 +1,17 @@
 """Scalar parsing: memory sizes, CPU/GPU counts, resource dicts, display helpers."""
 
 import pytest
-from ansible_collections.bai.cluster.plugins.module_utils.errors import SpecError
-from ansible_collections.bai.cluster.plugins.module_utils.model import (
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import SpecError
+from ansible_collections.bai.cluster.plugins.module_utils.common.parse import (
+    MIN_MEM,
+    parse_mem,
+    parse_resources,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.session.model import (
     Resources,
     format_cpu,
     format_mem,
     nano_cpus,
-)
-from ansible_collections.bai.cluster.plugins.module_utils.parse import (
-    MIN_MEM,
-    parse_mem,
-    parse_resources,
 )
 
 KI, MI, GI = 1024, 1024**2, 1024**3

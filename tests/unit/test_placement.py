@@ -1,20 +1,23 @@
 """Placement on agents of a resource group (docs/placement.md)."""
 
 import pytest
-from ansible_collections.bai.cluster.plugins.module_utils.errors import Pending, SpecError
-from ansible_collections.bai.cluster.plugins.module_utils.labels import (
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Pending, SpecError
+from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_CPU,
     LABEL_GPU,
     LABEL_MEM,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.model import Resources
-from ansible_collections.bai.cluster.plugins.module_utils.placement import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
     Agent,
     OutOfService,
     place,
     used_from_labels,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.spec import expand_kernels, normalize_spec
+from ansible_collections.bai.cluster.plugins.module_utils.session.model import Resources
+from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
+    expand_kernels,
+    normalize_spec,
+)
 
 GI = 1024**3
 

@@ -5,33 +5,39 @@ import random
 import re
 
 import pytest
-from ansible_collections.bai.cluster.plugins.module_utils.errors import (
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
     Pending,
     SessionConflict,
     SpecError,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.labels import (
+from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_HOST,
     LABEL_MODE,
     LABEL_SESSION_ID,
     LABEL_SIZE,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.listing import (
+from ansible_collections.bai.cluster.plugins.module_utils.containers.listing import (
     format_table,
     summarize_sessions,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.model import PlannedKernel, Resources
-from ansible_collections.bai.cluster.plugins.module_utils.placement import Agent, agent_capacity
-from ansible_collections.bai.cluster.plugins.module_utils.plan import (
-    placement_failure,
-    plan_session,
-)
-from ansible_collections.bai.cluster.plugins.module_utils.spec import normalize_spec
-from ansible_collections.bai.cluster.plugins.module_utils.subnets import (
+from ansible_collections.bai.cluster.plugins.module_utils.network.subnets import (
     DEFAULT_SUBNET_POOL,
     DEFAULT_SUBNET_PREFIX,
     pick_subnet,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
+    Agent,
+    agent_capacity,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.session.model import (
+    PlannedKernel,
+    Resources,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.session.plan import (
+    placement_failure,
+    plan_session,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.session.spec import normalize_spec
 
 GI = 1024**3
 

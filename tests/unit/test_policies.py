@@ -1,12 +1,11 @@
-"""Per-owner limits (module_utils/policies.py): parsing bai_session_policies, the limits
+"""Per-owner limits (module_utils/scheduling/policies.py): parsing bai_session_policies, the limits
 that apply to an owner, what an owner holds, and the refusal that names the policy."""
 
 from __future__ import annotations
 
 import pytest
-from ansible_collections.bai.cluster.plugins.module_utils.errors import SpecError
-from ansible_collections.bai.cluster.plugins.module_utils.model import Resources
-from ansible_collections.bai.cluster.plugins.module_utils.policies import (
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import SpecError
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.policies import (
     Usage,
     check_owner,
     lifetime,
@@ -15,6 +14,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.policies import (
     refusal,
     usage,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.session.model import Resources
 from hypothesis import given
 from hypothesis import strategies as st
 

@@ -1,4 +1,4 @@
-"""Unit tests of plugins/module_utils/ports.py: ports, port ranges, the default ranges."""
+"""Unit tests of plugins/module_utils/common/ports.py: ports, port ranges, the default ranges."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_collections.bai.cluster.plugins.module_utils import ports
-from ansible_collections.bai.cluster.plugins.module_utils.errors import SpecError
+from ansible_collections.bai.cluster.plugins.module_utils.common import ports
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import SpecError
 
 REPO = Path(__file__).resolve().parents[2]
 

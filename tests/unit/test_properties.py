@@ -2,11 +2,11 @@
 
 import json
 
-from ansible_collections.bai.cluster.plugins.module_utils.env import cluster_env
-from ansible_collections.bai.cluster.plugins.module_utils.errors import Pending
-from ansible_collections.bai.cluster.plugins.module_utils.model import Resources
-from ansible_collections.bai.cluster.plugins.module_utils.placement import Agent, place
-from ansible_collections.bai.cluster.plugins.module_utils.spec import (
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Pending
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import Agent, place
+from ansible_collections.bai.cluster.plugins.module_utils.session.env import cluster_env
+from ansible_collections.bai.cluster.plugins.module_utils.session.model import Resources
+from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
     expand_kernels,
     normalize_spec,
     spec_hash,

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from ansible_collections.bai.cluster.plugins.module_utils import session_queue as q
-from ansible_collections.bai.cluster.plugins.module_utils.placement import Agent
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import session_queue as q
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import Agent
 from ansible_collections.bai.cluster.plugins.modules import bai_session_ledger
 from docker_fake import GI, FakeEngine, run_module
 from hypothesis import given, settings

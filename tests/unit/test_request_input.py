@@ -1,4 +1,4 @@
-"""Request input is data (module_utils/request.py, limits.py, bai_cli's unsafe extravars
+"""Request input is data (module_utils/session/request.py, limits.py, bai_cli's unsafe extravars
 and numeric options): no Docker, no playbook run."""
 
 from __future__ import annotations
@@ -6,18 +6,18 @@ from __future__ import annotations
 import pytest
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import is_trusted_as_template, trust_as_template
-from ansible_collections.bai.cluster.plugins.module_utils.errors import SpecError
-from ansible_collections.bai.cluster.plugins.module_utils.limits import (
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import SpecError
+from ansible_collections.bai.cluster.plugins.module_utils.session.limits import (
     LIMITS,
     check_number,
     check_numbers,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.request import (
+from ansible_collections.bai.cluster.plugins.module_utils.session.request import (
     looks_like_template,
     request_problems,
     template_strings,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.spec import normalize_spec
+from ansible_collections.bai.cluster.plugins.module_utils.session.spec import normalize_spec
 
 from bai_cli import __main__ as cli
 from bai_cli import api

@@ -1,8 +1,8 @@
-"""plugins/module_utils/security.py: how session containers are confined."""
+"""plugins/module_utils/session/security.py: how session containers are confined."""
 
 import pytest
-from ansible_collections.bai.cluster.plugins.module_utils.errors import SpecError
-from ansible_collections.bai.cluster.plugins.module_utils.security import (
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import SpecError
+from ansible_collections.bai.cluster.plugins.module_utils.session.security import (
     DEFAULT_CAPABILITIES,
     capabilities,
     host_security,

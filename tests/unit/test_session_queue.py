@@ -1,5 +1,5 @@
-"""The queue of PENDING sessions (module_utils/session_queue.py): FIFO per resource group,
-a blocked head claims the agents it could use, refused sessions block nobody.
+"""The queue of PENDING sessions (module_utils/scheduling/session_queue.py): FIFO per resource
+group, a blocked head claims the agents it could use, refused sessions block nobody.
 
 Property tests check, for any queue and agents: nothing started exceeds an agent's
 capacity; a session never starts on an agent that a waiting session ahead of it could
@@ -10,15 +10,21 @@ from __future__ import annotations
 
 import random
 
-from ansible_collections.bai.cluster.plugins.module_utils.placement import Agent, OutOfService
-from ansible_collections.bai.cluster.plugins.module_utils.session_queue import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
+    Agent,
+    OutOfService,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.session_queue import (
     Waiting,
     could_use,
     ordered,
     schedule,
     take,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.spec import expand_kernels, normalize_spec
+from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
+    expand_kernels,
+    normalize_spec,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -3,8 +3,8 @@
 import dataclasses
 
 import pytest
-from ansible_collections.bai.cluster.plugins.module_utils.errors import SpecError
-from ansible_collections.bai.cluster.plugins.module_utils.labels import (
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import SpecError
+from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_CPU,
     LABEL_GPU,
     LABEL_GPU_DEVICES,
@@ -20,21 +20,23 @@ from ansible_collections.bai.cluster.plugins.module_utils.labels import (
     LABEL_SIZE,
     LABEL_SPEC_HASH,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.model import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
+    used_from_labels,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.session.model import (
     Kernel,
     Mount,
     Resources,
     RoleSpec,
     SessionSpec,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.naming import (
+from ansible_collections.bai.cluster.plugins.module_utils.session.naming import (
     container_name,
     kernel_id,
     network_name,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.placement import used_from_labels
-from ansible_collections.bai.cluster.plugins.module_utils.plan import container_labels
-from ansible_collections.bai.cluster.plugins.module_utils.spec import (
+from ansible_collections.bai.cluster.plugins.module_utils.session.plan import container_labels
+from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
     DEFAULT_IMAGE,
     expand_kernels,
     normalize_spec,

@@ -1,4 +1,4 @@
-"""Unit tests of plugins/module_utils/ssh_keys.py: which public keys are accepted, and
+"""Unit tests of plugins/module_utils/session/ssh_keys.py: which public keys are accepted, and
 the archives that carry keys into a container."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 import tarfile
 
-from ansible_collections.bai.cluster.plugins.module_utils import ssh_keys as sk
+from ansible_collections.bai.cluster.plugins.module_utils.session import ssh_keys as sk
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl a@b"
 

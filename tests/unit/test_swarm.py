@@ -1,4 +1,4 @@
-"""Unit tests of plugins/module_utils/swarm.py and the roles' filter plugins that wrap it.
+"""Unit tests of plugins/module_utils/hosts/swarm.py and the roles' filter plugins that wrap it.
 
 The swarm states below are trimmed ``docker info .Swarm`` answers of Docker 20.10: what
 a node in no swarm, a manager, a worker of *this* cluster and a worker of *another*
@@ -11,7 +11,7 @@ import importlib
 from pathlib import Path
 
 import pytest
-from ansible_collections.bai.cluster.plugins.module_utils import swarm as sw
+from ansible_collections.bai.cluster.plugins.module_utils.hosts import swarm as sw
 
 ROOT = Path(__file__).resolve().parents[2]
 

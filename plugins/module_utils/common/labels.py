@@ -1,0 +1,52 @@
+"""Docker labels: the record of what exists.
+
+Every container and network of a session carries these labels; placement, idempotency,
+listing and destroy read them back from the engines. The only other state is the
+reservation ledger (module_utils/scheduling/ledger.py), which concurrent creates agree through.
+Modules, filters, the CLI and the tests import the names from here.
+"""
+
+from __future__ import annotations
+
+PREFIX = "ai.backend.cluster."
+
+# Backend.AI's own cluster labels.
+LABEL_SESSION = PREFIX + "session"
+LABEL_SESSION_ID = PREFIX + "session-id"
+LABEL_ROLE = PREFIX + "role"
+LABEL_IDX = PREFIX + "idx"
+LABEL_HOST = PREFIX + "host"
+LABEL_KERNEL_ID = PREFIX + "kernel-id"
+
+# The toolkit's: what idempotency and placement need to read back from Docker.
+LABEL_SPEC_HASH = PREFIX + "spec-hash"
+LABEL_MODE = PREFIX + "mode"
+LABEL_CPU = PREFIX + "cpu"
+LABEL_MEM = PREFIX + "mem"
+LABEL_GPU = PREFIX + "gpu"
+LABEL_RESOURCE_GROUP = PREFIX + "resource-group"
+# Number of containers of the session (list and completeness checks read it back).
+LABEL_SIZE = PREFIX + "size"
+# The inventory name of the agent a container was placed on (a name only: listing shows
+# it; what counts capacity is LABEL_AGENT_ID).
+LABEL_AGENT = PREFIX + "agent"
+# The identity of that agent, from the cluster (module_utils/scheduling/admission.py): its engine's
+# Swarm node ID or engine ID, with "/SLOT" for a declared bai_agent_id. Admission counts
+# an engine's containers by it.
+LABEL_AGENT_ID = PREFIX + "agent-id"
+# The identity of the session ledger that counts the container's session: the swarm's
+# cluster ID, or a file ledger's id (PATH.id). An agent refuses sessions while it runs
+# ones another ledger counts (module_utils/scheduling/admission.py, foreign).
+LABEL_LEDGER = PREFIX + "ledger"
+# Device indices a container holds, comma-joined ("0,1"); empty or absent: none.
+LABEL_GPU_DEVICES = PREFIX + "gpu-devices"
+# Batch sessions (module_utils/jobs/job.py): "main" on main1, which runs the command, "member"
+# on the others; absent on an interactive session's containers.
+LABEL_BATCH = PREFIX + "batch"
+# Who holds the session (session_owner; module_utils/scheduling/policies.py): list shows it, and a
+# ledger rebuilt from the labels gets each session's owner back. Absent on sessions made
+# before owners existed.
+LABEL_OWNER = PREFIX + "owner"
+# Seconds the session may run from when it started (session_lifetime_s, or the owner's
+# longest under bai_session_policies); absent: no limit. Reconcile ends it when it is up.
+LABEL_LIFETIME = PREFIX + "lifetime-s"

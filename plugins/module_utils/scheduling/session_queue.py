@@ -1,0 +1,378 @@
+"""The queue of PENDING sessions (docs/placement.md, "The queue"): which start now.
+
+Sessions wait in their resource group's queue in submission order (FIFO: submission
+time, then the ledger's sequence number, then name). A pass over the queue
+(:func:`schedule`) goes through it in that order against what the agents have free:
+
+- a session the owner's limits refuse (module_utils/scheduling/policies.py) waits and blocks nobody:
+  it holds nothing and claims no agent;
+- a session that fits on the agents nobody ahead of it claimed starts, and what it takes
+  is no longer free for those behind it;
+- a session that does not fit waits, and *claims* every agent of its group that could
+  ever run part of it (an agent whose total capacity holds one of its containers; for a
+  single-node session, all of them). Those behind it may only start on agents no waiting
+  session ahead of them claimed.
+
+So a session behind a blocked head starts only where the head could never run: it never
+takes capacity the head waits for, the head's chance to start depends only on the sessions
+already running on its agents ending, and no number of later, smaller sessions can starve
+it. Capacity freed on a claimed agent goes to the oldest session that claimed it first.
+The price: a small session behind a big one waits even where it would have finished before
+the big one could start (backfill by expected end times needs every session's lifetime,
+which is optional here).
+
+Pure: no Ansible, no I/O; the ledger module runs it in its compare-and-swap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Pending
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
+    Agent,
+    OutOfService,
+    Placement,
+    assign_gpu_devices,
+    place,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.session.model import (
+    MODE_SINGLE,
+    Kernel,
+    SessionSpec,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
+    expand_kernels,
+    normalize_spec,
+    spec_canonical,
+    spec_hash,
+)
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A queued session: what placement needs, and its place in the queue."""
+
+    name: str
+    group: str
+    mode: str
+    kernels: tuple[Kernel, ...]
+    submitted_at: float
+    seq: int = 0
+    owner: str = ""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What one pass decided for a queued session: ``placement`` when it starts now, else
+    ``reason`` (why it waits) and ``behind`` (the sessions ahead that claim the agents it
+    could use, oldest first; empty when nothing ahead holds it back)."""
+
+    session: Waiting
+    placement: Placement | None = None
+    reason: str = ""
+    behind: tuple[str, ...] = ()
+    position: int = 0  # 1-based place in its group's queue
+
+    @property
+    def starts(self) -> bool:
+        return self.placement is not None
+
+
+def queue_key(session: Waiting) -> tuple[float, int, str]:
+    return (session.submitted_at, session.seq, session.name)
+
+
+def ordered(queue: Iterable[Waiting]) -> list[Waiting]:
+    """The queue in the order sessions start: by group, then submission order."""
+    return sorted(queue, key=lambda s: (s.group, *queue_key(s)))
+
+
+def could_use(session: Waiting, agent: Agent) -> bool:
+    """Whether ``agent`` could ever run part of ``session`` (by its total capacity)."""
+    if agent.group != session.group:
+        return False
+    if session.mode == MODE_SINGLE:
+        return True  # a single-node session may collapse onto any agent that frees up
+    return any(k.resources.fits_in(agent.total) for k in session.kernels)
+
+
+def take(agents: Sequence[Agent], session: Waiting, placement: Placement) -> list[Agent]:
+    """``agents`` once ``session`` runs where ``placement`` puts it (used, GPU devices)."""
+    devices = assign_gpu_devices(session.kernels, placement.assignment, agents)
+    out = []
+    for agent in agents:
+        mine = [k for k in session.kernels if placement.assignment[k.hostname] == agent.name]
+        if not mine:
+            out.append(agent)
+            continue
+        held = [d for k in mine for d in devices[k.hostname]]
+        out.append(
+            replace(
+                agent,
+                used_cpu=round(agent.used_cpu + sum(k.resources.cpu for k in mine), 6),
+                used_mem=agent.used_mem + sum(k.resources.mem for k in mine),
+                used_gpu=agent.used_gpu + sum(k.resources.gpu for k in mine),
+                gpu_in_use=tuple(sorted({*agent.gpu_in_use, *held})),
+            )
+        )
+    return out
+
+
+def _place(
+    session: Waiting, agents: Sequence[Agent], out_of_service: Sequence[OutOfService]
+) -> Placement:
+    return place(
+        session.kernels,
+        agents,
+        mode=session.mode,
+        resource_group=session.group,
+        out_of_service=out_of_service,
+    )
+
+
+def _behind(ahead: Sequence[str]) -> str:
+    return (
+        f"waits behind {', '.join(ahead)} (ahead in the queue, waiting for agents this "
+        f"session would use)"
+    )
+
+
+@dataclass(frozen=True)
+class Room:
+    """What a session's turn finds: the agents with what those ahead of it in the queue
+    take when they start (``free``), and the agents claimed by those ahead that wait
+    (``claimed``: agent -> the oldest session that claims it)."""
+
+    free: tuple[Agent, ...]
+    claimed: dict[str, str]
+
+    def usable(self) -> list[Agent]:
+        """The agents it may start on: free, and claimed by nobody ahead of it."""
+        return [a for a in self.free if a.name not in self.claimed]
+
+    def ahead(self, session: Waiting) -> tuple[str, ...]:
+        """The sessions ahead that claim agents ``session`` could use, oldest first."""
+        return tuple(
+            dict.fromkeys(
+                self.claimed[a.name]
+                for a in self.free
+                if a.name in self.claimed and could_use(session, a)
+            )
+        )
+
+
+def schedule(
+    queue: Iterable[Waiting],
+    agents: Sequence[Agent],
+    *,
+    out_of_service: Sequence[OutOfService] = (),
+    refuse: Callable[[Waiting, Sequence[Waiting]], str] | None = None,
+    limit: int | None = None,
+) -> list[Decision]:
+    """One pass over ``queue`` (any order) against ``agents`` (in service, with their
+    use): a Decision per session, in queue order (module docstring). ``refuse(session,
+    started)`` says why the owner's limits refuse it, given the sessions this pass already
+    started ("" to allow). ``limit``: stop deciding after this many starts (the rest are
+    left out of the result)."""
+    return _pass(queue, agents, out_of_service, refuse, limit, None)[0]
+
+
+def room(
+    queue: Iterable[Waiting],
+    session: Waiting,
+    agents: Sequence[Agent],
+    *,
+    out_of_service: Sequence[OutOfService] = (),
+    refuse: Callable[[Waiting, Sequence[Waiting]], str] | None = None,
+) -> Room:
+    """What is left for ``session`` once every session ahead of it in ``queue`` (it may
+    be in there, or be a newcomer, then last of its group) had its turn: the same pass
+    as :func:`schedule`, stopped at ``session``. A create places on ``Room.usable()``,
+    so it never takes what an older queued session starts into or waits for."""
+    others = [s for s in queue if s.name != session.name]
+    return _pass([*others, session], agents, out_of_service, refuse, None, session.name)[1]
+
+
+def _pass(
+    queue: Iterable[Waiting],
+    agents: Sequence[Agent],
+    out_of_service: Sequence[OutOfService],
+    refuse: Callable[[Waiting, Sequence[Waiting]], str] | None,
+    limit: int | None,
+    until: str | None,
+) -> tuple[list[Decision], Room]:
+    decisions: list[Decision] = []
+    started: list[Waiting] = []
+    free = list(agents)
+    claimed: dict[str, str] = {}  # agent -> the first waiting session that claims it
+    position: dict[str, int] = {}  # session -> its place in its group's queue
+    length: dict[str, int] = {}  # group -> sessions decided so far
+    for session in ordered(queue):
+        if session.name == until:
+            return decisions, Room(tuple(free), dict(claimed))
+        where = position[session.name] = length[session.group] = length.get(session.group, 0) + 1
+        why = refuse(session, started) if refuse else ""
+        if why:
+            decisions.append(Decision(session, reason=why, position=where))
+            continue
+        usable = [a.name for a in free if could_use(session, a)]
+        ahead = tuple(
+            sorted({claimed[n] for n in usable if n in claimed}, key=position.__getitem__)
+        )
+        if usable and all(n in claimed for n in usable):
+            # Everything it could use is claimed: it waits its turn, no need to place.
+            reason = _behind(ahead)
+            decisions.append(Decision(session, reason=reason, behind=ahead, position=where))
+            continue
+        try:
+            placement = _place(session, [a for a in free if a.name not in claimed], out_of_service)
+        except Pending as exc:
+            reason, permanent = exc.reason, exc.permanent
+            if ahead:
+                # Would it fit if nothing ahead claimed an agent? Then it waits its turn.
+                try:
+                    _place(session, free, out_of_service)
+                    reason = _behind(ahead)
+                    permanent = False
+                except Pending as whole:
+                    reason, permanent = whole.reason, whole.permanent
+                    if not permanent:
+                        reason = f"{reason}; behind {', '.join(ahead)} in the queue"
+            if not permanent:  # a session that can never fit holds nobody back
+                for name in usable:
+                    claimed.setdefault(name, session.name)
+            decisions.append(Decision(session, reason=reason, behind=ahead, position=where))
+            continue
+        free = take(free, session, placement)
+        started.append(session)
+        decisions.append(Decision(session, placement=placement, position=where))
+        if limit is not None and len(started) >= limit:
+            break
+    return decisions, Room(tuple(free), dict(claimed))
+
+
+# --- The queue in the session ledger (``ledger["queue"]``: name -> entry) -----------
+#
+# An entry keeps what the session's start needs: the canonical request (``spec``, which
+# bai_session_plan validates again at the start), its hash, the people's public keys,
+# when it was submitted (by the ledger's clock) and its sequence number, the reason it
+# waited at the last pass, and a lease while a scheduler pass starts it. A queued session
+# holds no capacity and no reservation; it leaves the queue in the same compare-and-swap
+# that reserves what it starts with.
+
+QUEUED = "PENDING"
+
+
+def queue_of(ledger: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    return dict(ledger.get("queue") or {})
+
+
+def as_waiting(entry: Mapping[str, Any]) -> Waiting:
+    """The Waiting (what placement needs) of a ledger queue entry."""
+    spec = normalize_spec(entry["spec"])
+    return waiting_of(spec, float(entry["submitted_at"]), int(entry.get("seq") or 0))
+
+
+def waiting_of(spec: SessionSpec, submitted_at: float, seq: int) -> Waiting:
+    return Waiting(
+        name=spec.name,
+        group=spec.resource_group,
+        mode=spec.mode,
+        kernels=tuple(expand_kernels(spec)),
+        submitted_at=submitted_at,
+        seq=seq,
+        owner=spec.owner,
+    )
+
+
+def waiting(ledger: Mapping[str, Any]) -> list[Waiting]:
+    """Every queued session of the ledger, in queue order."""
+    return ordered(as_waiting(entry) for entry in queue_of(ledger).values())
+
+
+def next_seq(ledger: Mapping[str, Any]) -> int:
+    return int(ledger.get("queue_seq") or 0) + 1
+
+
+def enqueue(
+    ledger: dict[str, Any],
+    spec: SessionSpec,
+    *,
+    now: float,
+    reason: str,
+    authorized_keys: Sequence[str] = (),
+) -> dict[str, Any]:
+    """Queue ``spec`` (PENDING) at the end of its group's queue; returns its entry."""
+    seq = next_seq(ledger)
+    ledger["queue_seq"] = seq
+    entry: dict[str, Any] = {
+        "name": spec.name,
+        "spec": spec_canonical(spec),
+        "spec_hash": spec_hash(spec),
+        "group": spec.resource_group,
+        "owner": spec.owner,
+        "submitted_at": now,
+        "seq": seq,
+        "reason": reason,
+    }
+    if authorized_keys:
+        entry["authorized_keys"] = list(authorized_keys)
+    ledger.setdefault("queue", {})[spec.name] = entry
+    return entry
+
+
+def dequeue(ledger: dict[str, Any], name: str) -> dict[str, Any] | None:
+    """Take ``name`` out of the queue (started, or cancelled); its entry, or None."""
+    entry = (ledger.get("queue") or {}).pop(name, None)
+    if not ledger.get("queue"):
+        ledger.pop("queue", None)
+    return entry
+
+
+def positions(ledger: Mapping[str, Any]) -> dict[str, int]:
+    """Each queued session's 1-based place in its resource group's queue."""
+    out: dict[str, int] = {}
+    count: dict[str, int] = {}
+    entries = queue_of(ledger).values()
+    for entry in sorted(
+        entries, key=lambda e: (e["group"], float(e["submitted_at"]), int(e["seq"]), e["name"])
+    ):
+        out[entry["name"]] = count[entry["group"]] = count.get(entry["group"], 0) + 1
+    return out
+
+
+def leased(entry: Mapping[str, Any], now: float) -> bool:
+    """Whether a scheduler pass is starting ``entry`` right now (its lease runs)."""
+    lease = entry.get("lease") or {}
+    return float(lease.get("until") or 0) > now
+
+
+def lease(entry: dict[str, Any], ticket: str, now: float, lease_s: float) -> None:
+    """Give the start of ``entry`` to the create that shows ``ticket``, for ``lease_s``."""
+    entry["lease"] = {"ticket": ticket, "until": now + lease_s}
+
+
+def holds_ticket(entry: Mapping[str, Any], ticket: str | None, now: float) -> bool:
+    return (
+        bool(ticket) and leased(entry, now) and (entry.get("lease") or {}).get("ticket") == ticket
+    )
+
+
+def queued_view(entry: Mapping[str, Any], position: int) -> dict[str, Any]:
+    """What list, show and a queued create report of a queued session."""
+    spec = entry["spec"]
+    return {
+        "name": entry["name"],
+        "state": QUEUED,
+        "owner": entry.get("owner") or "",
+        "resource_group": entry["group"],
+        "mode": spec.get("mode"),
+        "size": sum(int(r.get("replicas") or 0) for r in spec.get("roles") or ()),
+        "type": spec.get("type") or "interactive",
+        "submitted_at": entry["submitted_at"],
+        "position": position,
+        "reason": entry.get("reason") or "",
+    }

@@ -1,0 +1,466 @@
+"""Planning a create: what ``spec`` means on the agents as they are now.
+
+``plan_session`` combines the spec, the agents' capacity and any containers already
+carrying the session's name into the kernels, their placement, labels and network, or
+refuses (``SessionConflict``) when the name is taken by something else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
+    Pending,
+    SessionConflict,
+    SpecError,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
+    LABEL_AGENT,
+    LABEL_BATCH,
+    LABEL_CPU,
+    LABEL_GPU,
+    LABEL_GPU_DEVICES,
+    LABEL_HOST,
+    LABEL_IDX,
+    LABEL_KERNEL_ID,
+    LABEL_LIFETIME,
+    LABEL_MEM,
+    LABEL_MODE,
+    LABEL_OWNER,
+    LABEL_RESOURCE_GROUP,
+    LABEL_ROLE,
+    LABEL_SESSION,
+    LABEL_SESSION_ID,
+    LABEL_SIZE,
+    LABEL_SPEC_HASH,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.gpu.alloc import (
+    format_device_label,
+    parse_device_label,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.jobs.job import MAIN, MEMBER, TYPE_BATCH
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
+    Agent,
+    OutOfService,
+    assign_gpu_devices,
+    label_float,
+    place,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.session.model import (
+    Kernel,
+    PlannedKernel,
+    Resources,
+    SessionSpec,
+    format_cpu,
+    with_shm,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.session.naming import (
+    container_name,
+    kernel_id,
+    network_name,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
+    SSH_PORT,
+    describe_spec,
+    expand_kernels,
+    spec_hash,
+)
+
+
+def session_labels(spec: SessionSpec, *, session_id: str) -> dict[str, str]:
+    """Labels for every object of a session (networks, secrets, containers)."""
+    labels = {
+        LABEL_SESSION: spec.name,
+        LABEL_SESSION_ID: session_id,
+        LABEL_SPEC_HASH: spec_hash(spec),
+        LABEL_RESOURCE_GROUP: spec.resource_group,
+    }
+    if spec.owner:
+        labels[LABEL_OWNER] = spec.owner
+    if spec.lifetime_s:
+        labels[LABEL_LIFETIME] = str(spec.lifetime_s)
+    return labels
+
+
+def container_labels(
+    spec: SessionSpec,
+    kernel: Kernel,
+    *,
+    session_id: str,
+    kernel_id: str,
+    mode: str,
+    gpu_devices: Sequence[int] = (),
+    agent: str | None = None,
+) -> dict[str, str]:
+    """Labels for one container; LABEL_CPU/MEM/GPU are what ``used_from_labels`` reads
+    back, so placement needs no state file. ``mode`` is the mode as placed;
+    ``gpu_devices`` the agent's GPU device indices the container is given
+    (LABEL_GPU_DEVICES, "" for none: placement reads which devices are taken)."""
+    labels = session_labels(spec, session_id=session_id)
+    labels.update(
+        {
+            LABEL_ROLE: kernel.role,
+            LABEL_IDX: str(kernel.idx),
+            LABEL_HOST: kernel.hostname,
+            LABEL_KERNEL_ID: kernel_id,
+            LABEL_MODE: mode,
+            LABEL_SIZE: str(spec.size),
+            LABEL_CPU: format_cpu(kernel.resources.cpu),
+            LABEL_MEM: str(kernel.resources.mem),
+            LABEL_GPU: str(kernel.resources.gpu),
+            LABEL_GPU_DEVICES: format_device_label(gpu_devices),
+        }
+    )
+    if agent is not None:
+        labels[LABEL_AGENT] = agent
+    if spec.type == TYPE_BATCH:
+        labels[LABEL_BATCH] = MAIN if kernel.rank == 0 else MEMBER
+    return labels
+
+
+def network_plan(
+    spec: SessionSpec, agents_used: Sequence[str], *, session_id: str
+) -> dict[str, Any]:
+    """The session network (docs/networks.md): a bridge when every container is on one
+    agent (a size-1 session too: on its own network it reaches no other session, whatever
+    the engine's default bridge allows), an attachable overlay when they are spread."""
+    return {
+        "name": network_name(spec.name),
+        "driver": "bridge" if len(agents_used) <= 1 else "overlay",
+        "labels": session_labels(spec, session_id=session_id),
+    }
+
+
+def plan_session(
+    spec: SessionSpec,
+    agents: Sequence[Agent],
+    existing: Sequence[Mapping[str, Any]] = (),
+    *,
+    inventory: Mapping[str, Mapping[str, Any]] | None = None,
+    out_of_service: Sequence[OutOfService] = (),
+) -> dict[str, Any]:
+    """Decide what creating ``spec`` means now. Pure: the caller supplies the agents
+    (capacity and use), the containers of this session name found on them
+    (``existing``: dicts with agent, name, state, image and labels) and, optionally,
+    per agent which images and mount sources it has (``inventory``: agent ->
+    {"images": {ref: bool}, "paths": {path: bool}}).
+
+    Returns a dict with ``action`` "create" (fresh ids and a placement) or "exists"
+    (the session is already there with this very spec: ids and placement are read
+    back from the labels), ``ready`` (exists and every container runs), session_id,
+    mode (as placed), network, agents (in order of first use, the master's first),
+    kernels, ``ssh_port`` (an existing master's published sshd) and a summary.
+
+    Raises ``SessionConflict`` if the name is taken by containers of another spec or
+    an incomplete session, ``Pending`` if it does not fit now, ``SpecError`` if an
+    image or mount source is missing on a chosen agent.
+    """
+    kernels = expand_kernels(spec)
+    if existing:
+        kernel_ids, assignment, mode = _read_existing(spec, kernels, existing)
+        gpu_devices = _existing_gpu_devices(existing)
+        action = "exists"
+    else:
+        placement = place(
+            kernels,
+            agents,
+            mode=spec.mode,
+            resource_group=spec.resource_group,
+            out_of_service=out_of_service,
+        )
+        assignment, mode = placement.assignment, placement.mode
+        gpu_devices = assign_gpu_devices(kernels, assignment, agents)
+        kernel_ids = {k.hostname: kernel_id() for k in kernels}
+        _check_inventory(spec, kernels, assignment, inventory or {})
+        action = "create"
+    session_id = kernel_ids[kernels[0].hostname]
+    used = list(dict.fromkeys(assignment[k.hostname] for k in kernels))
+    planned = []
+    for kernel in kernels:
+        kid = kernel_ids[kernel.hostname]
+        devices = tuple(gpu_devices.get(kernel.hostname, ()))
+        agent = assignment[kernel.hostname]
+        labels = container_labels(
+            spec,
+            kernel,
+            session_id=session_id,
+            kernel_id=kid,
+            mode=mode,
+            gpu_devices=devices,
+            agent=agent,
+        )
+        planned.append(
+            PlannedKernel(
+                kernel=replace(kernel, resources=with_shm(kernel.resources)),
+                agent=agent,
+                kernel_id=kid,
+                container_name=container_name(spec.name, kernel.hostname),
+                gpu_devices=devices,
+                labels=labels,
+            )
+        )
+    network = network_plan(spec, used, session_id=session_id)
+    return {
+        "action": action,
+        # Nothing to do: the session exists and every container runs.
+        "ready": action == "exists" and all(c.get("state") == "running" for c in existing),
+        "ssh_port": _published_ssh_port(existing, session_id),
+        "session_id": session_id,
+        "mode": mode,
+        "requested_mode": spec.mode,
+        "spec_hash": spec_hash(spec),
+        "network": network,
+        "agents": used,
+        "kernels": [k.to_dict() for k in planned],
+        "summary": {
+            "name": spec.name,
+            "session_id": session_id,
+            "mode": mode,
+            "network": network["name"] if network else None,
+            "network_driver": network["driver"] if network else None,
+            "containers": [
+                {
+                    "host": k.hostname,
+                    "role": k.kernel.role,
+                    "idx": k.kernel.idx,
+                    "agent": k.agent,
+                    "kernel_id": k.kernel_id,
+                    "container": k.container_name,
+                }
+                for k in planned
+            ],
+        },
+    }
+
+
+def placement_failure(name: str, exc: Pending | SessionConflict | SpecError) -> dict[str, Any]:
+    """What a module's ``fail_json`` reports when ``plan_session`` refuses session ``name``:
+    PENDING (``pending``, and ``permanent`` when waiting cannot help), the name taken by
+    another session (``conflict``), or a spec the agents cannot hold. bai_session_plan and
+    bai_session_ledger report it alike; plugins/doc_fragments/placement.py documents the
+    keys, and bai_cli/errors.py reads them."""
+    if isinstance(exc, Pending):
+        return {"msg": f"session {name}: {exc}", "pending": True, "permanent": exc.permanent}
+    if isinstance(exc, SessionConflict):
+        return {"msg": str(exc), "conflict": True}
+    return {"msg": f"session {name}: {exc}; nothing was created"}
+
+
+def _published_ssh_port(existing: Sequence[Mapping[str, Any]], session_id: str) -> int | None:
+    """The host port of the master's sshd, read from an existing master container."""
+    for container in existing:
+        if (container.get("labels") or {}).get(LABEL_KERNEL_ID) != session_id:
+            continue
+        for port in container.get("ports") or []:
+            if port.get("container_port") == SSH_PORT and port.get("host_port"):
+                return int(port["host_port"])
+    return None
+
+
+def _existing_gpu_devices(existing: Sequence[Mapping[str, Any]]) -> dict[str, list[int]]:
+    """hostname -> GPU device indices, read back from the containers' labels."""
+    return {
+        str((c.get("labels") or {}).get(LABEL_HOST)): parse_device_label(
+            (c.get("labels") or {}).get(LABEL_GPU_DEVICES)
+        )
+        for c in existing
+    }
+
+
+def _destroy_hint(name: str) -> str:
+    return (
+        f"destroy it first (ansible-playbook playbooks/session_destroy.yml "
+        f"-e session_name={name}) or choose another name"
+    )
+
+
+def _read_existing(
+    spec: SessionSpec,
+    kernels: Sequence[Kernel],
+    existing: Sequence[Mapping[str, Any]],
+) -> tuple[dict[str, str], dict[str, str], str]:
+    """Kernel ids, placement and mode of a session already on the agents, or raise
+    ``SessionConflict`` when it is not exactly this spec and complete."""
+    want = spec_hash(spec)
+    hashes = {str(c.get("labels", {}).get(LABEL_SPEC_HASH)) for c in existing}
+    if hashes != {want}:
+        raise SessionConflict(
+            f"session {spec.name!r} already exists with a different spec; nothing was "
+            f"changed. Existing: {describe_existing(existing)}. Requested: "
+            f"{describe_spec(spec)}. To replace it, {_destroy_hint(spec.name)}"
+        )
+    ids = {str(c.get("labels", {}).get(LABEL_SESSION_ID)) for c in existing}
+    by_host: dict[str, Mapping[str, Any]] = {}
+    for container in existing:
+        host = str(container.get("labels", {}).get(LABEL_HOST))
+        if host in by_host or len(ids) > 1:
+            raise SessionConflict(
+                f"session {spec.name!r} has containers of more than one attempt "
+                f"(session ids {', '.join(sorted(ids))}); nothing was changed; "
+                f"{_destroy_hint(spec.name)}"
+            )
+        by_host[host] = container
+    missing = [k.hostname for k in kernels if k.hostname not in by_host]
+    if missing:
+        found = ", ".join(f"{h} on {c.get('agent')}" for h, c in sorted(by_host.items()))
+        raise SessionConflict(
+            f"session {spec.name!r} exists but is incomplete (missing: "
+            f"{', '.join(missing)}; found: {found}); nothing was changed; "
+            f"{_destroy_hint(spec.name)}"
+        )
+    kernel_ids = {
+        k.hostname: str(by_host[k.hostname]["labels"].get(LABEL_KERNEL_ID)) for k in kernels
+    }
+    assignment = {k.hostname: str(by_host[k.hostname].get("agent")) for k in kernels}
+    master = by_host[kernels[0].hostname]["labels"]
+    mode = str(master.get(LABEL_MODE, spec.mode))
+    if kernel_ids[kernels[0].hostname] != master.get(LABEL_SESSION_ID):
+        raise SessionConflict(
+            f"session {spec.name!r}: {kernels[0].hostname}'s kernel id is not the "
+            f"session id; the labels were changed by hand; {_destroy_hint(spec.name)}"
+        )
+    return kernel_ids, assignment, mode
+
+
+def describe_existing(existing: Sequence[Mapping[str, Any]]) -> str:
+    """The same kind of line, read back from the containers' labels."""
+    roles: dict[str, list[Mapping[str, Any]]] = {}
+    ordered = sorted(
+        existing,
+        key=lambda c: (
+            str(c.get("labels", {}).get(LABEL_ROLE)),
+            label_float(str(c.get("labels", {}).get(LABEL_IDX))),
+        ),
+    )
+    for container in ordered:
+        roles.setdefault(str(container.get("labels", {}).get(LABEL_ROLE)), []).append(container)
+    parts = []
+    for role, members in roles.items():
+        labels = members[0].get("labels", {})
+        res = Resources(
+            label_float(str(labels.get(LABEL_CPU))),
+            int(label_float(str(labels.get(LABEL_MEM)))),
+            int(label_float(str(labels.get(LABEL_GPU)))),
+        )
+        image = members[0].get("image") or "?"
+        parts.append(f"{role} x{len(members)} ({res.describe()}, image {image})")
+    first = existing[0].get("labels", {})
+    agents = sorted({str(c.get("agent")) for c in existing})
+    return (
+        f"{len(existing)} container(s): {'; '.join(parts)}; placed "
+        f"{first.get(LABEL_MODE, '?')} on {', '.join(agents)}; resource group "
+        f"{first.get(LABEL_RESOURCE_GROUP, '?')} (env, mounts and the requested mode "
+        f"are compared through the spec hash)"
+    )
+
+
+def _check_inventory(
+    spec: SessionSpec,
+    kernels: Sequence[Kernel],
+    assignment: Mapping[str, str],
+    inventory: Mapping[str, Mapping[str, Any]],
+) -> None:
+    """Fail before anything is made if a chosen agent lacks an image or a mount source."""
+    problems = []
+    seen = set()
+    for kernel in kernels:
+        agent = assignment[kernel.hostname]
+        images = inventory.get(agent, {}).get("images") or {}
+        key = (agent, kernel.image)
+        if kernel.image in images and not images[kernel.image] and key not in seen:
+            seen.add(key)
+            problems.append(
+                f"image {kernel.image} not on agent {agent} (no registry is used: "
+                f"build it with playbooks/image_build.yml or load it with docker "
+                f"save/load)"
+            )
+    for agent in dict.fromkeys(assignment.values()):
+        paths = inventory.get(agent, {}).get("paths") or {}
+        for i, mount in enumerate(spec.mounts):
+            if mount.src in paths and not paths[mount.src]:
+                problems.append(
+                    f"mounts[{i}].src: {mount.src} does not exist on agent {agent}; "
+                    f"create the data folder there first"
+                )
+    if problems:
+        raise SpecError("; ".join(problems))
+
+
+AGENT_NUMBERS = ("cpu", "mem", "gpu", "used_cpu", "used_mem", "used_gpu")
+
+
+def agents_from_info(
+    agents: Sequence[Mapping[str, Any]] | None,
+    existing: Sequence[Mapping[str, Any]] | None,
+    agent_info: Sequence[Mapping[str, Any]] | None,
+) -> tuple[list[Agent] | None, list[Mapping[str, Any]], dict[str, dict[str, Any]]]:
+    """Agents, the containers of the session found on them and per-agent inventory
+    (images, paths), from bai_session_plan's ``agents``/``existing`` options and the
+    registered results of bai_agent_info (``agent_info``). Agents is None when neither
+    ``agents`` nor ``agent_info`` is given (validation only)."""
+    raw_agents = list(agents or [])
+    existing = list(existing or [])
+    for result in agent_info or []:
+        if result.get("skipped"):
+            continue
+        if "agent" not in result:
+            raise SpecError(
+                "agent_info: an item has no 'agent' key; pass the registered results of "
+                "a bai_agent_info task (register: info -> agent_info: info.results)"
+            )
+        agent = dict(result["agent"])
+        agent["images"] = {
+            ref: bool(found.get("present")) for ref, found in (result.get("images") or {}).items()
+        }
+        agent["paths"] = dict(result.get("paths") or {})
+        raw_agents.append(agent)
+        existing.extend(result.get("containers") or [])
+    if agents is None and agent_info is None:
+        return None, existing, {}
+    found, inventory = [], {}
+    for i, raw in enumerate(raw_agents):
+        if not raw.get("name"):
+            raise SpecError(f"agents[{i}]: 'name' is required")
+        try:
+            numbers = {key: raw.get(key) or 0 for key in AGENT_NUMBERS}
+            devices = _indices(raw.get("gpu_devices"))
+            found.append(
+                Agent(
+                    name=str(raw["name"]),
+                    group=str(raw.get("group") or "default"),
+                    cpu=float(numbers["cpu"]),
+                    mem=int(numbers["mem"]),
+                    gpu=len(devices) if devices is not None else int(numbers["gpu"]),
+                    used_cpu=float(numbers["used_cpu"]),
+                    used_mem=int(numbers["used_mem"]),
+                    used_gpu=int(numbers["used_gpu"]),
+                    gpu_devices=devices,
+                    gpu_in_use=_indices(raw.get("gpu_in_use")) or (),
+                )
+            )
+        except (TypeError, ValueError):
+            raise SpecError(
+                f"agents[{i}] ({raw.get('name')}): cpu, mem, gpu and used_* must be numbers, "
+                f"gpu_devices and gpu_in_use lists of device indices >= 0; got {raw!r}"
+            ) from None
+        inventory[str(raw["name"])] = {
+            "images": raw.get("images") or {},
+            "paths": raw.get("paths") or {},
+        }
+    return found, existing, inventory
+
+
+def _indices(value: Any) -> tuple[int, ...] | None:
+    """GPU device indices from a list (None stays None: anonymous devices)."""
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise TypeError("not a list")
+    found = []
+    for item in value:
+        if isinstance(item, bool) or int(item) < 0 or int(item) != float(item):
+            raise ValueError(f"not a device index: {item!r}")
+        found.append(int(item))
+    return tuple(sorted(set(found)))
