@@ -187,6 +187,45 @@ def search_path() -> str:
     return os.pathsep.join([here, *rest])
 
 
+@dataclass
+class Events:
+    """What a run's events leave in memory: the failed task results, the ok results by
+    task, the set_stats data and the play recap's per-host counts. Every event is handed
+    on to ``on_event`` as it arrives."""
+
+    on_event: Callable[[dict[str, Any]], None] | None = None
+    failures: list[Failure] = field(default_factory=list)
+    ok_results: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    stats: dict[str, Any] = field(default_factory=dict)
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def handler(self, event: dict[str, Any]) -> bool:
+        failure = event_failure(event)
+        if failure is not None:
+            self.failures.append(failure)
+        data = event.get("event_data") or {}
+        if event.get("event") == "runner_on_ok":
+            self.ok_results.setdefault(str(data.get("task")), []).append(data.get("res") or {})
+        if event.get("event") == "playbook_on_stats":
+            self.stats.update(data.get("artifact_data") or {})
+            for key in RECAP:
+                self.counts[key] = dict(data.get(key) or {})
+        if self.on_event is not None:
+            self.on_event(event)
+        return False  # keep events in memory only: no job_events/*.json files
+
+
+def runner_env(root: Path) -> dict[str, str]:
+    """The environment of ansible-playbook: the repository's ansible.cfg, no colours, and
+    the search path with this Python's bin directory (:func:`search_path`)."""
+    return {
+        "ANSIBLE_CONFIG": str(root / "ansible.cfg"),
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_FORCE_COLOR": "0",
+        "PATH": search_path(),
+    }
+
+
 def run_playbook(
     playbook: str,
     extravars: Mapping[str, Any] | None = None,
@@ -211,26 +250,7 @@ def run_playbook(
     if not path.is_file():
         raise FileNotFoundError(f"no playbook {path}")
     private = Path(tempfile.mkdtemp(prefix="bai-cli-"))
-    failures: list[Failure] = []
-    ok_results: dict[str, list[dict[str, Any]]] = {}
-    stats: dict[str, Any] = {}
-    counts: dict[str, dict[str, int]] = {}
-
-    def handler(event: dict[str, Any]) -> bool:
-        failure = event_failure(event)
-        if failure is not None:
-            failures.append(failure)
-        data = event.get("event_data") or {}
-        if event.get("event") == "runner_on_ok":
-            ok_results.setdefault(str(data.get("task")), []).append(data.get("res") or {})
-        if event.get("event") == "playbook_on_stats":
-            stats.update(data.get("artifact_data") or {})
-            for key in RECAP:
-                counts[key] = dict(data.get(key) or {})
-        if on_event is not None:
-            on_event(event)
-        return False  # keep events in memory only: no job_events/*.json files
-
+    events = Events(on_event)
     # ansible-runner turns Ctrl-C (and SIGTERM) into cancelling the run, and leaves its
     # handlers in place; put ours back after it, and raise what the signal meant.
     handlers = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
@@ -249,13 +269,8 @@ def run_playbook(
             verbosity=verbosity or None,
             tags=tags,
             cmdline="--check" if check else None,
-            envvars={
-                "ANSIBLE_CONFIG": str(root / "ansible.cfg"),
-                "ANSIBLE_NOCOLOR": "1",
-                "ANSIBLE_FORCE_COLOR": "0",
-                "PATH": search_path(),
-            },
-            event_handler=handler,
+            envvars=runner_env(root),
+            event_handler=events.handler,
         )
         try:
             with runner.stdout as handle:
@@ -269,11 +284,11 @@ def run_playbook(
         return PlaybookResult(
             rc=runner.rc if runner.rc is not None else 1,
             status=str(runner.status),
-            stats=stats,
-            failures=failures,
-            ok_results=ok_results,
+            stats=events.stats,
+            failures=events.failures,
+            ok_results=events.ok_results,
             output_tail=tail,
-            counts=counts,
+            counts=events.counts,
         )
     finally:
         for number, previous in handlers.items():

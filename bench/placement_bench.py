@@ -5,7 +5,7 @@
 Prints a Markdown table of the best of --repeat runs, in milliseconds, for a single-node
 session of 4 and multi-node sessions of 16 and 64 spread over agents that are busy to
 different degrees, with fresh Agent objects each run (nothing cached between runs). The
-reservation ledger's adjustment of the agents' reads (module_utils/scheduling/ledger.py) is timed
+reservation ledger's adjustment of the agents' reads (module_utils/scheduling/usage.py) is timed
 with it, over a ledger of one reservation per agent.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger as book
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import document, usage
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import place
 from ansible_collections.bai.cluster.plugins.module_utils.session.plan import agents_from_info
 from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
@@ -50,12 +50,12 @@ def reads(count: int) -> list[dict]:
 
 
 def ledger_for(count: int) -> dict:
-    ledger = book.empty()
+    ledger = document.empty()
     for i in range(count):
         ledger["sessions"][f"s{i}"] = {
             "name": f"s{i}",
             "session_id": f"id{i}",
-            "state": book.CREATING,
+            "state": document.CREATING,
             "expires_at": 1e12,
             "kernels": [
                 {
@@ -97,7 +97,7 @@ def main() -> None:
             return agents_from_info(None, None, raw)[0] or []
 
         parse_ms = best_ms(lambda _none: parsed(), args.repeat)
-        adjust_ms = best_ms(lambda _none, r=raw, b=ledger: book.adjust(r, b), args.repeat)
+        adjust_ms = best_ms(lambda _none, r=raw, b=ledger: usage.adjust(r, b), args.repeat)
         for mode, size, cpu in CASES:
             kernels = expand_kernels(
                 normalize_spec({"name": "b", "size": size, "mode": mode, "resources": {"cpu": cpu}})

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 import yaml
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger as book
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import document
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import session_queue as q
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import Agent
 from ansible_collections.bai.cluster.plugins.module_utils.session.spec import normalize_spec
@@ -45,7 +45,7 @@ def full_session(agent: str) -> dict:
         "session_id": f"sid-{agent}",
         "spec_hash": "x",
         "owner": "ops",
-        "state": book.READY,
+        "state": document.READY,
         "reserved_at": 1.0,
         "expires_at": None,
         "ready_at": 2.0,
@@ -56,7 +56,7 @@ def full_session(agent: str) -> dict:
 
 
 def build_ledger(queued: int, agents: list[str]) -> dict:
-    ledger = book.empty()
+    ledger = document.empty()
     for name in agents:
         ledger["sessions"][f"busy-{name}"] = full_session(name)
     for i in range(queued):
@@ -89,7 +89,7 @@ def pure_pass(ledger: dict, agents: list[str], free: int, runs: int) -> tuple[fl
 def playbook_pass(ledger: dict, agents: list[str], runs: int) -> list[float]:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "ledger.json"
-        path.write_text(book.dumps(ledger))
+        path.write_text(document.dumps(ledger))
         inventory = Path(tmp) / "agents.yml"
         inventory.write_text(
             yaml.safe_dump(
@@ -143,7 +143,7 @@ def main() -> None:
     args = parser.parse_args()
     agents = [f"va{i:02d}" for i in range(args.agents)]
     ledger = build_ledger(args.queued, agents)
-    size = len(book.dumps_compact(ledger))
+    size = len(document.dumps_compact(ledger))
     full_ms = pure_pass(ledger, agents, 0, args.runs)[0]
     half_ms, started = pure_pass(ledger, agents, args.agents // 2, args.runs)
     wall = playbook_pass(ledger, agents, args.runs)

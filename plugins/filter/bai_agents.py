@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import ClassVar
 
 from ansible_collections.bai.cluster.plugins.module_utils.hosts.agent_view import (
     details,
@@ -11,16 +11,16 @@ from ansible_collections.bai.cluster.plugins.module_utils.hosts.agent_view impor
     totals,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.availability import describe
+from ansible_collections.bai.cluster.plugins.plugin_utils.filters import Filters, FilterTable
 
 
-class FilterModule:
+class FilterModule(FilterTable):
     """Ansible entry point."""
 
-    def filters(self) -> dict[str, Any]:
-        return {
-            "bai_agent_rows": rows,
-            "bai_agent_table": table,
-            "bai_agent_totals": totals,
-            "bai_agent_details": details,
-            "bai_availability_text": describe,
-        }
+    FILTERS: ClassVar[Filters] = {
+        "bai_agent_rows": rows,
+        "bai_agent_table": table,
+        "bai_agent_totals": totals,
+        "bai_agent_details": details,
+        "bai_availability_text": describe,
+    }

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import ClassVar
 
 from ansible_collections.bai.cluster.plugins.module_utils.hosts.clock import assess
+from ansible_collections.bai.cluster.plugins.plugin_utils.filters import Filters, FilterTable
 
 
-class FilterModule:
+class FilterModule(FilterTable):
     """Ansible entry point.
 
     clock | bai_clock_assess(offset, max_offset)   {problem, warning, how} for a host
     """
 
-    def filters(self) -> dict[str, Any]:
-        return {"bai_clock_assess": assess}
+    FILTERS: ClassVar[Filters] = {"bai_clock_assess": assess}

@@ -30,7 +30,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Mapping
-from typing import Any, Union
+from typing import Any, ClassVar, Union
 
 from ansible_collections.bai.cluster.plugins.module_utils.common.ports import (
     DEFAULT_CONTAINER_PORT_RANGE,
@@ -38,6 +38,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.ports import (
     range_text,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.network.addresses import covers, parse_ip
+from ansible_collections.bai.cluster.plugins.plugin_utils.filters import Filters, FilterTable
 
 Network = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
 
@@ -255,13 +256,7 @@ def plan(
     mine = set(_as_list(host_groups))
     problems: list[str] = []
 
-    admins: list[Network] = []
-    for cidr in _as_list(admin_cidrs):
-        try:
-            admins += _networks(cidr)
-        except ValueError as exc:
-            problems.append(f"bai_admin_cidrs entry {cidr!r}: {exc}")
-    admin_v4, admin_v6 = _collapse(admins)
+    admin_v4, admin_v6 = _admin_networks(admin_cidrs, problems)
 
     try:
         ssh = _port_text(ssh_port, "SSH port")
@@ -269,6 +264,51 @@ def plan(
         problems.append(str(exc))
         ssh = "22"
 
+    merged = _merge_openings(openings, mine, groups, host_addresses, zones, problems)
+    rules, opened = _rules(merged)
+
+    try:
+        container = _port_text(container_ports, "container port range")
+    except ValueError as exc:
+        problems.append(str(exc))
+        container = DEFAULT_CONTAINER_PORT_RANGE
+    proxy_v4, proxy_v6 = _container_sources(container_from_groups, groups, host_addresses, problems)
+
+    return {
+        "host": host,
+        "ssh_port": ssh,
+        "admin_v4": admin_v4,
+        "admin_v6": admin_v6,
+        "input": rules,
+        "open": opened,
+        "container_ports": container,
+        "container_from_v4": proxy_v4,
+        "container_from_v6": proxy_v6,
+        "problems": problems,
+    }
+
+
+def _admin_networks(admin_cidrs: Any, problems: list[str]) -> tuple[list[str], list[str]]:
+    """The administrators' networks (v4, v6); a bad entry is a problem."""
+    admins: list[Network] = []
+    for cidr in _as_list(admin_cidrs):
+        try:
+            admins += _networks(cidr)
+        except ValueError as exc:
+            problems.append(f"bai_admin_cidrs entry {cidr!r}: {exc}")
+    return _collapse(admins)
+
+
+def _merge_openings(
+    openings: Any,
+    mine: set[str],
+    groups: Mapping[str, Any],
+    host_addresses: Mapping[str, Any],
+    zones: dict[str, Any],
+    problems: list[str],
+) -> dict[tuple[str, str], dict[str, Any]]:
+    """The host's openings (its groups ``mine`` are among their on_groups) by protocol and
+    port, their sources and purposes joined; every bad opening is a problem."""
     merged: dict[tuple[str, str], dict[str, Any]] = {}
     for index, raw in enumerate(_as_list(openings)):
         where = f"opening [{index}]"
@@ -300,7 +340,11 @@ def plan(
         slot["nets"] += nets
         slot["purposes"] += [purpose] if purpose and purpose not in slot["purposes"] else []
         slot["names"] += [n for n in names if n not in slot["names"]]
+    return merged
 
+
+def _rules(merged: dict[tuple[str, str], dict[str, Any]]) -> tuple[list[dict[str, str]], list[str]]:
+    """The accept rules of the merged openings, and each one in words."""
     rules: list[dict[str, str]] = []
     opened: list[str] = []
     for (_proto, match), slot in sorted(merged.items(), key=lambda kv: _sort_key(kv[0])):
@@ -318,12 +362,16 @@ def plan(
                 )
         who = ", ".join(v4 + v6) or "nobody (no source address known)"
         opened.append(f"{match} from {who} ({comment})")
+    return rules, opened
 
-    try:
-        container = _port_text(container_ports, "container port range")
-    except ValueError as exc:
-        problems.append(str(exc))
-        container = DEFAULT_CONTAINER_PORT_RANGE
+
+def _container_sources(
+    container_from_groups: Any,
+    groups: Mapping[str, Any],
+    host_addresses: Mapping[str, Any],
+    problems: list[str],
+) -> tuple[list[str], list[str]]:
+    """The networks (v4, v6) of the groups that may reach the container ports."""
     proxy_nets: list[Network] = []
     for group in _as_list(container_from_groups):
         if group not in groups:
@@ -334,20 +382,7 @@ def plan(
                 proxy_nets += _networks(host_addresses.get(member, []))
             except ValueError as exc:
                 problems.append(f"address of {member}: {exc}")
-    proxy_v4, proxy_v6 = _collapse(proxy_nets)
-
-    return {
-        "host": host,
-        "ssh_port": ssh,
-        "admin_v4": admin_v4,
-        "admin_v6": admin_v6,
-        "input": rules,
-        "open": opened,
-        "container_ports": container,
-        "container_from_v4": proxy_v4,
-        "container_from_v6": proxy_v6,
-        "problems": problems,
-    }
+    return _collapse(proxy_nets)
 
 
 def named_cidrs(groups: Any) -> dict[str, str]:
@@ -391,15 +426,14 @@ def _sort_key(key: tuple[str, str]) -> tuple[int, int, str]:
     return (0 if proto in PORT_PROTOS else 1, int(number.group()) if number else 0, match)
 
 
-class FilterModule:
+class FilterModule(FilterTable):
     """Ansible entry point."""
 
-    def filters(self) -> dict[str, Any]:
-        return {
-            "bai_firewall_collect": collect,
-            "bai_firewall_addresses": addresses,
-            "bai_firewall_plan": plan,
-            "bai_firewall_covers": covers,
-            "bai_named_cidrs": named_cidrs,
-            "bai_sysctl_state": sysctl_state,
-        }
+    FILTERS: ClassVar[Filters] = {
+        "bai_firewall_collect": collect,
+        "bai_firewall_addresses": addresses,
+        "bai_firewall_plan": plan,
+        "bai_firewall_covers": covers,
+        "bai_named_cidrs": named_cidrs,
+        "bai_sysctl_state": sysctl_state,
+    }

@@ -19,9 +19,10 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable, Mapping
 from itertools import combinations
-from typing import Any, Union
+from typing import Any, ClassVar, Union
 
 from ansible_collections.bai.cluster.plugins.module_utils.network.addresses import parse_ip
+from ansible_collections.bai.cluster.plugins.plugin_utils.filters import Filters, FilterTable
 
 Network = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
 
@@ -152,15 +153,14 @@ def cidr_host(cidr: Any, number: Any) -> str:
     return str(network[index])
 
 
-class FilterModule:
+class FilterModule(FilterTable):
     """Ansible entry point."""
 
-    def filters(self) -> dict[str, Any]:
-        return {
-            "bai_cidr_errors": cidr_errors,
-            "bai_cidr_overlaps": cidr_overlaps,
-            "bai_cidr_overlaps_with": cidr_overlaps_with,
-            "bai_public_ipv4": public_ipv4,
-            "bai_address_pool_errors": address_pool_errors,
-            "bai_cidr_host": cidr_host,
-        }
+    FILTERS: ClassVar[Filters] = {
+        "bai_cidr_errors": cidr_errors,
+        "bai_cidr_overlaps": cidr_overlaps,
+        "bai_cidr_overlaps_with": cidr_overlaps_with,
+        "bai_public_ipv4": public_ipv4,
+        "bai_address_pool_errors": address_pool_errors,
+        "bai_cidr_host": cidr_host,
+    }

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from ansible_collections.bai.cluster.plugins.module_utils.containers import destroy
 from ansible_collections.bai.cluster.plugins.module_utils.hosts.agent_settings import (
@@ -11,6 +11,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.hosts.agent_settings i
     from_hostvars,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.jobs import job
+from ansible_collections.bai.cluster.plugins.plugin_utils.filters import Filters, FilterTable
 from ansible_collections.bai.cluster.plugins.plugin_utils.ledger_text import reconcile_lines
 
 
@@ -31,19 +32,18 @@ def agents(names: Sequence[str], hostvars: Mapping[str, Any]) -> list[dict[str, 
     return out
 
 
-class FilterModule:
+class FilterModule(FilterTable):
     """Ansible entry point."""
 
-    def filters(self) -> dict[str, Any]:
-        return {
-            "bai_session_agents": agents,
-            "bai_data_roots": declared_data_roots,
-            "bai_agent_settings": from_hostvars,
-            "bai_reconcile_text": reconcile_lines,
-            "bai_destroy_targets": destroy.targets,
-            "bai_destroy_outcome": destroy.outcome,
-            "bai_destroy_text": destroy.text,
-            "bai_destroy_failures": destroy.failures,
-            "bai_job_result": job.job_result,
-            "bai_batch_ended": job.ended_sessions,
-        }
+    FILTERS: ClassVar[Filters] = {
+        "bai_session_agents": agents,
+        "bai_data_roots": declared_data_roots,
+        "bai_agent_settings": from_hostvars,
+        "bai_reconcile_text": reconcile_lines,
+        "bai_destroy_targets": destroy.targets,
+        "bai_destroy_outcome": destroy.outcome,
+        "bai_destroy_text": destroy.text,
+        "bai_destroy_failures": destroy.failures,
+        "bai_job_result": job.job_result,
+        "bai_batch_ended": job.ended_sessions,
+    }

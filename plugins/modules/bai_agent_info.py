@@ -250,8 +250,10 @@ from ansible_collections.bai.cluster.plugins.module_utils.engine.docker_api impo
     error_text,
     image_env,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.engine.runner import run_module, says
 from ansible_collections.bai.cluster.plugins.module_utils.gpu.alloc import devices_in_use
-from ansible_collections.bai.cluster.plugins.module_utils.gpu.facts import HostProbe, detect
+from ansible_collections.bai.cluster.plugins.module_utils.gpu.facts import detect
+from ansible_collections.bai.cluster.plugins.module_utils.gpu.probe import HostProbe
 from ansible_collections.bai.cluster.plugins.module_utils.network import isolation
 from ansible_collections.bai.cluster.plugins.module_utils.network.rdma import rdma_devices
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import availability
@@ -261,10 +263,10 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.admission i
     of_slot,
     offer_of,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import observed_sessions
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
     used_from_labels,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.usage import observed_sessions
 
 
 def run(module: AnsibleModule) -> dict:
@@ -325,7 +327,7 @@ def run(module: AnsibleModule) -> dict:
             # Whether table inet bai_isolation keeps its sessions apart (roles/session_isolation).
             "isolation": isolation.table_state(module),
         },
-        # Per session id, for the reservation ledger (module_utils/scheduling/ledger.py).
+        # Per session id, for the reservation ledger (module_utils/scheduling/usage.py).
         "sessions": observed_sessions(listed),
         "read_at": read_at,
         "read_after": params["read_after"],
@@ -372,16 +374,14 @@ def main() -> None:
         },
         supports_check_mode=True,
     )
-    try:
-        result = run(module)
-    except SpecError as exc:
+    agent = module.params["agent_name"]
+    run_module(
+        module,
+        lambda: run(module),
         # Its declaration is wrong (not an agent that does not answer): said as such.
-        module.fail_json(msg=f"agent {module.params['agent_name']}: {exc}", bad_input=True)
-    except DockerException as exc:
-        module.fail_json(
-            msg=f"agent {module.params['agent_name']}: Docker error: {error_text(exc)}"
-        )
-    module.exit_json(**result)
+        (SpecError, says(f"agent {agent}: ", bad_input=True)),
+        (DockerException, says(f"agent {agent}: Docker error: ", error_text)),
+    )
 
 
 if __name__ == "__main__":

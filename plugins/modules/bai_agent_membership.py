@@ -128,7 +128,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.engine.docker_api impo
     error_text,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.hosts import swarm
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger as book
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import document, roster
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger_store as store_
 
 
@@ -139,13 +139,13 @@ def forget(module: AnsibleModule, store: store_.Store) -> dict[str, Any]:
 
     def step(snapshot: store_.Snapshot, now: float) -> dict:
         if snapshot.damaged:
-            raise Failure(f"{store.where}: {snapshot.damaged}; {book.REBUILD_HINT}")
+            raise Failure(f"{store.where}: {snapshot.damaged}; {document.REBUILD_HINT}")
         ledger = snapshot.ledger
-        identity = params["identity"] or book.known_identity(ledger, params["agent"])
+        identity = params["identity"] or roster.known_identity(ledger, params["agent"])
         found.update(identity=identity, record=(ledger.get("agents") or {}).get(params["agent"]))
         if params["state"] == "present":
             return {"changed": False}
-        gone = book.forget_agent(ledger, params["agent"], identity)
+        gone = roster.forget_agent(ledger, params["agent"], identity)
         if gone.holding:
             raise Failure(
                 f"agent {params['agent']}: session(s) {', '.join(gone.holding)} hold a "
@@ -160,7 +160,7 @@ def forget(module: AnsibleModule, store: store_.Store) -> dict[str, Any]:
 
 
 def node_row(node: Mapping[str, Any]) -> dict[str, Any]:
-    row = dict(book.node_table([node])[str(node["ID"])])
+    row = dict(roster.node_table([node])[str(node["ID"])])
     row["role"] = (node.get("Spec") or {}).get("Role") or "worker"
     return row
 

@@ -138,7 +138,8 @@ msg:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.bai.cluster.plugins.module_utils.gpu.common import STATUS_OK
-from ansible_collections.bai.cluster.plugins.module_utils.gpu.facts import HostProbe, detect
+from ansible_collections.bai.cluster.plugins.module_utils.gpu.facts import detect
+from ansible_collections.bai.cluster.plugins.module_utils.gpu.probe import HostProbe
 
 
 def summary(facts: dict) -> str:

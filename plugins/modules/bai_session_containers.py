@@ -451,18 +451,18 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
     Refused,
     SpecError,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.containers.removal import absent
 from ansible_collections.bai.cluster.plugins.module_utils.containers.session_containers import (
     AgentShare,
-    Request,
-    Settings,
-    absent,
+    failure,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.containers.share import Request, Settings
 from ansible_collections.bai.cluster.plugins.module_utils.engine.docker_api import (
     DOCKER_ARGUMENT_SPEC,
     DockerException,
     connect,
-    error_text,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.engine.runner import run_module
 from ansible_collections.bai.cluster.plugins.module_utils.hosts import agent_settings
 from ansible_collections.bai.cluster.plugins.module_utils.jobs.job import (
     DEFAULT_GRACE_S,
@@ -507,46 +507,49 @@ def settings_of(params: dict) -> Settings:
     return Settings(**params["settings"], **{key: params[key] for key in own})
 
 
+ARGUMENT_SPEC = {
+    **SESSION_ARGUMENT_SPEC,
+    "agent": {"type": "str"},
+    "kernels": {"type": "list", "elements": "dict", "default": []},
+    "settings": {
+        "type": "dict",
+        "default": {},
+        "apply_defaults": True,
+        "options": agent_settings.argument_spec(),
+    },
+    "ledger_ids": {"type": "list", "elements": "str", "default": []},
+    "lock_dir": {"type": "path", "default": "/run/bai-cluster"},
+    "lock_timeout": {"type": "int", "default": 120},
+    "state_dir": {"type": "path", "default": "/var/lib/bai-cluster"},
+    "mode": {"type": "str", "choices": ["single-node", "multi-node"]},
+    "network": {"type": "str"},
+    "env": {"type": "dict", "default": {}},
+    "mounts": {"type": "list", "elements": "dict", "default": []},
+    "keypair": {"type": "dict", "no_log": True},
+    "authorized_keys": {"type": "list", "elements": "str", "default": [], "no_log": False},
+    "ssh_timeout": {"type": "int", "default": 60},
+    "network_spec": {"type": "dict"},
+    "mesh_check": {"type": "bool", "default": False},
+    "networks": {"type": "bool", "default": False},
+    "job": {
+        "type": "dict",
+        "options": {
+            "command": {"type": "str", "required": True},
+            "grace_s": {"type": "int", "default": DEFAULT_GRACE_S},
+        },
+    },
+    "grace_s": {"type": "int", "default": DEFAULT_GRACE_S},
+    "stop": {"type": "bool", "default": False},
+    "log_dir": {"type": "path", "default": DEFAULT_LOG_DIR},
+    "log_max_bytes": {"type": "int", "default": DEFAULT_LOG_MAX_BYTES},
+    "workers": {"type": "int", "default": 8},
+    **DOCKER_ARGUMENT_SPEC,
+}
+
+
 def main() -> None:
     module = AnsibleModule(
-        argument_spec={
-            **SESSION_ARGUMENT_SPEC,
-            "agent": {"type": "str"},
-            "kernels": {"type": "list", "elements": "dict", "default": []},
-            "settings": {
-                "type": "dict",
-                "default": {},
-                "apply_defaults": True,
-                "options": agent_settings.argument_spec(),
-            },
-            "ledger_ids": {"type": "list", "elements": "str", "default": []},
-            "lock_dir": {"type": "path", "default": "/run/bai-cluster"},
-            "lock_timeout": {"type": "int", "default": 120},
-            "state_dir": {"type": "path", "default": "/var/lib/bai-cluster"},
-            "mode": {"type": "str", "choices": ["single-node", "multi-node"]},
-            "network": {"type": "str"},
-            "env": {"type": "dict", "default": {}},
-            "mounts": {"type": "list", "elements": "dict", "default": []},
-            "keypair": {"type": "dict", "no_log": True},
-            "authorized_keys": {"type": "list", "elements": "str", "default": [], "no_log": False},
-            "ssh_timeout": {"type": "int", "default": 60},
-            "network_spec": {"type": "dict"},
-            "mesh_check": {"type": "bool", "default": False},
-            "networks": {"type": "bool", "default": False},
-            "job": {
-                "type": "dict",
-                "options": {
-                    "command": {"type": "str", "required": True},
-                    "grace_s": {"type": "int", "default": DEFAULT_GRACE_S},
-                },
-            },
-            "grace_s": {"type": "int", "default": DEFAULT_GRACE_S},
-            "stop": {"type": "bool", "default": False},
-            "log_dir": {"type": "path", "default": DEFAULT_LOG_DIR},
-            "log_max_bytes": {"type": "int", "default": DEFAULT_LOG_MAX_BYTES},
-            "workers": {"type": "int", "default": 8},
-            **DOCKER_ARGUMENT_SPEC,
-        },
+        argument_spec=ARGUMENT_SPEC,
         required_if=[("state", "present", ("session_id", "agent", "kernels", "mode"))],
         supports_check_mode=True,
     )
@@ -557,42 +560,44 @@ def main() -> None:
         )
     docker_ = connect(module)
     p = module.params
-    share = None
-    try:
-        if p["state"] == "absent":
-            module.exit_json(
-                **absent(
-                    docker_,
-                    module,
-                    session=p["session"],
-                    session_id=p["session_id"],
-                    agent=p["agent"],
-                    networks=p["networks"],
-                    workers=p["workers"],
-                    grace_s=p["grace_s"],
-                    stop=p["stop"],
-                    log_dir=p["log_dir"],
-                    log_max_bytes=p["log_max_bytes"],
-                )
-            )
+    shares: list[AgentShare] = []  # the one this call makes, once it is made
+
+    def present() -> dict:
         try:
             request = request_of(p)
         except SpecError as exc:
             raise Failure(f"{exc}; nothing was changed") from None
-        share = AgentShare(module, docker_, request, settings_of(p))
-        result = share.present()
-    except (Failure, DockerException) as exc:
-        msg = str(exc) if isinstance(exc, Failure) else f"Docker error: {error_text(exc)}"
-        if share is not None and (share.created or share.network_made):
-            leftovers = share.cleanup()
-            made = [f"the {len(share.created)} container(s)"] if share.created else []
-            made += [f"network {p['network']}"] if share.network_made else []
-            msg += f"; removed {' and '.join(made)} this run had made"
-            if leftovers:
-                msg += f" (except: {'; '.join(leftovers)})"
-        # refused: the agent's admission said no (the create places the session again).
-        module.fail_json(msg=msg, refused=isinstance(exc, Refused), agent=p["agent"])
-    module.exit_json(**result)
+        shares.append(AgentShare(module, docker_, request, settings_of(p)))
+        return shares[0].present()
+
+    def removed() -> dict:
+        return absent(
+            docker_,
+            module,
+            session=p["session"],
+            session_id=p["session_id"],
+            agent=p["agent"],
+            networks=p["networks"],
+            workers=p["workers"],
+            grace_s=p["grace_s"],
+            stop=p["stop"],
+            log_dir=p["log_dir"],
+            log_max_bytes=p["log_max_bytes"],
+        )
+
+    run_module(
+        module,
+        removed if p["state"] == "absent" else present,
+        (
+            (Failure, DockerException),
+            # refused: the agent's admission said no (the create places the session again).
+            lambda exc: {
+                "msg": failure(shares[0] if shares else None, exc),
+                "refused": isinstance(exc, Refused),
+                "agent": p["agent"],
+            },
+        ),
+    )
 
 
 if __name__ == "__main__":

@@ -127,6 +127,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.engine.docker_api impo
     error_text,
     session_containers,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.engine.runner import run_module, says
 from ansible_collections.bai.cluster.plugins.module_utils.jobs import job_docker
 
 
@@ -187,15 +188,15 @@ def main() -> None:
         supports_check_mode=True,
     )
     docker_ = connect(module)
-    try:
-        result = run(module, docker_.api)
-    except Failure as exc:
-        module.fail_json(msg=str(exc))
-    except DockerException as exc:
-        module.fail_json(
-            msg=f"Docker error on session {module.params['session']}: {error_text(exc)}"
-        )
-    module.exit_json(**result)
+    run_module(
+        module,
+        lambda: run(module, docker_.api),
+        (Failure, str),
+        (
+            DockerException,
+            says(f"Docker error on session {module.params['session']}: ", error_text),
+        ),
+    )
 
 
 if __name__ == "__main__":

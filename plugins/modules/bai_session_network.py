@@ -117,6 +117,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.engine.docker_api impo
     connect,
     error_text,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.engine.runner import run_module, says
 from ansible_collections.bai.cluster.plugins.module_utils.network.session_network import (
     absent,
     present,
@@ -146,20 +147,17 @@ def main() -> None:
         supports_check_mode=True,
     )
     docker_ = connect(module)
-    try:
-        if module.params["state"] == "present":
-            result = present(docker_.api, module.params, module.check_mode)
-        else:
-            result = absent(
-                docker_.api, module.params["session"], module.params["name"], module.check_mode
-            )
-    except (Failure, SpecError) as exc:
-        module.fail_json(msg=str(exc))
-    except DockerException as exc:
-        module.fail_json(
-            msg=f"Docker error on network of session {module.params['session']}: {error_text(exc)}"
-        )
-    module.exit_json(**result)
+    p = module.params
+    run_module(
+        module,
+        lambda: (
+            present(docker_.api, p, module.check_mode)
+            if p["state"] == "present"
+            else absent(docker_.api, p["session"], p["name"], module.check_mode)
+        ),
+        ((Failure, SpecError), str),
+        (DockerException, says(f"Docker error on network of session {p['session']}: ", error_text)),
+    )
 
 
 if __name__ == "__main__":

@@ -19,11 +19,8 @@ description:
   - True when the value is 1-32 characters of lowercase letters, digits and C(-), starting
     and ending with a letter or digit, the rule every session name follows (it becomes
     part of container and network names).
-options:
-  _input:
-    description: The value to test.
-    type: raw
-    required: true
+extends_documentation_fragment:
+  - bai.cluster.test_input
 """
 
 EXAMPLES = r"""

@@ -19,11 +19,8 @@ short_description: Test whether a value is one OpenSSH public key line
 description:
   - True when the value is C(TYPE BASE64 [COMMENT]) with an OpenSSH key type (ed25519, RSA,
     DSA, ECDSA, or a security-key type), no options prefix and no line break.
-options:
-  _input:
-    description: The value to test.
-    type: raw
-    required: true
+extends_documentation_fragment:
+  - bai.cluster.test_input
 """
 
 EXAMPLES = r"""

@@ -27,7 +27,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_SESSION,
     LABEL_SESSION_ID,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger as book
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import document, reservations
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger_store as store_
 from conftest import bai_cli, finish_playbook, start_playbook
 from labtools import lab_agents, lab_node, on_agent, spanning_by_memory, sweep, wait_for
@@ -101,7 +101,7 @@ def test_the_ledger_is_one_swarm_object_that_every_manager_serves(lab, managers,
         # The same object, at the same version, through each manager's engine.
         seen = [ledger_via(m)["sessions"][name] for m in managers.values()]
         assert all(entry == seen[0] for entry in seen), seen
-        assert seen[0]["session_id"] == session_id and seen[0]["state"] == book.READY
+        assert seen[0]["session_id"] == session_id and seen[0]["state"] == document.READY
         # No file ledger knows it (a lab that an older version used may keep one).
         for node in [*managers.values(), *lab.values()]:
             _code, out = on_agent(node, "cat", "/var/lib/bai-cluster/ledger.json")
@@ -146,7 +146,7 @@ def test_create_list_show_and_destroy_work_with_the_first_manager_stopped(
             assert [c for c in session_cpus(agent) if c.startswith(f"bai-{name}-")], agent.name
         # The ledger, through the managers that are up, holds it.
         for manager in ("manager2", "manager3"):
-            assert ledger_via(managers[manager])["sessions"][name]["state"] == book.READY
+            assert ledger_via(managers[manager])["sessions"][name]["state"] == document.READY
 
         listed = cli("session", "list", "--json")
         assert listed.returncode == 0, listed.stderr
@@ -206,7 +206,7 @@ def test_twenty_creates_at_once_through_three_managers_give_out_no_more_than_off
         assert (len(made), len(pending)) == (16, 4), (made, pending)
         held = ledger_via(managers["manager3"])["sessions"]
         assert set(held) == set(made), held
-        assert all(entry["state"] == book.READY for entry in held.values())
+        assert all(entry["state"] == document.READY for entry in held.values())
     finally:
         # One destroy of all of them (a list, at once on their agents): twenty destroy
         # processes at once would only contend for this machine's CPUs.
@@ -302,7 +302,7 @@ def test_a_ledger_of_500_sessions_fits_the_swarm_store(managers):
     """500 sessions of 4 containers each, as the ledger writes them, in one config's
     labels: written through one manager, read back whole through another. (A copy under
     another name, so the live ledger is not touched.)"""
-    ledger = book.empty()
+    ledger = document.empty()
     for i in range(500):
         name = f"s{i:03d}-training-job"
         plan = {
@@ -319,8 +319,8 @@ def test_a_ledger_of_500_sessions_fits_the_swarm_store(managers):
                 for k in range(4)
             ],
         }
-        ledger["sessions"][name] = book.reservation(plan, now=1.7e9 + i, ttl=960)
-    text = book.dumps_compact(ledger)
+        ledger["sessions"][name] = reservations.reservation(plan, now=1.7e9 + i, ttl=960)
+    text = document.dumps_compact(ledger)
     size = len(text.encode())
     print(f"ledger of 500 sessions x 4 containers: {size} bytes")
     assert size < store_.MAX_LEDGER_BYTES
@@ -346,6 +346,6 @@ def test_a_ledger_of_500_sessions_fits_the_swarm_store(managers):
         code, out = on_agent(managers["manager3"], "docker", "config", "inspect", probe)
         assert code == 0, out[-500:]
         back = json.loads(out)[0]["Spec"]["Labels"][store_.LEDGER_LABEL]
-        assert book.loads(back) == ledger
+        assert document.loads(back) == ledger
     finally:
         on_agent(managers["manager2"], "docker", "config", "rm", probe)

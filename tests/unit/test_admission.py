@@ -22,8 +22,14 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_SESSION,
     LABEL_SESSION_ID,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import admission
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger as book
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import (
+    admission,
+    document,
+    kept_reads,
+    reservations,
+    roster,
+    usage,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger_store as store_
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.admission import (
     Holding,
@@ -172,7 +178,7 @@ def read(engine, now):
         "containers": [],
         "images": {},
         "paths": {},
-        "sessions": book.observed_sessions(listed),
+        "sessions": usage.observed_sessions(listed),
         "read_at": now,
     }
 
@@ -254,7 +260,7 @@ def test_property_no_ledger_mistake_puts_more_on_an_engine_than_it_offers(ops):
     or stale reads. The ledger may be wrong in every way the issue lists; the engine's
     truth stays within the offer because every create is admitted."""
     engine: dict[str, dict] = {}
-    ledger = book.empty()
+    ledger = document.empty()
     reads = [read(engine, 0.0)]
     plans: dict[str, dict] = {}
     now = 1000.0
@@ -266,27 +272,27 @@ def test_property_no_ledger_mistake_puts_more_on_an_engine_than_it_offers(ops):
             resources = {"cpu": cpu, "mem": f"{cpu}g", "gpu": gpu}
             spec = normalize_spec({"name": name, "size": size, "resources": resources})
             with contextlib.suppress(Pending):
-                book.expire(ledger, now)
+                reservations.expire(ledger, now)
                 agents, _existing, inventory = agents_from_info(
-                    None, None, book.adjust([stale], ledger)
+                    None, None, usage.adjust([stale], ledger)
                 )
                 plan = plan_session(spec, agents, [], inventory=inventory)
                 plan = {**plan, "spec_hash": "h"}
-                ledger["sessions"][name] = book.reservation(plan, now=now, ttl=30)
+                ledger["sessions"][name] = reservations.reservation(plan, now=now, ttl=30)
                 plans[name] = plan
                 made = make(engine, plan, size if op == "create" else max(size - 1, 1))
                 if made and op == "create":
-                    book.mark_ready(ledger, name, plan["session_id"], now)
+                    reservations.mark_ready(ledger, name, plan["session_id"], now)
                 elif not made:
-                    book.release(ledger, name, plan["session_id"])
+                    reservations.release(ledger, name, plan["session_id"])
         elif op == "confirm" and name in plans:
-            book.mark_ready(ledger, name, plans[name]["session_id"], now)
+            reservations.mark_ready(ledger, name, plans[name]["session_id"], now)
         elif op == "expire":
-            book.expire(ledger, now + 10_000)
+            reservations.expire(ledger, now + 10_000)
         elif op == "destroy":
             for cname in [c for c in engine if c.startswith(f"bai-{name}-")]:
                 del engine[cname]
-            book.release(ledger, name)
+            reservations.release(ledger, name)
         elif op in ("stop", "start") and engine:
             key = sorted(engine)[n % len(engine)]
             engine[key]["State"] = "exited" if op == "stop" else "running"
@@ -329,9 +335,9 @@ def place_through_store(store, engine, name, spec, clock):
         def step(snapshot, now, fresh=tuple(fresh)):
             fresh = list(fresh)
             ledger = snapshot.ledger
-            book.expire(ledger, now, fresh)
-            book.remember(ledger, fresh, now, book.declarations([AGENT]))
-            found = book.sources(
+            reservations.expire(ledger, now, fresh)
+            kept_reads.remember(ledger, fresh, now, roster.declarations([AGENT]))
+            found = kept_reads.sources(
                 ledger,
                 [AGENT],
                 name=name,
@@ -343,16 +349,18 @@ def place_through_store(store, engine, name, spec, clock):
             )
             if found.read:
                 return {"need": found.read, "save": True}
-            kept = [book.kept_result(ledger["agents"][a]) for a in found.kept]
+            kept = [kept_reads.kept_result(ledger["agents"][a]) for a in found.kept]
             info = fresh + kept + list(found.hinted.values())
-            agents, _existing, inventory = agents_from_info(None, None, book.adjust(info, ledger))
+            agents, _existing, inventory = agents_from_info(None, None, usage.adjust(info, ledger))
             try:
                 plan = plan_session(spec, agents, [], inventory=inventory)
             except Pending:
                 return {"pending": True, "save": bool(fresh)}
             if any(a in found.hinted for a in plan["agents"]):
                 return {"need": plan["agents"], "save": bool(fresh)}
-            ledger["sessions"][name] = book.reservation({**plan, "spec_hash": "h"}, now=now, ttl=30)
+            ledger["sessions"][name] = reservations.reservation(
+                {**plan, "spec_hash": "h"}, now=now, ttl=30
+            )
             return {"plan": plan, "changed": True}
 
         done = store_.transact(store, step, clock=clock)
@@ -382,7 +390,9 @@ def test_property_the_store_and_hints_never_put_more_on_an_engine_than_it_offers
         store_.transact(
             store,
             lambda snap, now: (
-                book.remember(snap.ledger, [read(engine, now)], now, book.declarations([AGENT]))
+                kept_reads.remember(
+                    snap.ledger, [read(engine, now)], now, roster.declarations([AGENT])
+                )
                 or {"save": True}
             ),
             clock=tick,
@@ -405,18 +415,20 @@ def test_property_the_store_and_hints_never_put_more_on_an_engine_than_it_offers
                     made = make(engine, plan, size if op == "create" else max(size - 1, 1))
                     sid = plan["session_id"]
                     if made and op == "create":
-                        change(lambda led, now, n=name, s=sid: book.mark_ready(led, n, s, now))
+                        change(
+                            lambda led, now, n=name, s=sid: reservations.mark_ready(led, n, s, now)
+                        )
                     elif not made:
-                        change(lambda led, now, n=name, s=sid: book.release(led, n, s))
+                        change(lambda led, now, n=name, s=sid: reservations.release(led, n, s))
             elif op == "confirm" and name in plans:
                 sid = plans[name]["session_id"]
-                change(lambda led, now, n=name, s=sid: book.mark_ready(led, n, s, now))
+                change(lambda led, now, n=name, s=sid: reservations.mark_ready(led, n, s, now))
             elif op == "expire":
-                change(lambda led, now: bool(book.expire(led, now + 10_000).dropped))
+                change(lambda led, now: bool(reservations.expire(led, now + 10_000).dropped))
             elif op == "destroy":
                 for cname in [c for c in engine if c.startswith(f"bai-{name}-")]:
                     del engine[cname]
-                change(lambda led, now, n=name: book.release(led, n))
+                change(lambda led, now, n=name: reservations.release(led, n))
             elif op in ("stop", "start") and engine:
                 key = sorted(engine)[n % len(engine)]
                 engine[key]["State"] = "exited" if op == "stop" else "running"

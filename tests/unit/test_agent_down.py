@@ -9,12 +9,16 @@ from ansible_collections.bai.cluster.plugins.module_utils.containers.listing imp
     format_table,
     summarize_sessions,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger as book
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import (
+    document,
+    reconcile,
+    reservations,
+)
 from ansible_collections.bai.cluster.plugins.modules import bai_session_ledger, bai_session_summary
 from ansible_collections.bai.cluster.plugins.plugin_utils import ledger_text
 from docker_fake import FakeEngine, run_module
+from ledger_fake import info, place
 from test_availability import ledger_args, read
-from test_ledger import info, place
 
 
 def test_a_create_passes_over_an_agent_it_could_not_read(tmp_path):
@@ -40,7 +44,7 @@ def test_a_create_of_a_session_an_unread_agent_may_hold_fails_and_changes_nothin
 
 
 def test_the_sessions_on_an_agent_that_does_not_answer_are_listed_unreachable():
-    ledger = book.empty()
+    ledger = document.empty()
     place(
         ledger,
         "both",
@@ -75,7 +79,7 @@ def test_the_sessions_on_an_agent_that_does_not_answer_are_listed_unreachable():
 
 
 def test_a_forced_destroy_leaves_the_part_it_could_not_reach_to_reconcile():
-    ledger = book.empty()
+    ledger = document.empty()
     reads = [info("a1", cpu=2), info("a2", cpu=2)]
     place(ledger, "s", reads, size=2, mode="multi-node", resources={"cpu": 2})
     sid = ledger["sessions"]["s"]["session_id"]
@@ -94,7 +98,7 @@ def test_a_forced_destroy_leaves_the_part_it_could_not_reach_to_reconcile():
     assert destroy.failures([done]) == []
     assert "its part on a2" in destroy.text(done) and "session reconcile" in destroy.text(done)
 
-    assert book.forsake(ledger, "s", sid, done["left_on"], now=2000.0)
+    assert reservations.forsake(ledger, "s", sid, done["left_on"], now=2000.0)
     assert "s" not in ledger["sessions"] and ledger["forsaken"][sid]["agents"] == ["a2"]
     # a2 answers again with the session's container: reconcile removes it, never adopts.
     leftover = {
@@ -106,7 +110,7 @@ def test_a_forced_destroy_leaves_the_part_it_could_not_reach_to_reconcile():
         },
     }
     back = {**info("a2", cpu=2, read_at=3000.0), "containers": [leftover], "read_after": 2999.0}
-    done_ = book.reconcile(ledger, [back], now=3000.0, every_agent_read=False)
+    done_ = reconcile.reconcile(ledger, [back], now=3000.0, every_agent_read=False)
     assert done_.forsaken == ["s"] and done_.adopted == []
     assert done_.remove == [
         {"agent": "a2", "session": "s", "session_id": sid, "containers": 1, "forced": True}
@@ -116,7 +120,7 @@ def test_a_forced_destroy_leaves_the_part_it_could_not_reach_to_reconcile():
     )
     # Once a2 runs nothing of it, the ledger forgets it.
     empty = {**info("a2", cpu=2, read_at=4000.0), "read_after": 3999.0}
-    book.reconcile(ledger, [empty], now=4000.0, every_agent_read=True)
+    reconcile.reconcile(ledger, [empty], now=4000.0, every_agent_read=True)
     assert ledger["forsaken"] == {}
 
 

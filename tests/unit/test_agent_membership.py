@@ -9,7 +9,7 @@ import json
 import pytest
 from ansible_collections.bai.cluster.plugins.module_utils.hosts import swarm
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import availability as avail
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger as book
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import document, roster
 from ansible_collections.bai.cluster.plugins.modules import (
     bai_agent_availability,
     bai_agent_membership,
@@ -116,7 +116,7 @@ def test_check_mode_reports_the_hold_and_writes_nothing(tmp_path):
 
 # --- the ledger forgets an agent ------------------------------------------------------
 def ledger_with(sessions=(), agents=("a1", "a2")):
-    ledger = book.empty()
+    ledger = document.empty()
     for agent in agents:
         ledger["agents"][agent] = {"agent": {"name": agent, "id": f"id-{agent}"}}
     for name, agent in sessions:
@@ -127,7 +127,7 @@ def ledger_with(sessions=(), agents=("a1", "a2")):
 def test_forgetting_an_agent_is_refused_while_a_session_holds_it():
     ledger = ledger_with([("s1", "a2"), ("s2", "a1")])
     before = json.dumps(ledger, sort_keys=True)
-    gone = book.forget_agent(ledger, "a2", "id-a2")
+    gone = roster.forget_agent(ledger, "a2", "id-a2")
     assert gone.holding == ["s1"] and gone.dropped == []
     assert json.dumps(ledger, sort_keys=True) == before
 
@@ -139,14 +139,14 @@ def test_forgetting_an_agent_drops_its_records_and_keeps_its_leftovers_known():
         "x": {"name": "old", "agents": ["a2"], "at": 0},
         "y": {"name": "wide", "agents": ["a1", "a2"], "at": 0},
     }
-    gone = book.forget_agent(ledger, "a2", "id-a2")
+    gone = roster.forget_agent(ledger, "a2", "id-a2")
     assert gone.holding == [] and "its kept read" in gone.dropped
     assert "its availability record" in gone.dropped
     assert "a2" not in ledger["agents"] and ledger["availability"] == {}
     # Leftovers stay known: reconcile removes them if the agent is ever added back.
     assert set(ledger["forsaken"]) == {"x", "y"}
     assert "s2" in ledger["sessions"] and "a1" in ledger["agents"]
-    assert book.forget_agent(ledger, "a2", "id-a2") == book.Forgotten([], [])
+    assert roster.forget_agent(ledger, "a2", "id-a2") == roster.Forgotten([], [])
 
 
 def test_the_module_forgets_an_agent_in_a_file_ledger_and_a_rerun_changes_nothing(tmp_path):

@@ -10,7 +10,7 @@ import pytest
 from ansible_collections.bai.cluster.plugins.module_utils.containers import destroy
 from ansible_collections.bai.cluster.plugins.module_utils.hosts import agent_view
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import availability as avail
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger as book
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import document
 from ansible_collections.bai.cluster.plugins.modules import (
     bai_agent_availability,
     bai_session_ledger,
@@ -26,7 +26,7 @@ def record(availability="pause", name="a1", identity="n1", by="alice", reason=""
 
 # --- records --------------------------------------------------------------------------
 def test_a_pause_is_recorded_once_with_who_why_and_when():
-    ledger = book.empty()
+    ledger = document.empty()
     assert avail.set_availability(ledger, record(reason="driver"), name="a1", identity="n1")
     # Pausing again keeps the first record: who and when do not move.
     again = record(by="bob", now=200.0)
@@ -43,7 +43,7 @@ def test_a_pause_is_recorded_once_with_who_why_and_when():
 
 
 def test_a_record_made_before_the_identity_was_known_moves_to_it():
-    ledger = book.empty()
+    ledger = document.empty()
     avail.set_availability(ledger, record(identity=""), name="a1", identity="")
     assert avail.record_of(avail.records(ledger), "a1", "n1") is not None
     avail.set_availability(ledger, record(), name="a1", identity="n1")

@@ -8,7 +8,9 @@ import json
 import pytest
 
 from bai_cli import __main__ as cli
-from bai_cli import api
+from bai_cli import api, runner
+from bai_cli.commands.session_options import create_spec
+from bai_cli.commands.session_text import session_text
 from bai_cli.errors import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -64,7 +66,7 @@ def test_create_options_become_the_playbook_variables():
         "1400",
     )
     assert args.inventory == "inventories/local"
-    extravars = api.create_extravars(args.name, args.size, **cli.create_spec(args))
+    extravars = api.create_extravars(args.name, args.size, **create_spec(args))
     assert extravars == {
         "session_name": "s1",
         "session_size": 3,
@@ -85,9 +87,7 @@ def test_create_options_become_the_playbook_variables():
 
 def test_unset_options_are_left_to_the_playbook_defaults():
     args = parse("session", "create", "s1")
-    assert api.create_extravars(args.name, args.size, **cli.create_spec(args)) == {
-        "session_name": "s1"
-    }
+    assert api.create_extravars(args.name, args.size, **create_spec(args)) == {"session_name": "s1"}
 
 
 def test_global_options_work_after_the_subcommand_too():
@@ -107,7 +107,7 @@ def test_roles_parse_into_session_roles():
         "--role",
         "worker=2,image=bai/session:latest,cpu=2,mem=1g,gpu=0",
     )
-    assert cli.create_spec(args)["roles"] == [
+    assert create_spec(args)["roles"] == [
         {"role": "main", "replicas": 1},
         {
             "role": "worker",
@@ -132,7 +132,7 @@ def test_malformed_options_exit_2_before_anything_runs(option, value, needle, ca
     def must_not_run(*args, **kwargs):
         raise AssertionError("no playbook may run for bad command-line input")
 
-    monkeypatch.setattr(api, "run_playbook", must_not_run)
+    monkeypatch.setattr(runner, "run_playbook", must_not_run)
     assert cli.main(["session", "create", "s1", option, value]) == EXIT_BAD_INPUT
     assert needle in capsys.readouterr().err
 
@@ -436,7 +436,7 @@ def test_create_summary_text():
             "ssh_agent": "agent1",
         }
     )
-    text = "\n".join(cli.session_text(session))
+    text = "\n".join(session_text(session))
     assert text.splitlines()[0] == "session s1 created"
     assert "single-node, 2 container(s), network bai-s1-net (bridge)" in text
     assert "main1  main  1    agent1  bai-s1-main1  K1" in text
@@ -457,7 +457,7 @@ def test_rerun_summary_says_what_it_started_again():
             "restarted": ["bai-s1-sub1"],
         }
     )
-    first = cli.session_text(session)[0]
+    first = session_text(session)[0]
     assert first == (
         "session s1 already exists with this spec; started again what had stopped: bai-s1-sub1"
     )
@@ -477,7 +477,7 @@ def test_reconcile_runs_its_playbook_in_check_mode_and_prints_what_it_did(monkey
         }
         return PlaybookResult(rc=0, status="successful", stats=stats, failures=[], ok_results={})
 
-    monkeypatch.setattr(api, "run_playbook", fake_run)
+    monkeypatch.setattr(runner, "run_playbook", fake_run)
     assert cli.main(["session", "reconcile", "--check"]) == 0
     assert seen == {"playbook": api.RECONCILE, "check": True}
     out = capsys.readouterr().out.splitlines()
@@ -497,7 +497,7 @@ def test_reconcile_adopts_another_ledger_by_id_and_reports_foreign_sessions(monk
         stats = {"bai_reconcile": {"foreign": ["s3 (ledger old-id)"], "ledger_ids": ["new-id"]}}
         return PlaybookResult(rc=0, status="successful", stats=stats, failures=[], ok_results={})
 
-    monkeypatch.setattr(api, "run_playbook", fake_run)
+    monkeypatch.setattr(runner, "run_playbook", fake_run)
     argv = ["session", "reconcile", "--adopt-ledger", "old-id", "--adopt-ledger", "older"]
     assert cli.main(argv) == 0
     assert seen == {"session_adopt_ledgers": ["old-id", "older"]}
@@ -511,7 +511,7 @@ def test_reconcile_adopts_another_ledger_by_id_and_reports_foreign_sessions(monk
 # --- the queue ------------------------------------------------------------------------
 def test_queue_becomes_session_queue_and_run_needs_detach(capsys):
     args = parse("session", "create", "s1", "--queue")
-    assert api.create_extravars(args.name, args.size, **cli.create_spec(args))["session_queue"]
+    assert api.create_extravars(args.name, args.size, **create_spec(args))["session_queue"]
     assert cli.main(["session", "run", "s1", "--queue", "--", "true"]) == EXIT_BAD_INPUT
     assert "--queue needs --detach" in capsys.readouterr().err
 
@@ -529,7 +529,7 @@ def test_a_queued_create_prints_its_place_and_reason(monkeypatch, capsys):
             rc=0, status="successful", stats={"bai_session": queued}, failures=[], ok_results={}
         )
 
-    monkeypatch.setattr(api, "run_playbook", fake_run)
+    monkeypatch.setattr(runner, "run_playbook", fake_run)
     assert cli.main(["session", "create", "s2", "-n", "2", "--queue"]) == 0
     out = capsys.readouterr().out
     assert "session s2 is PENDING: number 1 in the queue of resource group default" in out
@@ -550,7 +550,7 @@ def test_schedule_runs_the_pass_again_while_more_would_start(monkeypatch, capsys
         stats = {"bai_schedule": decided, "bai_session": made}
         return PlaybookResult(rc=0, status="successful", stats=stats, failures=[], ok_results={})
 
-    monkeypatch.setattr(api, "run_playbook", fake_run)
+    monkeypatch.setattr(runner, "run_playbook", fake_run)
     assert cli.main(["session", "schedule"]) == 0
     assert runs == [api.SCHEDULE, api.SCHEDULE]
     assert capsys.readouterr().out.splitlines() == [

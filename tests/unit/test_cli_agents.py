@@ -76,7 +76,7 @@ def failed(task: str, msg: str, stats: dict | None = None) -> PlaybookResult:
 def runner(monkeypatch):
     def install(result: PlaybookResult) -> FakeRunner:
         fake = FakeRunner(result)
-        monkeypatch.setattr(api, "run_playbook", fake)
+        monkeypatch.setattr("bai_cli.runner.run_playbook", fake)
         return fake
 
     monkeypatch.setattr("getpass.getuser", lambda: "alice")
@@ -227,7 +227,7 @@ def test_an_unknown_availability_is_refused_before_anything_runs(monkeypatch):
     def must_not_run(*args, **kwargs):
         raise AssertionError("no playbook may run for bad input")
 
-    monkeypatch.setattr(api, "run_playbook", must_not_run)
+    monkeypatch.setattr("bai_cli.runner.run_playbook", must_not_run)
     with pytest.raises(api.BaiClusterError) as exc:
         api.set_agent_availability("agent1", "paused")
     assert exc.value.exit_code == EXIT_BAD_INPUT
@@ -346,7 +346,7 @@ def test_drain_progress_shows_the_wait_and_each_change(runner, monkeypatch, caps
         return ok(drain_stats([], forced=False))
 
     runner(ok({}))
-    monkeypatch.setattr(api, "run_playbook", fake)
+    monkeypatch.setattr("bai_cli.runner.run_playbook", fake)
     assert cli.main(["agent", "drain", "agent2", "--timeout", "60"]) == EXIT_OK
     err = [line.split("] ", 1)[1] for line in capsys.readouterr().err.splitlines()]
     assert err == [

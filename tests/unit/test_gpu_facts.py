@@ -22,7 +22,6 @@ from ansible_collections.bai.cluster.plugins.module_utils.gpu.common import (
 )
 from ansible_collections.bai.cluster.plugins.module_utils.gpu.facts import (
     GpuDevice,
-    HostProbe,
     detect,
     gpu_facts,
     merge_amd_devices,
@@ -32,6 +31,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.gpu.facts import (
     parse_render_nodes,
     parse_rocm_smi_json,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.gpu.probe import HostProbe
 from gpu_fakes import FakeProbe, amd_host, fixture
 
 

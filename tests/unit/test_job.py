@@ -18,7 +18,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
 )
 from ansible_collections.bai.cluster.plugins.module_utils.jobs import job
 from ansible_collections.bai.cluster.plugins.module_utils.jobs.job import Member, result
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger as book
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import document, history
 from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
     normalize_spec,
     spec_hash,
@@ -258,15 +258,15 @@ def test_ended_sessions_are_complete_batch_sessions_with_nothing_running():
 
 # --- the ledger remembers ends ----------------------------------------------------------
 def test_the_ledger_remembers_the_newest_ends():
-    ledger = book.empty()
+    ledger = document.empty()
     end = {"state": "failed", "exit_code": 7, "members": {"main1": "agent1"}, "extra": 1}
-    for i in range(book.MAX_ENDED + 5):
-        book.record_end(ledger, "train" if i % 2 else "other", f"id{i}", end, float(i))
-    assert len(ledger["ended"]) == book.MAX_ENDED
-    found = book.ends_of(ledger, "train")
+    for i in range(history.MAX_ENDED + 5):
+        history.record_end(ledger, "train" if i % 2 else "other", f"id{i}", end, float(i))
+    assert len(ledger["ended"]) == history.MAX_ENDED
+    found = history.ends_of(ledger, "train")
     assert [e["session_id"] for e in found[:2]] == [
-        f"id{book.MAX_ENDED + 3}",
-        f"id{book.MAX_ENDED + 1}",
+        f"id{history.MAX_ENDED + 3}",
+        f"id{history.MAX_ENDED + 1}",
     ]
     assert found[0]["exit_code"] == 7 and "extra" not in found[0]
     assert "id0" not in ledger["ended"]

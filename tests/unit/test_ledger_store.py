@@ -17,7 +17,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.engine.docker_api impo
     APIError,
     NotFound,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger as book
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import document
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger_store as store_
 
 
@@ -221,7 +221,7 @@ def test_a_damaged_swarm_ledger_is_reported_and_set_aside_on_request():
     swarm = store_.SwarmStore(api, "c")
     api.create_config(store_.CONFIG_NAME, b"x", labels={store_.LEDGER_LABEL: "{not json"})
     snapshot = swarm.load()
-    assert "not JSON" in snapshot.damaged and snapshot.ledger == book.empty()
+    assert "not JSON" in snapshot.damaged and snapshot.ledger == document.empty()
 
     def rebuild(snapshot, now):
         return {"changed": True, "set_aside": True}
@@ -262,7 +262,7 @@ def test_the_file_store_keeps_its_identity_and_tells_lost_from_new(tmp_path):
     store_.transact(files, add_one("a"))
     identity = files.identity()
     assert len(identity) == 32
-    assert sorted(book.loads((tmp_path / "ledger.json").read_text())["sessions"]) == ["a"]
+    assert sorted(document.loads((tmp_path / "ledger.json").read_text())["sessions"]) == ["a"]
     (tmp_path / "ledger.json").unlink()
     assert files.load().missing == "lost"
     (tmp_path / "ledger.json").write_text("")
@@ -277,7 +277,7 @@ def test_threads_through_the_file_store_lose_no_write(tmp_path):
         thread.start()
     for thread in threads:
         thread.join()
-    ledger = book.loads((tmp_path / "ledger.json").read_text())
+    ledger = document.loads((tmp_path / "ledger.json").read_text())
     assert sorted(ledger["sessions"]) == sorted(names)
 
 

@@ -12,7 +12,11 @@ from ansible_collections.bai.cluster.plugins.module_utils.containers.listing imp
     format_table,
     summarize_sessions,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger as book
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import (
+    document,
+    reconcile,
+    reservations,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import Agent
 from ansible_collections.bai.cluster.plugins.module_utils.session.plan import plan_session
 from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
@@ -49,36 +53,39 @@ def test_the_lifetime_is_in_the_spec_and_on_the_labels_but_not_in_the_hash():
 
 
 def test_it_counts_from_when_the_session_started_running_never_its_submission():
-    entry = book.reservation(planned(lifetime_s=60), now=100.0, ttl=900)
+    entry = reservations.reservation(planned(lifetime_s=60), now=100.0, ttl=900)
     ledger = {"sessions": {"s1": entry}}
     assert entry["lifetime_s"] == 60
     # Reserved at 100 and still being created at 1000: not running, nothing counted.
-    assert book.time_left(entry, 1000.0) is None and book.lifetimes_up(ledger, 1000.0) == []
-    book.mark_ready(ledger, "s1", entry["session_id"], 1000.0)
-    assert book.time_left(entry, 1030.0) == 30.0
-    assert book.lifetimes_up(ledger, 1059.9) == []
-    assert book.lifetimes_up(ledger, 1060.0) == ["s1"]
-    assert book.time_left(entry, 5000.0) == 0.0
+    assert (
+        reservations.time_left(entry, 1000.0) is None
+        and reservations.lifetimes_up(ledger, 1000.0) == []
+    )
+    reservations.mark_ready(ledger, "s1", entry["session_id"], 1000.0)
+    assert reservations.time_left(entry, 1030.0) == 30.0
+    assert reservations.lifetimes_up(ledger, 1059.9) == []
+    assert reservations.lifetimes_up(ledger, 1060.0) == ["s1"]
+    assert reservations.time_left(entry, 5000.0) == 0.0
 
 
 def test_a_session_without_a_lifetime_never_ends_by_it():
-    entry = book.reservation(planned(), now=0.0, ttl=900)
+    entry = reservations.reservation(planned(), now=0.0, ttl=900)
     ledger = {"sessions": {"s1": entry}}
-    book.mark_ready(ledger, "s1", entry["session_id"], 1.0)
-    assert "lifetime_s" not in entry and book.lifetimes_up(ledger, 1e12) == []
+    reservations.mark_ready(ledger, "s1", entry["session_id"], 1.0)
+    assert "lifetime_s" not in entry and reservations.lifetimes_up(ledger, 1e12) == []
 
 
 def test_a_ledger_rebuilt_from_the_labels_gets_the_lifetime_back():
     plan = planned(lifetime_s=90, owner="erin")
     rows = [("a1", {"name": k["container_name"], "labels": k["labels"]}) for k in plan["kernels"]]
-    entry = book.adopted("s1", plan["session_id"], rows, now=5.0)
+    entry = reconcile.adopted("s1", plan["session_id"], rows, now=5.0)
     assert (entry["lifetime_s"], entry["owner"]) == (90, "erin")
 
 
 def test_list_gives_the_time_left_at_the_ledgers_time():
     plan = planned(lifetime_s=3600)
-    entry = book.reservation(plan, now=0.0, ttl=900)
-    book.mark_ready({"sessions": {"s1": entry}}, "s1", entry["session_id"], 100.0)
+    entry = reservations.reservation(plan, now=0.0, ttl=900)
+    reservations.mark_ready({"sessions": {"s1": entry}}, "s1", entry["session_id"], 100.0)
     containers = [
         {"agent": "a1", "name": k["container_name"], "state": "running", "labels": k["labels"]}
         for k in plan["kernels"]
@@ -100,10 +107,10 @@ def test_durations(seconds, text):
 
 @given(st.floats(0, 1e6), st.floats(1, 1e5), st.floats(0, 2e6))
 def test_the_time_left_never_grows_and_is_up_exactly_when_it_reaches_zero(ready, life, now):
-    entry = {"state": book.READY, "ready_at": ready, "lifetime_s": life}
-    left = book.time_left(entry, now)
+    entry = {"state": document.READY, "ready_at": ready, "lifetime_s": life}
+    left = reservations.time_left(entry, now)
     assert left is not None and 0 <= left <= life
-    assert (book.lifetimes_up({"sessions": {"s": entry}}, now) == ["s"]) == (left == 0)
+    assert (reservations.lifetimes_up({"sessions": {"s": entry}}, now) == ["s"]) == (left == 0)
 
 
 def test_reconcile_says_which_sessions_it_ended_by_their_lifetime():

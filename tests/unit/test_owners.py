@@ -11,7 +11,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.containers.listing imp
     format_table,
     summarize_sessions,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger as book
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import reservations
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import Agent
 from ansible_collections.bai.cluster.plugins.module_utils.session.plan import plan_session
 from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
@@ -21,7 +21,8 @@ from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
 )
 
 from bai_cli import __main__ as cli
-from bai_cli import api
+from bai_cli import api, runner
+from bai_cli.commands.session_options import create_spec
 from bai_cli.errors import EXIT_PENDING, classify
 from bai_cli.runner import Failure, PlaybookResult
 
@@ -46,7 +47,7 @@ def test_every_label_and_the_ledger_entry_carry_the_owner():
     assert {k["labels"][LABEL_OWNER] for k in plan["kernels"]} == {"alice"}
     assert plan["network"]["labels"][LABEL_OWNER] == "alice"
     plan["spec"] = spec_canonical(spec(owner="alice"))
-    entry = book.reservation(plan, now=1.0, ttl=60)
+    entry = reservations.reservation(plan, now=1.0, ttl=60)
     assert entry["owner"] == "alice"
     unowned = plan_session(spec(), [Agent("a1", "default", 4, 8 * GI, 0)])
     assert all(LABEL_OWNER not in k["labels"] for k in unowned["kernels"])
@@ -76,7 +77,7 @@ def test_session_list_owner_keeps_only_that_owners_sessions(monkeypatch, capsys)
         stats = {"bai_sessions": [row("s1", "alice"), row("s2", "bob"), row("s3", "")]}
         return PlaybookResult(rc=0, status="successful", stats=stats, failures=[], ok_results={})
 
-    monkeypatch.setattr(api, "run_playbook", fake_run)
+    monkeypatch.setattr(runner, "run_playbook", fake_run)
     assert cli.main(["session", "list", "--owner", "bob"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].split()[:5] == ["NAME", "SESSION-ID", "SIZE", "MODE", "OWNER"]
@@ -87,9 +88,9 @@ def test_session_list_owner_keeps_only_that_owners_sessions(monkeypatch, capsys)
 
 def test_create_owner_becomes_session_owner():
     args = cli.build_parser().parse_args(["session", "create", "s1", "-n", "1", "--owner", "al"])
-    assert api.create_extravars("s1", 1, **cli.create_spec(args))["session_owner"] == "al"
+    assert api.create_extravars("s1", 1, **create_spec(args))["session_owner"] == "al"
     args = cli.build_parser().parse_args(["session", "create", "s1", "-n", "1"])
-    assert "session_owner" not in api.create_extravars("s1", 1, **cli.create_spec(args))
+    assert "session_owner" not in api.create_extravars("s1", 1, **create_spec(args))
 
 
 def test_a_refusal_by_the_owners_limits_is_kind_policy_exit_3():

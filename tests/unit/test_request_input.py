@@ -20,7 +20,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.session.request import
 from ansible_collections.bai.cluster.plugins.module_utils.session.spec import normalize_spec
 
 from bai_cli import __main__ as cli
-from bai_cli import api
+from bai_cli import api, runner
 from bai_cli.errors import EXIT_BAD_INPUT, BaiClusterError
 from bai_cli.runner import unsafe_yaml
 
@@ -235,13 +235,13 @@ def test_numeric_options_out_of_range_are_bad_input_and_run_nothing(
     def never(*args, **kwargs):
         raise AssertionError("a playbook ran")
 
-    monkeypatch.setattr(api, "run_playbook", never)
+    monkeypatch.setattr(runner, "run_playbook", never)
     assert cli.main(argv) == EXIT_BAD_INPUT
     assert message in capsys.readouterr().err
 
 
 def test_the_api_checks_numbers_before_running(monkeypatch):
-    monkeypatch.setattr(api, "run_playbook", lambda *a, **k: pytest.fail("a playbook ran"))
+    monkeypatch.setattr(runner, "run_playbook", lambda *a, **k: pytest.fail("a playbook ran"))
     with pytest.raises(BaiClusterError) as err:
         api.create_session("s1", 1, network_mtu=100, stop_grace_s=-1)
     assert err.value.kind == "bad_input"

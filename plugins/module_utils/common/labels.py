@@ -2,7 +2,7 @@
 
 Every container and network of a session carries these labels; placement, idempotency,
 listing and destroy read them back from the engines. The only other state is the
-reservation ledger (module_utils/scheduling/ledger.py), which concurrent creates agree through.
+session ledger (module_utils/scheduling/document.py), which concurrent creates agree through.
 Modules, filters, the CLI and the tests import the names from here.
 """
 

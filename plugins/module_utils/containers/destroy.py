@@ -83,21 +83,13 @@ def outcome(
         networks: list[str] = []
         missed: list[str] = []
         reports: list[Mapping[str, Any]] = []
-        for host in session["agents"]:
-            mine = _mine(containers.get(host), name)
-            if mine is None:
-                missed.append(host)
-            for result in mine or []:
-                removed.extend(result.get("removed") or [])
-                networks.extend(result.get("networks_removed") or [])
-                if result.get("job"):
-                    reports.append(result["job"])
-        for host in session["manager"]:
-            mine = _mine(overlays.get(host), name)
-            if mine is None:
-                missed.append(host)
-            for result in mine or []:
-                networks.extend(result.get("removed") or [])
+        for result in _collect(session["agents"], containers, name, missed):
+            removed.extend(result.get("removed") or [])
+            networks.extend(result.get("networks_removed") or [])
+            if result.get("job"):
+                reports.append(result["job"])
+        for result in _collect(session["manager"], overlays, name, missed):
+            networks.extend(result.get("removed") or [])
         left = [h for h in [*missed, *session["unlisted"]] if h not in session["manager"]]
         whole = not missed and not session["unlisted"]
         out.append(
@@ -119,6 +111,20 @@ def outcome(
             }
         )
     return out
+
+
+def _collect(
+    hosts: Sequence[str], registered: Mapping[str, Any], name: str, missed: list[str]
+) -> list[Mapping[str, Any]]:
+    """The item results of ``hosts`` for session ``name``, in order; each host whose part
+    did not finish (:func:`_mine`) is added to ``missed``."""
+    results: list[Mapping[str, Any]] = []
+    for host in hosts:
+        mine = _mine(registered.get(host), name)
+        if mine is None:
+            missed.append(host)
+        results.extend(mine or [])
+    return results
 
 
 def _mine(registered: Any, name: str) -> list[Mapping[str, Any]] | None:

@@ -7,8 +7,8 @@ themselves are the only state: which ports are in use, which session holds which
 
 Why a separate file: allocation (stable, lowest free, never a port something else
 listens on) and rendering are plain functions, unit-tested without Ansible or HAProxy
-(tests/unit/test_appproxy.py). The module plugins/modules/bai_appproxy_route.py
-does the I/O around them. No Ansible imports, valid Python 3.9+.
+(tests/unit/test_appproxy.py). network/appproxy_routes.py does the I/O around them for
+the module plugins/modules/bai_appproxy_route.py. No Ansible imports, valid Python 3.9+.
 
     check_session(name)                     a session name, or RouteError
     parse_route(text)                       the header of a route file (dict), or None

@@ -5,8 +5,9 @@ its containers (one round trip per agent)."""
 
 from __future__ import annotations
 
+import functools
 import random
-from typing import Any
+from typing import Any, Callable
 
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Failure
 from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
@@ -83,33 +84,45 @@ def present(api: Any, params: dict[str, Any], check_mode: bool = False) -> dict[
 
 
 def create(api: Any, params: dict[str, Any], name: str, labels: dict[str, str]) -> dict[str, Any]:
-    import docker  # pylint: disable=import-outside-toplevel
-
+    """Create the session's network ``name``: an attachable overlay, or a bridge on a
+    free subnet; the network as the engine lists it."""
     options = {}
     if params.get("mtu"):
         # The option is the MTU the driver starts from: an overlay subtracts VXLAN's header.
         extra = VXLAN_OVERHEAD if params["driver"] == "overlay" else 0
         options["com.docker.network.driver.mtu"] = str(params["mtu"] + extra)
+    # What both drivers' networks are made with.
+    make = functools.partial(api.create_network, name, labels=labels, check_duplicate=True)
     if params["driver"] == "overlay":
-        try:
-            api.create_network(
-                name,
-                driver="overlay",
-                attachable=True,
-                labels=labels,
-                options=options or None,
-                check_duplicate=True,
-            )
-        except APIError as exc:
-            text = error_text(exc)
-            if "swarm" in text.lower():
-                raise Failure(
-                    f"cannot create overlay network {name}: {text}; overlay networks are "
-                    f"created on a Docker Swarm manager (run site.yml so the docker_swarm "
-                    f"role sets up the Swarm)"
-                ) from None
-            raise
-        return find_network(api, name) or {"Name": name}
+        _create_overlay(make, name, options)
+    else:
+        raced = _create_bridge(api, make, params, name, options)
+        if raced is not None:
+            return raced
+    return find_network(api, name) or {"Name": name}
+
+
+def _create_overlay(make: Callable[..., Any], name: str, options: dict[str, str]) -> None:
+    try:
+        make(driver="overlay", attachable=True, options=options or None)
+    except APIError as exc:
+        text = error_text(exc)
+        if "swarm" in text.lower():
+            raise Failure(
+                f"cannot create overlay network {name}: {text}; overlay networks are "
+                f"created on a Docker Swarm manager (run site.yml so the docker_swarm "
+                f"role sets up the Swarm)"
+            ) from None
+        raise
+
+
+def _create_bridge(
+    api: Any, make: Callable[..., Any], params: dict[str, Any], name: str, options: dict[str, str]
+) -> dict[str, Any] | None:
+    """Create the bridge on a free subnet; None once made, or the same session's
+    network that a concurrent create made first."""
+    import docker  # pylint: disable=import-outside-toplevel
+
     tried: list[str] = []
     for attempt in range(SUBNET_ATTEMPTS):
         # First try the lowest free subnet; after losing a race, a random one of the
@@ -126,14 +139,7 @@ def create(api: Any, params: dict[str, Any], name: str, labels: dict[str, str]) 
         # An interface name the isolation table matches (roles/session_isolation).
         options[isolation.BRIDGE_NAME_OPTION] = isolation.bridge_name(params["session_id"])
         try:
-            api.create_network(
-                name,
-                driver="bridge",
-                ipam=ipam,
-                labels=labels,
-                options=options,
-                check_duplicate=True,
-            )
+            make(driver="bridge", ipam=ipam, options=options)
         except APIError as exc:
             text = error_text(exc).lower()
             if "overlap" in text:
@@ -143,12 +149,11 @@ def create(api: Any, params: dict[str, Any], name: str, labels: dict[str, str]) 
                 raced = find_network(api, name)
                 if (
                     raced
-                    and (raced.get("Labels") or {}).get(LABEL_SESSION_ID)
-                    == labels[LABEL_SESSION_ID]
+                    and (raced.get("Labels") or {}).get(LABEL_SESSION_ID) == params["session_id"]
                 ):
                     return raced
             raise
-        return find_network(api, name) or {"Name": name}
+        return None
     raise Failure(
         f"could not create network {name}: {SUBNET_ATTEMPTS} subnets of "
         f"{params.get('subnet_pool') or DEFAULT_SUBNET_POOL} were taken concurrently "

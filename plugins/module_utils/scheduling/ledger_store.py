@@ -38,7 +38,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
     StoreError,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.common.locks import locked
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger as book
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import document
 
 # The swarm config object that holds the ledger, and the label its JSON lives in.
 CONFIG_NAME = "bai-session-ledger"
@@ -121,11 +121,11 @@ class FileStore:
                 text = handle.read()
         except FileNotFoundError:
             lost = os.path.exists(self.path + ".id")
-            return Snapshot(book.empty(), "lost" if lost else "new", "", None)
+            return Snapshot(document.empty(), "lost" if lost else "new", "", None)
         try:
-            return Snapshot(book.loads(text), "", "", None)
+            return Snapshot(document.loads(text), "", "", None)
         except LedgerError as exc:
-            return Snapshot(book.empty(), "", str(exc), None)
+            return Snapshot(document.empty(), "", str(exc), None)
 
     def save(self, ledger: dict[str, Any], snapshot: Snapshot) -> None:
         """Write atomically: a temporary file in the same folder, fsync, rename, fsync the
@@ -136,7 +136,7 @@ class FileStore:
         fd, tmp = tempfile.mkstemp(prefix=".ledger.", dir=os.path.dirname(path) or ".")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(book.dumps(ledger))
+                handle.write(document.dumps(ledger))
                 handle.flush()
                 os.fsync(handle.fileno())
             os.replace(tmp, path)
@@ -226,13 +226,13 @@ class SwarmStore:
     def load(self) -> Snapshot:
         found = self._inspect()
         if found is None:
-            return Snapshot(book.empty(), "new", "", None)
+            return Snapshot(document.empty(), "new", "", None)
         labels = (found.get("Spec") or {}).get("Labels") or {}
         token = (found["ID"], int((found.get("Version") or {}).get("Index") or 0), labels)
         try:
-            return Snapshot(book.loads(labels.get(LEDGER_LABEL, "")), "", "", token)
+            return Snapshot(document.loads(labels.get(LEDGER_LABEL, "")), "", "", token)
         except LedgerError as exc:
-            return Snapshot(book.empty(), "", str(exc), token)
+            return Snapshot(document.empty(), "", str(exc), token)
 
     def save(self, ledger: dict[str, Any], snapshot: Snapshot) -> None:
         from ansible_collections.bai.cluster.plugins.module_utils.engine.docker_api import (
@@ -240,7 +240,7 @@ class SwarmStore:
             error_text,
         )
 
-        text = book.dumps_compact(ledger)
+        text = document.dumps_compact(ledger)
         if len(text) > MAX_LEDGER_BYTES:
             raise StoreError(
                 f"{self.where} would grow to {len(text)} bytes, past the {MAX_LEDGER_BYTES} "

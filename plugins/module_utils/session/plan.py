@@ -177,6 +177,34 @@ def plan_session(
         action = "create"
     session_id = kernel_ids[kernels[0].hostname]
     used = list(dict.fromkeys(assignment[k.hostname] for k in kernels))
+    planned = _planned_kernels(spec, kernels, kernel_ids, assignment, gpu_devices, mode)
+    network = network_plan(spec, used, session_id=session_id)
+    return {
+        "action": action,
+        # Nothing to do: the session exists and every container runs.
+        "ready": action == "exists" and all(c.get("state") == "running" for c in existing),
+        "ssh_port": _published_ssh_port(existing, session_id),
+        "session_id": session_id,
+        "mode": mode,
+        "requested_mode": spec.mode,
+        "spec_hash": spec_hash(spec),
+        "network": network,
+        "agents": used,
+        "kernels": [k.to_dict() for k in planned],
+        "summary": _summary(spec, session_id, mode, network, planned),
+    }
+
+
+def _planned_kernels(
+    spec: SessionSpec,
+    kernels: Sequence[Kernel],
+    kernel_ids: Mapping[str, str],
+    assignment: Mapping[str, str],
+    gpu_devices: Mapping[str, Sequence[int]],
+    mode: str,
+) -> list[PlannedKernel]:
+    """Each kernel as the plan gives it to its agent: ids, container name, GPUs, labels."""
+    session_id = kernel_ids[kernels[0].hostname]
     planned = []
     for kernel in kernels:
         kid = kernel_ids[kernel.hostname]
@@ -201,37 +229,34 @@ def plan_session(
                 labels=labels,
             )
         )
-    network = network_plan(spec, used, session_id=session_id)
+    return planned
+
+
+def _summary(
+    spec: SessionSpec,
+    session_id: str,
+    mode: str,
+    network: Mapping[str, Any] | None,
+    planned: Sequence[PlannedKernel],
+) -> dict[str, Any]:
+    """The plan's ``summary``: the session and where each of its containers runs."""
     return {
-        "action": action,
-        # Nothing to do: the session exists and every container runs.
-        "ready": action == "exists" and all(c.get("state") == "running" for c in existing),
-        "ssh_port": _published_ssh_port(existing, session_id),
+        "name": spec.name,
         "session_id": session_id,
         "mode": mode,
-        "requested_mode": spec.mode,
-        "spec_hash": spec_hash(spec),
-        "network": network,
-        "agents": used,
-        "kernels": [k.to_dict() for k in planned],
-        "summary": {
-            "name": spec.name,
-            "session_id": session_id,
-            "mode": mode,
-            "network": network["name"] if network else None,
-            "network_driver": network["driver"] if network else None,
-            "containers": [
-                {
-                    "host": k.hostname,
-                    "role": k.kernel.role,
-                    "idx": k.kernel.idx,
-                    "agent": k.agent,
-                    "kernel_id": k.kernel_id,
-                    "container": k.container_name,
-                }
-                for k in planned
-            ],
-        },
+        "network": network["name"] if network else None,
+        "network_driver": network["driver"] if network else None,
+        "containers": [
+            {
+                "host": k.hostname,
+                "role": k.kernel.role,
+                "idx": k.kernel.idx,
+                "agent": k.agent,
+                "kernel_id": k.kernel_id,
+                "container": k.container_name,
+            }
+            for k in planned
+        ],
     }
 
 

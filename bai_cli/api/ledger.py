@@ -1,0 +1,118 @@
+"""The session ledger: the scheduler pass that starts queued sessions, and the reconcile
+that makes the ledger agree with what the agents run."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import runner
+from ..errors import BaiClusterError, classify
+from .base import Event, run
+
+RECONCILE = "playbooks/session_reconcile.yml"
+SCHEDULE = "playbooks/session_schedule.yml"
+
+
+@dataclass
+class Reconciled:
+    """What ``reconcile`` found and did (session names; ``remove``: one row per agent and
+    session removed, with ``agent``, ``session``, ``session_id``, ``containers``)."""
+
+    adopted: list[str] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
+    remove: list[dict[str, Any]] = field(default_factory=list)
+    in_flight: list[str] = field(default_factory=list)
+    incomplete: list[str] = field(default_factory=list)
+    unchecked: list[str] = field(default_factory=list)
+    spared: list[str] = field(default_factory=list)
+    conflicts: list[str] = field(default_factory=list)
+    foreign: list[str] = field(default_factory=list)
+    forsaken: list[str] = field(default_factory=list)
+    unread: list[str] = field(default_factory=list)
+    # Batch sessions whose command had ended: destroyed, their output kept.
+    ended: list[str] = field(default_factory=list)
+    # Sessions whose lifetime was up: stopped (SIGTERM, then SIGKILL) and destroyed.
+    lifetime_up: list[str] = field(default_factory=list)
+    rebuilt: str | None = None
+    ledger_ids: list[str] = field(default_factory=list)
+    check: bool = False
+    # The sessions still queued, and the scheduler pass run after the reconcile.
+    waiting: int = 0
+    schedule: Scheduled | None = None
+
+
+@dataclass
+class Scheduled:
+    """What a scheduler pass did (``session schedule``; also run by destroy and
+    reconcile while sessions are queued): the queued sessions it started, those whose
+    start failed (name -> why), and the queue afterwards (rows as ``session list``
+    gives PENDING sessions)."""
+
+    started: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+    queue: list[dict[str, Any]] = field(default_factory=list)
+    runs: int = 0
+
+
+def schedule_sessions(
+    *,
+    inventory: str | None = None,
+    on_event: Event | None = None,
+    **kwargs: Any,
+) -> Scheduled:
+    """The scheduler pass: start the queued sessions that fit now, in queue order, one
+    playbook run each (playbooks/session_schedule.yml), until a run finds no other one
+    to start. A start that fails is reported in ``failed`` and the pass goes on."""
+    done = Scheduled()
+    budget: int | None = None
+    while budget is None or done.runs < budget:
+        result = runner.run_playbook(SCHEDULE, {}, inventory=inventory, on_event=on_event, **kwargs)
+        done.runs += 1
+        data = result.stats.get("bai_schedule")
+        error = classify(result)
+        if data is None:  # failed before it decided anything
+            raise error or BaiClusterError("failed", "session_schedule.yml decided nothing")
+        names = [str(n) for n in data.get("start") or []]
+        done.queue = list(data.get("queue") or [])
+        summary = result.stats.get("bai_session") or {}
+        for name in names:
+            if error is not None:
+                done.failed[name] = error.message
+            elif summary.get("state") != "PENDING":
+                done.started.append(name)
+        # Every run leases one more, so the pass ends: at most this many more runs.
+        more = int(data.get("more") or 0)
+        if budget is None:
+            budget = 1 + more
+        if not names or not more:
+            break
+    if done.started or done.failed:
+        # The queue as it is now, without the sessions that left it.
+        gone = set(done.started) | set(done.failed)
+        done.queue = [q for q in done.queue if q.get("name") not in gone]
+    return done
+
+
+def reconcile_sessions(
+    *,
+    check: bool = False,
+    adopt_ledgers: Sequence[str] = (),
+    inventory: str | None = None,
+    on_event: Event | None = None,
+    **kwargs: Any,
+) -> Reconciled:
+    """Make the session ledger agree with what the agents run (``check``: report only;
+    ``adopt_ledgers``: identities of ledgers gone for good whose sessions it takes in)."""
+    extravars = {"session_adopt_ledgers": list(adopt_ledgers)} if adopt_ledgers else {}
+    result = run(
+        RECONCILE, extravars, inventory=inventory, on_event=on_event, check=check, **kwargs
+    )
+    data = result.stats.get("bai_reconcile") or {}
+    known = set(Reconciled.__dataclass_fields__) - {"check", "schedule"}
+    done = Reconciled(**{k: v for k, v in data.items() if k in known}, check=check)
+    if not check and int(done.waiting or 0) > 0:
+        # Capacity the reconcile freed (ended lifetimes, dead creates) goes to the queue.
+        done.schedule = schedule_sessions(inventory=inventory, on_event=on_event, **kwargs)
+    return done

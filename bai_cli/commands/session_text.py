@@ -1,0 +1,130 @@
+"""What the session commands print (without --json): a created or queued session, one
+in detail, the session list, and what a batch session's command came to."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from ansible_collections.bai.cluster.plugins.module_utils.containers.listing import format_duration
+
+from .. import api
+from .common import table
+
+
+def pending_text(session: api.Session) -> list[str]:
+    """A session PENDING in the queue: its place, why it waits, how to cancel it."""
+    queued = session.pending or {}
+    return [
+        f"session {session.name} is PENDING: number {queued.get('position')} in the queue of "
+        f"resource group {queued.get('resource_group')}"
+        + (f", owner {session.owner}" if session.owner else ""),
+        f"  waits: {queued.get('reason') or 'for room'}",
+        "  it starts in queue order when a scheduler pass finds room (bai-cluster session "
+        "schedule; destroy, reconcile and the housekeeping timer run it)",
+        f"  cancel: bai-cluster session destroy {session.name}",
+    ]
+
+
+def session_text(session: api.Session) -> list[str]:
+    if session.pending is not None:
+        return pending_text(session)
+    verb = {
+        "create": "created",
+        "exists": "already exists with this spec (nothing changed)",
+    }.get(str(session.action), "is up")
+    if session.action == "exists" and session.restarted:
+        verb = (
+            f"already exists with this spec; started again what had stopped: "
+            f"{', '.join(session.restarted)}"
+        )
+    network = (
+        f"network {session.network} ({session.network_driver})"
+        if session.network
+        else "no session network (the engine's default bridge)"
+    )
+    lines = [
+        f"session {session.name} {verb}",
+        f"  session id {session.session_id}, {session.mode}, {session.size} container(s), "
+        f"{network}" + (f", owner {session.owner}" if session.owner else ""),
+    ]
+    left = getattr(session, "time_left", None)
+    if left is not None:
+        lines.append(f"  lifetime: {format_duration(left)} left (session reconcile ends it then)")
+    rows = [("HOST", "ROLE", "IDX", "AGENT", "CONTAINER", "KERNEL ID")]
+    rows += [
+        (c.host, c.role, str(c.idx), c.agent, c.container, c.kernel_id) for c in session.containers
+    ]
+    lines += ["  " + line for line in table(rows)]
+    if session.ssh_port:
+        lines.append(f"  main1 sshd published on {session.ssh_agent} port {session.ssh_port}")
+    if session.appproxy_route and session.appproxy_route.get("ssh"):
+        lines.append(f"  through the app proxy: {session.appproxy_route['ssh']}")
+    lines.append(f"  shell: bai-cluster session ssh {session.name} [HOST]")
+    return lines
+
+
+def details_text(details: api.SessionDetails) -> list[str]:
+    if details.pending is not None:
+        return pending_text(details)
+    if not details.containers and details.job:
+        return [
+            job_text(details.name, details.job) + f" (id {details.session_id}; removed: its "
+            f"output: bai-cluster session logs {details.name} [--member HOST])"
+        ]
+    lines = [
+        f"session {details.name} ({details.state}): id {details.session_id}, {details.mode}, "
+        f"{details.size} container(s), network {details.network or 'none'}"
+    ]
+    rows = [("HOST", "ROLE", "STATE", "AGENT", "CONTAINER", "ADDRESSES", "PORTS")]
+    for c in details.containers:
+        addresses = ",".join(f"{ip} ({net})" for net, ip in c.addresses.items()) or "-"
+        ports = ",".join(f"{p}->{','.join(b)}" for p, b in c.ports.items()) or "-"
+        rows.append((c.host, c.role, c.state or "-", c.agent, c.container, addresses, ports))
+    lines += ["  " + line for line in table(rows)]
+    if details.ssh_port:
+        lines.append(f"  main1 sshd published on {details.ssh_agent} port {details.ssh_port}")
+    if details.appproxy_route:
+        lines.append(f"  through the app proxy: {details.appproxy_route['ssh']}")
+    if details.job:
+        lines.append("  " + job_text(details.name, details.job))
+    return lines
+
+
+def job_text(name: str, job: api.JobResult | dict[str, Any]) -> str:
+    """One line: what a batch session's command came to."""
+    data = asdict(job) if isinstance(job, api.JobResult) else dict(job)
+    state = str(data.get("state"))
+    code = data.get("exit_code")
+    text = f"batch session {name}: {state}"
+    if code is not None and state not in ("running", "starting"):
+        text += f", exit code {code}" + (f" ({data['signal']})" if data.get("signal") else "")
+    started, ended = data.get("started"), data.get("ended")
+    if started and ended:
+        text += f", ran {float(ended) - float(started):.1f} s"
+    if data.get("reason"):
+        text += f" - {data['reason']}"
+    return text
+
+
+def list_text(rows: list[api.SessionRow]) -> list[str]:
+    """``session list``: one line a session (a PENDING one: its place in the queue)."""
+    head = [("NAME", "SESSION-ID", "SIZE", "MODE", "OWNER", "AGENTS", "STATE")]
+    body = [
+        (
+            r.name,
+            r.session_id,
+            f"{r.running}/{r.size}",
+            r.mode,
+            r.owner or "-",
+            ",".join(r.agents),
+            (f"PENDING (#{r.position} in {r.resource_group}: {r.reason})")
+            if r.state == "PENDING"
+            else (f"batch {r.state}" if r.type == "batch" else r.state)
+            + (f" (exit {r.exit_code})" if r.exit_code is not None else "")
+            + (f" ({format_duration(r.time_left)} left)" if r.time_left is not None else "")
+            + (f" ({', '.join(r.unreachable)} does not answer)" if r.unreachable else ""),
+        )
+        for r in rows
+    ]
+    return table(head + body)

@@ -1,0 +1,141 @@
+"""Starting a session's containers on an agent and waiting until they are ready: each
+start (learning a lost swarm overlay again on a worker), then sshd listening in each.
+
+    start(share, cid, image)          start one container
+    check_outcomes(share, names, outcomes, what)  Failure naming those that failed
+    wait_ssh(share, targets, began)   until every sshd logs that it listens
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Optional
+
+from ansible_collections.bai.cluster.plugins.module_utils.common.deadline import poll_until
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Failure
+from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
+    LABEL_SESSION,
+    LABEL_SESSION_ID,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.containers.share import Share
+from ansible_collections.bai.cluster.plugins.module_utils.engine.docker_api import (
+    DockerException,
+    error_text,
+    last_exit_code,
+    remove_containers,
+)
+
+SSHD_READY = b"Server listening on"
+
+
+def start(share: Share, cid: str, image: str, attempts: int = 4) -> None:
+    """Start a container. On a swarm worker, after its engine restarted, Docker 20.10
+    may have lost the session overlay and answer "network ... not found" (or fail to
+    attach): the worker then learns the overlay again, as at a first create, from a
+    helper container created on it by name (never started, removed once the start
+    went through or gave up), and the start is tried again (docs/sessions.md, "After
+    a restart")."""
+    api = share.docker.api
+    helpers: list[str] = []
+    try:
+        for attempt in range(attempts):
+            try:
+                api.start(cid)
+                return
+            except DockerException as exc:
+                text = error_text(exc).lower()
+                lost = "network" in text and ("not found" in text or "attaching" in text)
+                if not (lost and share.req.network) or attempt == attempts - 1:
+                    raise
+            if not helpers:
+                share.module.warn(
+                    f"agent {share.req.agent}: starting {cid[:12]} failed ({text}); "
+                    f"asking the managers for network {share.req.network} again"
+                )
+                helpers.append(learn_network(share, image))
+            time.sleep(1.0 + attempt)
+    finally:
+        remove_containers(share.docker, helpers)
+
+
+def learn_network(share: Share, image: str) -> str:
+    """Have this engine ask the managers for the session network: create a container
+    attached to it by name; returns its id."""
+    api = share.docker.api
+    req = share.req
+    network = req.network
+    helper = api.create_container(
+        image,
+        command=["true"],
+        labels={LABEL_SESSION: req.session, LABEL_SESSION_ID: req.session_id},
+        host_config=api.create_host_config(network_mode=network),
+        networking_config=api.create_networking_config({network: api.create_endpoint_config()}),
+        use_config_proxy=False,
+    )
+    return str(helper["Id"])
+
+
+def check_outcomes(share: Share, names: list[str], outcomes: list, what: str) -> None:
+    errors = [
+        f"{name}: {error_text(out)}"
+        for name, out in zip(names, outcomes)
+        if isinstance(out, Exception)
+    ]
+    if errors:
+        raise Failure(
+            f"could not {what} session {share.req.session} on agent {share.req.agent}: "
+            + "; ".join(errors)
+        )
+
+
+def wait_ssh(share: Share, targets: list[tuple[str, str, Optional[int]]], began: int) -> None:
+    """Wait until every (name, id, since) logs sshd's 'Server listening on'.
+
+    since is None for a container this run created; began is when this run started them.
+    """
+    pending = {name: (cid, since) for name, cid, since in targets}
+
+    def ready() -> bool:
+        for name, (cid, since) in list(pending.items()):
+            if _listens(share, name, cid, since, began):
+                del pending[name]
+        return not pending
+
+    def expired() -> Failure:
+        return Failure(
+            f"sshd did not start within {share.cfg.ssh_timeout}s in "
+            f"{', '.join(sorted(pending))} on agent {share.req.agent}; raise "
+            f"ssh_timeout if the agent is slow, or check the container logs"
+        )
+
+    poll_until(ready, share.cfg.ssh_timeout, expired)
+
+
+def _listens(share: Share, name: str, cid: str, since: Optional[int], began: int) -> bool:
+    """Whether sshd in container ``cid`` logged that it listens; Failure when the
+    container stopped before."""
+    api = share.docker.api
+    kwargs: dict[str, Any] = {"since": since} if since else {}
+    logs = api.logs(cid, stdout=True, stderr=True, **kwargs)
+    if SSHD_READY in logs:
+        return True
+    info = api.inspect_container(cid)
+    state = info["State"]
+    # With a restart policy, a container that exits is started again at once:
+    # for a new container, any restart means it stopped before sshd came up.
+    if (
+        not state.get("Running")
+        or state.get("Restarting")
+        or (since is None and info.get("RestartCount"))
+    ):
+        raise Failure(
+            f"container {name} on agent {share.req.agent} stopped (exit code "
+            f"{last_exit_code(api, cid, state, began)}) before sshd came up; its log "
+            f"ends: {_tail(logs)}"
+        )
+    return False
+
+
+def _tail(logs: bytes, lines: int = 5) -> str:
+    text = logs.decode("utf-8", "replace").strip().splitlines()[-lines:]
+    return " | ".join(text) if text else "(empty)"

@@ -1,0 +1,186 @@
+"""What bai_agent_availability does (plugins/modules/bai_agent_availability.py): an
+agent's availability written or read, in its own record or in the cluster's.
+
+The records and their rules are scheduling/availability.py's; this does the I/O: the
+agent's own record under its engine's admission lock, the cluster's in the session ledger
+(a transaction of ledger_store.py), and the agent's swarm node. The functions take the
+AnsibleModule (its ``params``, ``check_mode``, ``warn`` and ``fail_json``).
+
+    on_agent(module, api)     scope=agent: this agent's record and the sessions it holds
+    in_cluster(module)        scope=cluster: the ledger's records, and the swarm node
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Busy, StoreError
+from ansible_collections.bai.cluster.plugins.module_utils.common.labels import LABEL_SESSION
+from ansible_collections.bai.cluster.plugins.module_utils.common.locks import locked
+from ansible_collections.bai.cluster.plugins.module_utils.engine.docker_api import (
+    APIError,
+    error_text,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import (
+    admission,
+    document,
+    roster,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import availability as avail
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger_store as store_
+
+
+def wanted(params: dict, identity: str, now: float) -> dict | None:
+    """The record O(availability) asks for (None: active)."""
+    if params["availability"] == avail.ACTIVE:
+        return None
+    return avail.make_record(
+        params["availability"],
+        name=params["agent"],
+        identity=identity,
+        by=params["by"],
+        reason=params["reason"],
+        now=now,
+        purpose=params["purpose"],
+    )
+
+
+def apply(params: dict, own: dict, slot: str, identity: str, in_swarm: bool) -> bool:
+    """Change the agent's own records ``own`` as asked; whether that changed anything.
+    O(purpose=setup) writes or clears only site.yml's hold (availability.setup_step)."""
+    now = time.time()
+    if params["purpose"] != avail.SETUP:
+        return avail.set_entry(own, slot, wanted(params, identity, now))
+    hold = params["availability"] != avail.ACTIVE
+    step = avail.setup_step(own.get(slot), hold=hold, in_swarm=in_swarm)
+    if step == "write":
+        return avail.set_entry(own, slot, wanted(params, identity, now))
+    if step == "clear":
+        return avail.set_entry(own, slot, None)
+    return False
+
+
+def on_agent(module: Any, api: Any) -> dict:
+    """scope=agent: this agent's own record, under its engine's admission lock (``api``:
+    its engine's low-level Docker client)."""
+    params = module.params
+    info = api.info()
+    identity = admission.agent_identity(admission.engine_identity(info), params["agent_id"])
+    slot = params["agent_id"] or ""
+    listed = api.containers(all=True, filters={"label": [LABEL_SESSION]})
+    result: dict[str, Any] = {"identity": identity}
+    in_swarm = (info.get("Swarm") or {}).get("LocalNodeState") == "active"
+    if params["availability"] is None:
+        result["record"] = avail.read_marker(params["state_dir"]).get(slot)
+    elif module.check_mode:
+        own = avail.read_marker(params["state_dir"])
+        trial = dict(own)
+        changed = apply(params, trial, slot, identity, in_swarm)
+        result.update(changed=changed, previous=own.get(slot), record=trial.get(slot))
+    else:
+        with locked(
+            admission.lock_path(params["lock_dir"], str(info.get("ID") or "")),
+            params["lock_timeout"],
+        ):
+            own = avail.read_marker(params["state_dir"])
+            previous = own.get(slot)
+            changed = apply(params, own, slot, identity, in_swarm)
+            if changed:
+                avail.write_marker(params["state_dir"], own)
+            # Listed under the lock: no container is admitted after this list.
+            listed = api.containers(all=True, filters={"label": [LABEL_SESSION]})
+        result.update(changed=changed, previous=previous, record=own.get(slot))
+    result["sessions"] = avail.sessions_held(admission.holdings(listed, slot))
+    return result
+
+
+def in_cluster(module: Any) -> dict:
+    """scope=cluster: the record in the session ledger, and the agent's swarm node."""
+    params = module.params
+    store = store_.open_store(module)
+    name = params["agent"]
+    found: dict[str, Any] = {}
+
+    def step(snapshot: store_.Snapshot, now: float) -> dict:
+        if snapshot.damaged:
+            module.fail_json(msg=f"{store.where}: {snapshot.damaged}; {document.REBUILD_HINT}")
+        ledger = snapshot.ledger
+        found["records"] = avail.records(ledger)
+        if name is None:
+            found["given_out"] = _given_out(ledger)
+            found["agents"] = ledger.get("agents") or {}
+            return {"changed": False}
+        identity = params["identity"] or roster.known_identity(ledger, name)
+        found["identity"] = identity
+        previous = avail.record_of(found["records"], name, identity)
+        new = None if params["availability"] is None else wanted(params, identity, now)
+        changed = params["availability"] is not None and avail.set_availability(
+            ledger, new, name=name, identity=identity
+        )
+        found.update(
+            previous=previous, record=avail.record_of(avail.records(ledger), name, identity)
+        )
+        found["records"] = avail.records(ledger)
+        return {"changed": changed}
+
+    try:
+        done = store_.transact(store, step, write=not module.check_mode)
+    except Busy:
+        module.fail_json(msg=f"{store.where} stayed locked for {params['lock_timeout']} s")
+    except StoreError as exc:
+        module.fail_json(msg=str(exc))
+    result: dict[str, Any] = {"changed": done["changed"], "records": found["records"]}
+    if name is None:
+        result["given_out"] = found["given_out"]
+        if isinstance(store, store_.SwarmStore):
+            result["nodes"] = {
+                row["id"]: row for row in roster.node_table(store.api.nodes()).values()
+            }
+        return result
+    result.update(identity=found["identity"], previous=found["previous"], record=found["record"])
+    result["node"] = None
+    if isinstance(store, store_.SwarmStore) and params["availability"] is not None:
+        result["node"], moved = _swarm_node(module, store.api, name, found["identity"])
+        result["changed"] = result["changed"] or moved
+    return result
+
+
+def _given_out(ledger: dict) -> dict:
+    """Per agent: what the reservations give out, and the sessions they are for."""
+    out = roster.given_out(ledger)
+    for session, entry in ledger["sessions"].items():
+        for kernel in entry["kernels"]:
+            names = out[kernel["agent"]].setdefault("sessions", [])
+            if session not in names:
+                names.append(session)
+    return out
+
+
+def _swarm_node(module: Any, api: Any, name: str, identity: str) -> tuple:
+    """Set the agent's swarm node to O(availability) (a whole-engine agent only)."""
+    if admission.SLOT_SEPARATOR in identity:
+        return None, False  # a slot of an engine: other agents share its node
+    nodes = api.nodes()
+    node = next((n for n in nodes if identity and n.get("ID") == identity), None)
+    if node is None and not identity:
+        node = next(
+            (n for n in nodes if (n.get("Description") or {}).get("Hostname") == name), None
+        )
+    if node is None:
+        module.warn(f"agent {name}: no swarm node has identity {identity or '(unknown)'}")
+        return None, False
+    want = module.params["availability"]
+    for _attempt in range(10):
+        spec = avail.node_spec(node, want)
+        if spec is None or module.check_mode:
+            break
+        try:
+            api.update_node(node["ID"], int(node["Version"]["Index"]), spec)
+            break
+        except APIError as exc:
+            if "out of sequence" not in error_text(exc):
+                module.fail_json(msg=f"agent {name}: swarm node {node['ID']}: {error_text(exc)}")
+            node = api.inspect_node(node["ID"])
+    row = roster.node_table([node])[node["ID"]]
+    return {**row, "availability": want}, spec is not None

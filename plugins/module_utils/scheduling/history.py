@@ -1,0 +1,36 @@
+"""How batch sessions ended (the ledger's ``ended``; module_utils/jobs/job.py): what
+`session show` and `session logs` find once a batch session is gone."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+# The ends the ledger remembers (the newest): what `session show` and `session logs` find
+# once a batch session is gone. About 400 bytes each in the swarm store.
+MAX_ENDED = 200
+_ENDED_KEYS = ("state", "exit_code", "signal", "failed", "started", "ended", "reason", "members")
+
+
+def record_end(
+    ledger: dict[str, Any], name: str, session_id: str, end: Mapping[str, Any], now: float
+) -> None:
+    """Remember how batch session ``name`` (``session_id``) ended - ``end`` is
+    job.combine's result: its state, exit code, the member that failed, when it started and
+    ended, and each member's agent (where its output is kept) - at ``now``, keeping only
+    the newest MAX_ENDED."""
+    ended = ledger.setdefault("ended", {})
+    ended[session_id] = {
+        "name": name,
+        "session_id": session_id,
+        "removed_at": now,
+        **{key: end.get(key) for key in _ENDED_KEYS},
+    }
+    for old in sorted(ended, key=lambda sid: ended[sid]["removed_at"])[:-MAX_ENDED]:
+        del ended[old]
+
+
+def ends_of(ledger: Mapping[str, Any], name: str) -> list[dict[str, Any]]:
+    """What the ledger remembers of the ended batch sessions called ``name``, newest first."""
+    found = [dict(e) for e in (ledger.get("ended") or {}).values() if e.get("name") == name]
+    return sorted(found, key=lambda e: e["removed_at"], reverse=True)

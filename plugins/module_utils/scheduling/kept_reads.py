@@ -1,0 +1,265 @@
+"""The agents' kept reads: what the ledger remembers of each agent (its agents map).
+
+The ledger keeps each agent's last read (capacity, GPU devices, the sessions it showed,
+which images and mount sources it has), so that a create need not read every agent:
+placement uses a kept read where it is recent enough (``read_max_age``) and knows the
+request's images and paths, places by a hint (:func:`hint`: declared capacity, the
+ledger's sessions as load) elsewhere, and reads afresh only the agents it must and those
+it placed on by a hint (:func:`sources`). A kept read is trusted only to say yes: every
+session of the ledger counts on it by its reservation, whatever its state (usage.py),
+and a placement that finds no room with kept reads asks for fresh ones before it says
+PENDING. A removed session leaves the kept reads (:func:`forget_session`).
+
+A fresh read is timed by the ledger's clock (:func:`on_ledger_clock`), never an agent's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import availability
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import CREATING
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import agent_capacity
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.roster import (
+    declaration,
+    node_of,
+)
+
+
+def overdue_agents(ledger: Mapping[str, Any], now: float) -> list[str]:
+    """The agents of ``creating`` reservations past their expiry that have no kept read
+    taken since (so :func:`expire` can settle them once they are read)."""
+    records = ledger.get("agents") or {}
+    out: set[str] = set()
+    for entry in ledger["sessions"].values():
+        expires = float(entry.get("expires_at") or 0)
+        if entry.get("state") != CREATING or expires > now:
+            continue
+        for kernel in entry["kernels"]:
+            record = records.get(kernel["agent"]) or {}
+            if float(record.get("stored_at") or 0) < expires:
+                out.add(kernel["agent"])
+    return sorted(out)
+
+
+def fresh_reads(reads: Sequence[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+    """This run's own reads of the agents, by agent name."""
+    return {
+        str(r["agent"].get("name")): r
+        for r in reads
+        if not r.get("kept") and not r.get("skipped") and "agent" in r
+    }
+
+
+def on_ledger_clock(result: Mapping[str, Any]) -> dict[str, Any]:
+    """A fresh agent read (a bai_agent_info result) timed by the ledger's clock: its
+    ``read_after``, the ledger's time when this run asked for the read (so no later than
+    the read itself), never the agent's own ``read_at``, which another host's clock gave.
+    A read without it counts as one of unknown age (0): it never proves a session gone,
+    nor settled."""
+    return {**result, "read_at": float(result.get("read_after") or 0)}
+
+
+def remember(
+    ledger: dict[str, Any],
+    agent_info: Sequence[Mapping[str, Any]],
+    now: float,
+    declared: Mapping[str, Any] | None = None,
+) -> None:
+    """Keep each fresh read (bai_agent_info results) as the agent's record, stamped
+    ``stored_at`` by the ledger host's clock, with what the inventory declared for it
+    (``declared``: agent -> {group, resources}; a record whose declaration changed is
+    read again). What an older record knew of images and paths this read did not ask
+    about is kept."""
+    agents = ledger.setdefault("agents", {})
+    for result in agent_info:
+        if result.get("skipped") or result.get("kept") or "agent" not in result:
+            continue
+        name = str(result["agent"].get("name"))
+        old = agents.get(name) or {}
+        images = {
+            **(old.get("images") or {}),
+            **{
+                ref: {"present": bool((found or {}).get("present"))}
+                for ref, found in (result.get("images") or {}).items()
+            },
+        }
+        agents[name] = {
+            "stored_at": now,
+            "read_at": float(result.get("read_at") or now),
+            "agent": dict(result["agent"]),
+            "sessions": dict(result.get("sessions") or {}),
+            "images": images,
+            "paths": {**(old.get("paths") or {}), **dict(result.get("paths") or {})},
+            "declared": (declared or {}).get(name),
+        }
+
+
+def forget_session(ledger: dict[str, Any], session_id: str) -> None:
+    """Take a removed session out of the kept reads (what it used is free again)."""
+    for record in (ledger.get("agents") or {}).values():
+        row = (record.get("sessions") or {}).pop(session_id, None)
+        if row is None:
+            continue
+        agent = record["agent"]
+        for key in ("cpu", "mem", "gpu"):
+            left = max(float(agent.get(f"used_{key}") or 0) - float(row.get(key) or 0), 0.0)
+            agent[f"used_{key}"] = round(left, 6) if key == "cpu" else round(left)
+        freed = set(row.get("gpu_devices") or ())
+        agent["gpu_in_use"] = sorted(set(agent.get("gpu_in_use") or ()) - freed)
+
+
+def kept_result(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A kept record in the shape of a bai_agent_info result, marked ``kept``. It shows
+    no containers: agents that may hold the session are always read afresh."""
+    return {
+        "agent": dict(record["agent"]),
+        "sessions": dict(record.get("sessions") or {}),
+        "read_at": record.get("read_at"),
+        "images": dict(record.get("images") or {}),
+        "paths": dict(record.get("paths") or {}),
+        "containers": [],
+        "kept": True,
+    }
+
+
+def holders(ledger: Mapping[str, Any], name: str) -> set[str]:
+    """Agents that may hold session ``name``: those of its reservation and those whose
+    kept read showed a session of that name."""
+    entry = ledger["sessions"].get(name)
+    found = {k["agent"] for k in entry["kernels"]} if entry else set()
+    for agent, record in (ledger.get("agents") or {}).items():
+        if any(row.get("name") == name for row in (record.get("sessions") or {}).values()):
+            found.add(agent)
+    return found
+
+
+class Sources(NamedTuple):
+    """Where a create gets each agent's state from (:func:`sources`)."""
+
+    read: list[str]  # to read before placing: nothing else says enough of them
+    kept: list[str]  # recent kept reads: a placement on them is made as it is
+    hinted: dict[str, dict[str, Any]]  # agent -> hint: a placement on it reads it first
+    unavailable: dict[str, str]  # agent -> why it takes no new session (paused, down)
+
+
+def sources(
+    ledger: Mapping[str, Any],
+    agents: Sequence[Mapping[str, Any]],
+    *,
+    name: str,
+    images: Sequence[str],
+    paths: Sequence[str],
+    fresh: set[str],
+    now: float,
+    max_age: float,
+    nodes: Mapping[str, Mapping[str, Any]] | None = None,
+    hints: bool = True,
+    away: Mapping[str, str] | None = None,
+) -> Sources:
+    """How a create knows each agent of the inventory (``agents``: {name, group,
+    resources}) that this run did not read (``fresh``), so that it reads only the agents
+    it must, whatever the size of the cluster.
+
+    Read first: every agent that may hold the session (its containers decide what a rerun
+    does) or a reservation past its expiry (:func:`overdue_agents`), and an agent nothing
+    else describes. Kept: a kept read younger than ``max_age`` seconds, taken under the
+    same declaration, that knows the request's images and paths. Hinted (:func:`hint`):
+    any other agent whose capacity is known - from its declaration
+    (``bai_agent_resources`` with ``gpu: 0``), an earlier read under the same declaration,
+    or the swarm's node list (``nodes``, :func:`node_table`) - with the ledger's own
+    sessions as its load; a placement that uses it reads it first, and places again with
+    that read. An agent that is paused or drained (the ledger's availability records, or
+    its swarm node's availability) or that the node list shows down is not placed on
+    (``unavailable``, with why), unless it may hold the session (a rerun repairs it).
+    Without ``hints`` (a ledger that is missing: what the agents run must be seen) every
+    agent without a recent kept read is read. ``away``: agents this run could not read,
+    with why; they are passed over like a paused one (the caller fails a create whose
+    session one of them may hold), and a reservation past its expiry on one of them stays
+    counted until it answers.
+    """
+    records = ledger.get("agents") or {}
+    away = away or {}
+    holding = holders(ledger, name) | {a for a in overdue_agents(ledger, now) if a not in away}
+    out = Sources([], [], {}, {})
+    paused = availability.records(ledger)
+    for declared in agents:
+        agent = str(declared["name"])
+        record = records.get(agent)
+        node = node_of(nodes, agent, record)
+        identity = str(((record or {}).get("agent") or {}).get("id") or "")
+        why = away.get(agent) or availability.unavailable(agent, identity, paused, node)
+        if why and agent not in holding:
+            out.unavailable[agent] = why
+            continue
+        if agent in fresh:
+            continue
+        if agent in holding:
+            out.read.append(agent)
+            continue
+        same = record is not None and record.get("declared") == declaration(declared)
+        if (
+            same
+            and record is not None
+            and now - float(record.get("stored_at") or 0) <= max_age
+            and all(ref in (record.get("images") or {}) for ref in images)
+            and all(path in (record.get("paths") or {}) for path in paths)
+        ):
+            out.kept.append(agent)
+            continue
+        found = hint(declared, record if same else None, node) if hints else None
+        if found is None:
+            out.read.append(agent)
+        else:
+            out.hinted[agent] = found
+    return out
+
+
+def hint(
+    declared: Mapping[str, Any],
+    record: Mapping[str, Any] | None = None,
+    node: Mapping[str, Any] | None = None,
+) -> dict[str, Any] | None:
+    """What a placement may assume of an agent it has no recent read of, in the shape of a
+    bai_agent_info result marked ``kept`` and ``hint`` (so every session of the ledger
+    counts on it by its reservation, and nothing else): its capacity from the inventory's
+    declaration, else an earlier read (``record``, taken under the same declaration),
+    else the swarm's node list (``node``: CPU and memory). None when GPU devices are not
+    known (they are detected on the agent unless it declares ``gpu: 0``)."""
+    resources = dict(declared.get("resources") or {})
+    agent = dict((record or {}).get("agent") or {})
+    cpu = resources.get("cpu") or agent.get("cpu") or (node or {}).get("cpu")
+    mem = resources.get("mem") or agent.get("mem") or (node or {}).get("mem")
+    if str(resources.get("gpu")).strip() in ("0", "0.0"):
+        devices: list[int] | None = []
+    else:
+        devices = agent.get("gpu_devices") if "gpu_devices" in agent else None
+    if not cpu or not mem or devices is None:
+        return None
+    try:
+        capacity = agent_capacity({"cpu": cpu, "mem": mem}, ncpu=0, mem_total=0)
+    except ValueError:  # a bad declaration: the agent's read names it
+        return None
+    return {
+        "agent": {
+            "name": str(declared["name"]),
+            "id": agent.get("id") or (node or {}).get("id") or "",
+            "group": declared.get("group") or "default",
+            "cpu": capacity.cpu,
+            "mem": capacity.mem,
+            "gpu": len(devices),
+            "used_cpu": 0.0,
+            "used_mem": 0,
+            "used_gpu": 0,
+            "gpu_devices": list(devices),
+            "gpu_in_use": [],
+        },
+        "sessions": {},
+        "read_at": 0.0,
+        "images": {},
+        "paths": {},
+        "containers": [],
+        "kept": True,
+        "hint": True,
+    }

@@ -1,0 +1,100 @@
+"""What one run of bai_session_ledger is asked (:class:`LedgerRequest`, from its options),
+and how a step of it fails (:class:`LedgerFailure`).
+
+The steps (steps.py, reserve.py, schedule.py) take a request, never the AnsibleModule, so
+they can be called directly; the module turns a :class:`LedgerFailure` into its
+``fail_json`` with the same message and keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
+    Failure,
+    SpecError,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import roster
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.policies import (
+    parse_policies,
+)
+
+
+class LedgerFailure(Failure):
+    """A ledger step that fails: its message, and the other keys its ``fail_json``
+    reports (``conflict``, ``policy``, ``pending``, ...)."""
+
+    def __init__(self, msg: str, **fields: Any) -> None:
+        super().__init__(msg)
+        self.fields = fields
+
+
+@dataclass(frozen=True)
+class LedgerRequest:
+    """bai_session_ledger's options that its steps read (the module documents each one),
+    and whether it runs in check mode."""
+
+    state: str = "reserved"
+    name: str | None = None
+    session_id: str | None = None
+    spec: dict[str, Any] | None = None
+    agent_info: list[dict[str, Any]] | None = None
+    agents: list[dict[str, Any]] | None = None
+    read_max_age: int = 300
+    final: bool = False
+    ttl: int = 900
+    lock_timeout: int = 60
+    path: str = "/var/lib/bai-cluster/ledger.json"
+    adopt_ledgers: list[str] = field(default_factory=list)
+    left_on: list[str] = field(default_factory=list)
+    ended: dict[str, Any] | None = None
+    unanswered: list[str] = field(default_factory=list)
+    policies: dict[str, Any] | None = None
+    queue: bool = False
+    ticket: str | None = None
+    authorized_keys: list[str] = field(default_factory=list)
+    limit: int = 1
+    lease_s: int = 300
+    check_mode: bool = False
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], check_mode: bool = False) -> LedgerRequest:
+        """The request a module's ``params`` make (options it does not read are left out)."""
+        names = {f.name for f in fields(cls)} - {"check_mode"}
+        return cls(**{k: params[k] for k in names if k in params}, check_mode=check_mode)
+
+
+def check(request: LedgerRequest) -> None:
+    """Refuse, before anything is read, a request that lacks what its state needs or
+    whose owners' limits are bad."""
+    state = request.state
+    if state in ("ready", "absent") and not request.name:
+        raise LedgerFailure(f"bai_session_ledger: state={state} needs name")
+    if state == "absent" and request.left_on and not request.session_id:
+        raise LedgerFailure("bai_session_ledger: left_on needs session_id")
+    if state == "ready" and not request.session_id:
+        raise LedgerFailure("bai_session_ledger: state=ready needs session_id")
+    if state == "reserved" and (
+        request.spec is None or (request.agent_info is None and request.agents is None)
+    ):
+        raise LedgerFailure(
+            "bai_session_ledger: state=reserved needs spec and agent_info or agents"
+        )
+    if state == "reconciled" and request.agent_info is None:
+        raise LedgerFailure("bai_session_ledger: state=reconciled needs agent_info")
+    try:  # bad limits are refused before anything is read
+        parse_policies(request.policies)
+    except SpecError as exc:
+        raise LedgerFailure(f"bai_session_ledger: {exc}; nothing was changed") from None
+
+
+def declarations(request: LedgerRequest) -> dict[str, dict[str, Any]]:
+    """O(agents) as the ledger keeps declarations (agent name -> group, resources)."""
+    try:
+        return roster.declarations(request.agents or [])
+    except (KeyError, TypeError):
+        raise LedgerFailure(
+            "bai_session_ledger: agents must be a list of {name, group, resources}"
+        ) from None

@@ -1,0 +1,240 @@
+"""Reconcile: the ledger and what the agents run, made to agree (docs/placement.md,
+"Reconcile"); it also rebuilds a lost ledger from the containers' labels."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
+    LABEL_AGENT,
+    LABEL_HOST,
+    LABEL_LEDGER,
+    LABEL_LIFETIME,
+    LABEL_OWNER,
+    LABEL_SESSION,
+    LABEL_SESSION_ID,
+    LABEL_SIZE,
+    LABEL_SPEC_HASH,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.gpu.alloc import devices_in_use
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import (
+    CREATING,
+    READY,
+    settled,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.kept_reads import (
+    forget_session,
+    fresh_reads,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
+    used_from_labels,
+)
+
+Rows = Sequence[tuple[str, Mapping[str, Any]]]  # agent name, bai_agent_info container row
+
+
+class Reconciliation(NamedTuple):
+    """What :func:`reconcile` found and did (session names; ``remove``: what the agents
+    must remove, one row per agent and session)."""
+
+    # run on the agents, unknown to the ledger (or left by a dead create): taken in
+    adopted: list[str]
+    dropped: list[str]  # reservations whose containers are gone from every agent they name
+    remove: list[dict[str, Any]]  # {agent, session, session_id, containers}
+    in_flight: list[str]  # a create still within its reservation: left alone
+    incomplete: list[str]  # a confirmed session missing containers (a rerun of create repairs it)
+    unchecked: list[str]  # reservations on agents that were not read: kept
+    spared: list[str]  # unknown and incomplete, and not every agent was read: not removed
+    conflicts: list[str]  # unknown, complete, and its name is another session's: left alone
+    foreign: list[str]  # "NAME (ledger ID)": another ledger counts it: left alone
+    forsaken: list[str]  # released by a forced destroy: its leftovers are removed
+
+
+def reconcile(
+    ledger: dict[str, Any],
+    reads: Sequence[Mapping[str, Any]],
+    *,
+    now: float,
+    every_agent_read: bool,
+    ledgers: Sequence[str] = (),
+) -> Reconciliation:
+    """Make the ledger agree with what the agents run (docs/placement.md, "Reconcile").
+
+    ``reads`` are this run's fresh bai_agent_info results, on the ledger's clock, each with
+    every session container of its agent (``containers``, any state, with labels). What
+    the engines run is the truth: a reservation is dropped only once every agent it names
+    was read and runs nothing of it; a reservation past its expiry (its create died) is
+    adopted when its agents run all of it and removed when they run part of it; a session
+    the ledger does not know (a create whose reservation was dropped, or a lost ledger)
+    is taken in from its labels when complete, and removed when incomplete, but only when
+    every agent of the inventory was read (else its other part may be on one not read).
+    A session whose containers name another ledger (LABEL_LEDGER not in ``ledgers``, this
+    ledger's identity and those it adopted) is that ledger's: reported, left alone.
+    Changes ``ledger``; the caller removes ``remove`` on the agents.
+    """
+    fresh = fresh_reads(reads)
+    found = _by_session(fresh)
+    out = Reconciliation([], [], [], [], [], [], [], [], [], [])
+    forsaken = ledger.get("forsaken") or {}
+    known = {entry["session_id"] for entry in ledger["sessions"].values()}
+    for name, entry in sorted(ledger["sessions"].items()):
+        _settle_reserved(ledger, name, entry, fresh, found.get(entry["session_id"], []), now, out)
+    own = {str(x) for x in ledgers if x}
+    for sid, rows in sorted(found.items(), key=lambda kv: _label(kv[1], LABEL_SESSION)):
+        if sid not in known:
+            _settle_unknown(ledger, sid, rows, now, out, forsaken, own, every_agent_read)
+    for row in out.remove:
+        forget_session(ledger, row["session_id"])
+    # A forced destroy is settled once every agent it left was read and runs nothing of it.
+    for sid, gone in list(forsaken.items()):
+        if sid not in found and all(a in fresh for a in gone.get("agents") or ()):
+            del forsaken[sid]
+    return out
+
+
+def _by_session(fresh: Mapping[str, Mapping[str, Any]]) -> dict[str, list[tuple[str, Any]]]:
+    """The session containers the fresh reads show, by session id, with their agent."""
+    found: dict[str, list[tuple[str, Any]]] = {}
+    for agent, read in fresh.items():
+        for row in read.get("containers") or ():
+            labels = row.get("labels") or {}
+            sid = labels.get(LABEL_SESSION_ID)
+            if sid:
+                found.setdefault(sid, []).append((str(labels.get(LABEL_AGENT) or agent), row))
+    return found
+
+
+def _settle_reserved(
+    ledger: dict[str, Any],
+    name: str,
+    entry: dict[str, Any],
+    fresh: Mapping[str, Mapping[str, Any]],
+    rows: Rows,
+    now: float,
+    out: Reconciliation,
+) -> None:
+    """Reconcile the reservation ``entry`` of session ``name`` with the containers of it
+    that the fresh reads show (``rows``)."""
+    sid = entry["session_id"]
+    agents = {k["agent"] for k in entry["kernels"]}
+    if any(
+        a not in fresh or float(fresh[a].get("read_at") or 0) < float(entry.get("reserved_at") or 0)
+        for a in agents
+    ):
+        out.unchecked.append(name)
+        return
+    if entry.get("state") == CREATING:
+        if float(entry.get("expires_at") or 0) > now:
+            out.in_flight.append(name)
+        elif not rows:
+            _drop(ledger, name, out.dropped)
+        elif len(rows) >= len(entry["kernels"]):
+            entry.update(state=READY, expires_at=None, ready_at=now, adopted=True)
+            out.adopted.append(name)
+        else:
+            out.remove.extend(_removals(name, sid, rows))
+            _drop(ledger, name, out.dropped)
+    elif not rows:
+        if all(float(fresh[a].get("read_at") or 0) >= settled(entry) for a in agents):
+            _drop(ledger, name, out.dropped)
+        else:
+            out.in_flight.append(name)  # confirmed while this run read the agents
+    elif len(rows) < len(entry["kernels"]):
+        out.incomplete.append(name)
+
+
+def _settle_unknown(
+    ledger: dict[str, Any],
+    sid: str,
+    rows: Rows,
+    now: float,
+    out: Reconciliation,
+    forsaken: Mapping[str, Any],
+    own: set[str],
+    every_agent_read: bool,
+) -> None:
+    """Reconcile session ``sid``, which the agents run (``rows``) and the ledger does not
+    know: take it in, remove it, or leave it alone (another ledger's, or not every agent
+    was read)."""
+    name = _label(rows, LABEL_SESSION)
+    if sid in forsaken:
+        # Its destroy was forced while these agents did not answer: only leftovers.
+        out.remove.extend({**row, "forced": True} for row in _removals(name, sid, rows))
+        out.forsaken.append(name)
+        return
+    other = _label(rows, LABEL_LEDGER)
+    if own and other and other not in own:
+        out.foreign.append(f"{name} (ledger {other})")
+        return
+    try:
+        size = int(_label(rows, LABEL_SIZE) or 0)
+    except ValueError:
+        size = 0
+    if size and len(rows) >= size:
+        if name in ledger["sessions"]:
+            out.conflicts.append(name)
+        else:
+            ledger["sessions"][name] = adopted(name, sid, rows, now)
+            out.adopted.append(name)
+    elif every_agent_read:
+        out.remove.extend(_removals(name, sid, rows))
+    else:
+        out.spared.append(name)
+
+
+def adopted(name: str, session_id: str, rows: Rows, now: float) -> dict[str, Any]:
+    """A ready ledger entry for a session the agents run, from its containers' labels
+    (``rows``: agent name and bai_agent_info container row)."""
+    kernels = []
+    for agent, row in rows:
+        labels = row.get("labels") or {}
+        used = used_from_labels([labels])
+        kernels.append(
+            {
+                "host": labels.get(LABEL_HOST) or row.get("name"),
+                "agent": agent,
+                "cpu": used.cpu,
+                "mem": used.mem,
+                "gpu": used.gpu,
+                "gpu_devices": sorted(devices_in_use([labels])),
+            }
+        )
+    owner, lifetime = _label(rows, LABEL_OWNER), _label(rows, LABEL_LIFETIME)
+    return {
+        "name": name,
+        "session_id": session_id,
+        "spec_hash": _label(rows, LABEL_SPEC_HASH),
+        **({"owner": owner} if owner else {}),
+        **({"lifetime_s": int(lifetime)} if lifetime.isdigit() and int(lifetime) else {}),
+        "state": READY,
+        "reserved_at": now,
+        "expires_at": None,
+        "ready_at": now,
+        "adopted": True,
+        "kernels": sorted(kernels, key=lambda k: str(k["host"])),
+    }
+
+
+def _removals(name: str, session_id: str, rows: Rows) -> list[dict[str, Any]]:
+    per_agent: dict[str, int] = {}
+    for agent, _row in rows:
+        per_agent[agent] = per_agent.get(agent, 0) + 1
+    return [
+        {"agent": agent, "session": name, "session_id": session_id, "containers": count}
+        for agent, count in sorted(per_agent.items())
+    ]
+
+
+def _drop(ledger: dict[str, Any], name: str, into: list[str]) -> None:
+    entry = ledger["sessions"].pop(name)
+    forget_session(ledger, entry["session_id"])
+    into.append(name)
+
+
+def _label(rows: Rows, key: str) -> str:
+    for _agent, row in rows:
+        value = (row.get("labels") or {}).get(key)
+        if value:
+            return str(value)
+    return ""

@@ -1,0 +1,164 @@
+"""Reservations: a session's entry in the ledger's ``sessions``, from its plan to its end.
+
+A create reserves what its plan gives out (:func:`reservation`, ``creating``) and
+confirms it once its containers exist (:func:`mark_ready`); destroy releases it
+(:func:`release`, or :func:`forsake` when agents did not answer). A reservation still
+``creating`` expires after its TTL (the create that made it died), so nothing is blocked
+for ever and nothing leaks: past its expiry it is settled only once its agents were read
+(:func:`expire`): dropped when they run nothing of it, adopted when they run all of it,
+kept (counted) when they run part of it, for reconcile (reconcile.py) to remove. A session
+with a lifetime ends when it is up (:func:`time_left`, :func:`lifetimes_up`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import CREATING, READY
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.kept_reads import (
+    forget_session,
+    fresh_reads,
+)
+
+
+class Expiry(NamedTuple):
+    """What :func:`expire` did with the ``creating`` reservations past their expiry."""
+
+    dropped: list[str]  # its agents run nothing of it: the create died before making any
+    adopted: list[str]  # its agents run all of it: the session counts as made (ready)
+    stuck: list[str]  # its agents run part of it: kept (counted) until reconcile removes it
+
+
+def expire(ledger: dict[str, Any], now: float, reads: Sequence[Mapping[str, Any]] = ()) -> Expiry:
+    """Settle the ``creating`` reservations past their expiry, each only once fresh
+    reads (``reads``, this run's, on the ledger's clock) of every agent it names, taken
+    after it was reserved, show what its create left there. Until then it keeps counting:
+    a create that died may have left containers running."""
+    fresh = fresh_reads(reads)
+    out = Expiry([], [], [])
+    for name, entry in list(ledger["sessions"].items()):
+        if entry.get("state") != CREATING or float(entry.get("expires_at") or 0) > now:
+            continue
+        found = _containers_found(entry, fresh)
+        if found is None:
+            continue
+        if found == 0:
+            del ledger["sessions"][name]
+            forget_session(ledger, entry["session_id"])
+            out.dropped.append(name)
+        elif found >= len(entry["kernels"]):
+            entry.update(state=READY, expires_at=None, ready_at=now, adopted=True)
+            out.adopted.append(name)
+        else:
+            out.stuck.append(name)
+    return out
+
+
+def _containers_found(
+    entry: Mapping[str, Any], fresh: Mapping[str, Mapping[str, Any]]
+) -> int | None:
+    """How many containers of ``entry``'s session the fresh reads of its agents show (each
+    engine slot counted once); None when one of them was not read after it was reserved."""
+    per_slot: dict[str, int] = {}
+    for agent in {k["agent"] for k in entry["kernels"]}:
+        read = fresh.get(agent)
+        if read is None or float(read.get("read_at") or 0) < float(entry.get("reserved_at") or 0):
+            return None
+        slot = str(read["agent"].get("id") or agent)
+        seen = (read.get("sessions") or {}).get(entry["session_id"]) or {}
+        per_slot[slot] = int(seen.get("containers") or 0)
+    return sum(per_slot.values())
+
+
+def reservation(plan: Mapping[str, Any], *, now: float, ttl: float) -> dict[str, Any]:
+    """The ledger entry for a plan (bai_session_plan's result) that is about to be made;
+    its owner, when the spec names one, is what per-owner limits count, and its lifetime
+    is counted from ``ready_at``."""
+    given = plan.get("spec") or {}
+    return {
+        "name": plan["summary"]["name"],
+        "session_id": plan["session_id"],
+        "spec_hash": plan["spec_hash"],
+        **{key: given[key] for key in ("owner", "lifetime_s") if given.get(key)},
+        "state": CREATING,
+        "reserved_at": now,
+        "expires_at": now + ttl,
+        "ready_at": None,
+        "kernels": [
+            {
+                "host": k["hostname"],
+                "agent": k["agent"],
+                "cpu": float(k["resources"]["cpu"]),
+                "mem": int(k["resources"]["mem"]),
+                "gpu": int(k["resources"]["gpu"]),
+                "gpu_devices": sorted(int(d) for d in k.get("gpu_devices") or ()),
+            }
+            for k in plan["kernels"]
+        ],
+    }
+
+
+def mark_ready(ledger: dict[str, Any], name: str, session_id: str, now: float) -> bool:
+    """Turn this run's reservation into the session's (no expiry); True if it changed."""
+    entry = ledger["sessions"].get(name)
+    if entry is None or entry["session_id"] != session_id or entry["state"] == READY:
+        return False
+    entry.update(state=READY, expires_at=None, ready_at=now)
+    return True
+
+
+def release(ledger: dict[str, Any], name: str, session_id: str | None = None) -> bool:
+    """Drop the reservation of ``name`` (only if it is ``session_id``'s, when given)."""
+    entry = ledger["sessions"].get(name)
+    if entry is None or (session_id is not None and entry["session_id"] != session_id):
+        return False
+    del ledger["sessions"][name]
+    forget_session(ledger, entry["session_id"])
+    return True
+
+
+def forsake(
+    ledger: dict[str, Any], name: str, session_id: str, left_on: Sequence[str], now: float
+) -> bool:
+    """Release the reservation of ``name`` although its part on agents ``left_on`` was not
+    removed (they did not answer: a forced destroy). The session's containers there are
+    remembered by id (``forsaken``), so that reconcile removes them when those agents
+    answer again, never takes them in; until then the agents' kept reads keep counting
+    them. True if it changed the ledger."""
+    entry = ledger["sessions"].get(name)
+    if entry is None or entry["session_id"] != session_id:
+        return False
+    del ledger["sessions"][name]
+    away = set(left_on)
+    for agent, record in (ledger.get("agents") or {}).items():
+        if agent not in away:
+            forget_session({"agents": {agent: record}}, session_id)
+    ledger.setdefault("forsaken", {})[session_id] = {
+        "name": name,
+        "agents": sorted(away),
+        "at": now,
+    }
+    return True
+
+
+# --- Lifetimes (session_lifetime_s) --------------------------------------------------
+
+
+def time_left(entry: Mapping[str, Any], now: float) -> float | None:
+    """Seconds session ``entry`` may still run (0 when its lifetime is up), counted from
+    when it started running (``ready_at``, never its submission); None without a lifetime
+    or before it runs."""
+    lifetime = float(entry.get("lifetime_s") or 0)
+    started = entry.get("ready_at")
+    if not lifetime or entry.get("state") != READY or started is None:
+        return None
+    # Never more than the lifetime, whatever a clock said when it started.
+    return min(lifetime, max(0.0, round(float(started) + lifetime - now, 3)))
+
+
+def lifetimes_up(ledger: Mapping[str, Any], now: float) -> list[str]:
+    """The sessions whose lifetime is up at ``now`` (the ledger's clock), by name."""
+    return sorted(
+        name for name, entry in (ledger.get("sessions") or {}).items() if time_left(entry, now) == 0
+    )

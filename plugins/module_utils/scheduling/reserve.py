@@ -1,0 +1,397 @@
+"""A create's step under the ledger's lock (bai_session_ledger state=reserved): place the
+session and reserve what it needs (docs/placement.md).
+
+In order: a queued session waits for its ticket (:func:`reserve`); a missing ledger, the
+agents of another ledger, or an agent that did not answer and may hold the session refuse
+the create (refusals.py); the ledger settles what the fresh reads show
+(reservations.expire, usage.drop_stale); the agents are known by fresh reads, kept reads
+or hints (:func:`_by_inventory`), and the create asks to read those it must before it
+places; placement counts the reservations, the owner's limits and the queue ahead of it
+(:func:`_plan`); a session that does not fit waits in the queue or is refused
+(:func:`_not_placed`); one that fits is reserved (:func:`_commit`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
+    Pending,
+    SessionConflict,
+    SpecError,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import availability as avail
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import (
+    document,
+    kept_reads,
+    reservations,
+    usage,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import session_queue as queue_
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger_request import (
+    LedgerFailure,
+    LedgerRequest,
+    declarations,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.policies import (
+    lifetime,
+    limits_for,
+    parse_policies,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.refusals import refuse_create
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.schedule import (
+    PolicyWait,
+    out_of_service,
+    owner_refusal,
+    queued_view,
+    refuse_past_limits,
+    wait_in_queue,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.session.model import SessionSpec
+from ansible_collections.bai.cluster.plugins.module_utils.session.plan import (
+    agents_from_info,
+    placement_failure,
+    plan_session,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
+    normalize_spec,
+    spec_canonical,
+    spec_hash,
+)
+
+
+def _ignore(_message: str) -> None:
+    pass
+
+
+@dataclass
+class _Create:
+    """What one create step has learnt so far."""
+
+    spec: SessionSpec  # with the owner's lifetime once placement gave it one
+    queued: dict[str, Any] | None  # its queue entry, when it is queued
+    final: bool  # a waiting create: it places by the kept reads alone
+    fresh: list[dict[str, Any]]  # this run's reads, on the ledger's clock
+    dropped: list[str] = field(default_factory=list)  # reservations the reads settled
+    adopted: list[str] = field(default_factory=list)
+    read: set[str] = field(default_factory=set)  # the agents read afresh (with O(agents))
+    kept: list[str] = field(default_factory=list)  # the agents known by kept reads
+    hinted: dict[str, dict[str, Any]] = field(default_factory=dict)
+    records: Mapping[str, Any] = field(default_factory=dict)  # the ledger's kept reads
+    unavailable: dict[str, str] = field(default_factory=dict)  # agent -> why it takes none
+
+    def ask_to_read(self, agents: list[str], now: float) -> dict[str, Any]:
+        """Place nothing yet: read these agents and ask again (fresh reads are kept)."""
+        return {
+            "changed": bool(self.dropped or self.adopted),
+            "save": bool(self.fresh),
+            "need_read": agents,
+            "ledger_time": now,
+            "dropped": self.dropped,
+        }
+
+
+def reserve(
+    request: LedgerRequest,
+    ledger: dict[str, Any],
+    now: float,
+    missing: str = "",
+    where: str = "",
+    ids: Sequence[str] | None = None,
+    nodes: Mapping[str, Any] | None = None,
+    warn: Callable[[str], None] = _ignore,
+) -> dict[str, Any]:
+    """state=reserved: place the request's session and reserve it in ``ledger`` (or say
+    which agents to read first, or queue it); raise LedgerFailure when it is refused."""
+    try:
+        spec = normalize_spec(dict(request.spec or {}))
+    except SpecError as exc:
+        raise LedgerFailure(f"invalid session spec: {exc}") from None
+    # Queued already: a rerun of the request finds it waiting; only the create holding
+    # the lease of a scheduler pass (ticket) tries to start it.
+    queued = queue_.queue_of(ledger).get(spec.name)
+    if queued is not None:
+        if queued["spec_hash"] != spec_hash(spec):
+            raise LedgerFailure(
+                f"session {spec.name} is queued (PENDING) with another request; cancel "
+                f"it first (bai-cluster session destroy {spec.name}) or choose another "
+                f"name; nothing was changed",
+                conflict=True,
+            )
+        if not queue_.holds_ticket(queued, request.ticket, now):
+            return {"changed": False, "queued": queued_view(ledger, spec.name)}
+    final = request.final and request.agents is not None
+    # A waiting create (final) places by the kept reads alone: they follow destroys
+    # (forget_session), the reads it made before waiting do not.
+    fresh = (
+        []
+        if final
+        else [
+            kept_reads.on_ledger_clock(r) for r in request.agent_info or [] if not r.get("skipped")
+        ]
+    )
+    create = _Create(spec, queued, final, fresh)
+    away = refuse_create(request, ledger, spec, fresh, missing, where, ids)
+    expiry = reservations.expire(ledger, now, fresh)
+    create.dropped = expiry.dropped + usage.drop_stale(ledger, fresh)
+    create.adopted = expiry.adopted
+    if expiry.stuck:
+        warn(
+            f"session(s) {', '.join(expiry.stuck)}: a create died part-way and its agents "
+            f"run part of it; it keeps its share until bai-cluster session reconcile "
+            f"removes it"
+        )
+    # Agents that take no new session: paused or drained by their own record (a fresh
+    # read says so) or the ledger's, or down in the swarm's node list.
+    create.unavailable = {
+        str(r["agent"].get("name")): avail.describe(r["agent"]["availability"])
+        for r in fresh
+        if (r.get("agent") or {}).get("availability")
+    }
+    if request.agents is not None:  # the inventory's agents: kept reads for the rest
+        asked = _by_inventory(request, ledger, now, create, missing, away, nodes)
+        if asked is not None:
+            return asked
+    else:
+        _by_reads(ledger, create, away)
+    return _place(request, ledger, now, create)
+
+
+def _by_inventory(
+    request: LedgerRequest,
+    ledger: dict[str, Any],
+    now: float,
+    create: _Create,
+    missing: str,
+    away: Mapping[str, str],
+    nodes: Mapping[str, Any] | None,
+) -> dict[str, Any] | None:
+    """Know every agent of the inventory (O(agents)) by this run's reads, kept reads or
+    hints; the answer that asks to read some first, or None when placement can go on."""
+    spec = create.spec
+    declared = declarations(request)
+    kept_reads.remember(ledger, create.fresh, now, declared)
+    read = {str((r.get("agent") or {}).get("name")) for r in create.fresh}
+    create.read = read
+    found = kept_reads.sources(
+        ledger,
+        request.agents or [],
+        name=spec.name,
+        images=[role.image for role in spec.roles],
+        paths=[mount.src for mount in spec.mounts],
+        fresh=read,
+        now=now,
+        max_age=request.read_max_age,
+        nodes=nodes,
+        # A missing ledger is never read as empty: every agent is read first.
+        hints=not missing,
+        away=away,
+    )
+    # A waiting create (final) reads only what an expired reservation needs.
+    overdue = [a for a in kept_reads.overdue_agents(ledger, now) if a not in read and a not in away]
+    need = overdue if create.final else found.read
+    if need:
+        return create.ask_to_read(need, now)
+    # Only a fresh read of its agents tells a rerun from a race: a session this run
+    # has not seen is read first (a waiting run meets it once the other run made it).
+    holding = kept_reads.holders(ledger, spec.name) - read
+    held = ledger["sessions"].get(spec.name)
+    if holding and not (held and held.get("state") == document.CREATING):
+        return create.ask_to_read(sorted(holding), now)
+    create.records = ledger.get("agents") or {}
+    create.kept, create.hinted = found.kept, found.hinted
+    create.unavailable = {**found.unavailable, **create.unavailable}
+    return None
+
+
+def _by_reads(ledger: dict[str, Any], create: _Create, away: Mapping[str, str]) -> None:
+    """Without O(agents): the agents are those read; the paused ones take no session."""
+    create.unavailable.update(away)
+    paused = avail.records(ledger)
+    for r in create.fresh:
+        agent = r.get("agent") or {}
+        why = avail.unavailable(str(agent.get("name")), str(agent.get("id") or ""), paused, None)
+        if why:
+            create.unavailable.setdefault(str(agent.get("name")), why)
+
+
+def _place(
+    request: LedgerRequest, ledger: dict[str, Any], now: float, create: _Create
+) -> dict[str, Any]:
+    """Place the session on what the agents have left, and reserve it."""
+    info = list(create.fresh)
+    if create.unavailable:
+        # Down, drained or paused agents take no new session (a holder's read stays).
+        info = [
+            r
+            for r in create.fresh
+            if (r.get("agent") or {}).get("name") not in create.unavailable or r.get("containers")
+        ]
+    if request.agents is not None:
+        info += [kept_reads.kept_result(create.records[a]) for a in create.kept]
+        info += list(create.hinted.values())
+    counted = usage.adjust(info, ledger)
+    try:
+        agents, existing, inventory = agents_from_info(None, None, counted)
+    except SpecError as exc:
+        raise LedgerFailure(f"bai_session_ledger: {exc}") from None
+    read_at = min((float(r.get("read_at") or 0) for r in info if "agent" in r), default=0.0)
+    try:
+        usable = list(agents or [])
+        plan = _plan(request, ledger, now, create, usable, existing, inventory, read_at)
+    except PolicyWait as exc:
+        return wait_in_queue(
+            request, ledger, create.spec, create.queued, now, str(exc), create.dropped
+        )
+    except (Pending, SpecError) as exc:
+        return _not_placed(request, ledger, now, create, exc)
+    except SessionConflict as exc:
+        failure = placement_failure(create.spec.name, exc)
+        raise LedgerFailure(failure.pop("msg"), **failure) from None
+    # Placed by hints (capacity without a recent read): read those agents, place again.
+    unverified = [a for a in plan["agents"] if a in create.hinted]
+    if unverified:
+        return create.ask_to_read(unverified, now)
+    return _commit(request, ledger, now, create, plan)
+
+
+def _plan(
+    request: LedgerRequest,
+    ledger: dict[str, Any],
+    now: float,
+    create: _Create,
+    usable: list[Any],
+    existing: Any,
+    inventory: Any,
+    read_at: float,
+) -> dict[str, Any]:
+    """The session's plan: refused while another run creates it (Pending), past the
+    owner's limits (PolicyWait, LedgerFailure), or where the agents have no room, counting
+    what the queued sessions ahead of it need (Pending)."""
+    spec = create.spec
+    entry = ledger["sessions"].get(spec.name)
+    if entry is not None:
+        entry = {**entry, "name": spec.name}
+    if usage.before_placing(entry, existing, read_at) == "place" and entry is not None:
+        del ledger["sessions"][spec.name]  # stale: its containers are gone
+    policies = parse_policies(request.policies)
+    limits = limits_for(policies, spec.owner)
+    if spec.name not in ledger["sessions"] and not existing:
+        refuse_past_limits(request, spec, limits, ledger)
+    # Without a lifetime of its own, a session gets its owner's longest.
+    spec = create.spec = replace(spec, lifetime_s=int(lifetime(limits, spec.lifetime_s)))
+    passed_over = out_of_service(request.agents, create.fresh, create.unavailable)
+    if existing or not queue_.queue_of(ledger):
+        return plan_session(spec, usable, existing, inventory=inventory, out_of_service=passed_over)
+    # Only what the queued sessions ahead of it leave (docs/placement.md).
+    queued = create.queued
+    me = queue_.waiting_of(
+        spec,
+        float(queued["submitted_at"]) if queued else now,
+        int(queued["seq"]) if queued else queue_.next_seq(ledger),
+    )
+    room = queue_.room(
+        queue_.waiting(ledger),
+        me,
+        usable,
+        out_of_service=passed_over,
+        refuse=owner_refusal(policies, ledger),
+    )
+    try:
+        return plan_session(
+            spec, room.usable(), existing, inventory=inventory, out_of_service=passed_over
+        )
+    except Pending:
+        ahead = room.ahead(me)
+        if not ahead:
+            raise
+        # It would fit but for the older queued sessions: it waits its turn.
+        plan_session(spec, usable, existing, inventory=inventory, out_of_service=passed_over)
+        raise Pending(
+            f"waits behind {', '.join(ahead)} (queued before it, waiting for "
+            f"agents this session would use)"
+        ) from None
+
+
+def _not_placed(
+    request: LedgerRequest,
+    ledger: dict[str, Any],
+    now: float,
+    create: _Create,
+    exc: Pending | SpecError,
+) -> dict[str, Any]:
+    """A session that does not fit: read the kept agents afresh, wait in the queue, leave
+    it (a scheduled start that can never start), or fail."""
+    spec, queued = create.spec, create.queued
+    if create.kept and not create.final:
+        # Kept reads only ever say yes: read those agents before saying no.
+        return create.ask_to_read(create.kept, now)
+    # Queued, unless waiting cannot help or the name is another run's right now.
+    if (
+        isinstance(exc, Pending)
+        and not exc.permanent
+        and (request.queue or queued)
+        and spec.name not in ledger["sessions"]
+    ):
+        return wait_in_queue(request, ledger, spec, queued, now, exc.reason, create.dropped)
+    if queued:
+        # The scheduled start of a queued session that can never start here.
+        queue_.dequeue(ledger, spec.name)
+        return {
+            **placement_failure(spec.name, exc),
+            "failed": True,
+            "changed": True,
+            "msg": f"{placement_failure(spec.name, exc)['msg']}; it left the queue",
+        }
+    failure = placement_failure(spec.name, exc)
+    if isinstance(exc, Pending):
+        failure["dropped"] = create.dropped
+        failure["unavailable"] = sorted(
+            a.name
+            for a in out_of_service(request.agents, create.fresh, create.unavailable)
+            if a.group == spec.resource_group
+        )
+    raise LedgerFailure(failure.pop("msg"), **failure)
+
+
+def _commit(
+    request: LedgerRequest,
+    ledger: dict[str, Any],
+    now: float,
+    create: _Create,
+    plan: dict[str, Any],
+) -> dict[str, Any]:
+    """Reserve what the plan gives out (a session made before the ledger is taken in as
+    it is; a scheduled start leaves the queue in this very step)."""
+    spec, queued = create.spec, create.queued
+    plan = {
+        **plan,
+        "requested_mode": spec.mode,
+        "spec": spec_canonical(spec),
+        "spec_hash": spec_hash(spec),
+        "size": spec.size,
+        "read": sorted(create.read) if request.agents is not None else None,
+        "kept": create.kept,
+        "unavailable": sorted(create.unavailable),
+    }
+    # Keeping the agents' reads is bookkeeping, not a change to the cluster.
+    changed = bool(create.dropped or create.adopted)
+    if spec.name not in ledger["sessions"]:
+        entry = reservations.reservation(plan, now=now, ttl=request.ttl)
+        if plan["action"] == "exists":  # made before the ledger: take it in as it is
+            entry.update(state=document.READY, expires_at=None, ready_at=now)
+        if queued:  # the scheduled start: it leaves the queue in this very step
+            queue_.dequeue(ledger, spec.name)
+            entry["submitted_at"] = queued["submitted_at"]
+        ledger["sessions"][spec.name] = entry
+        changed = True
+    return {
+        **plan,
+        "changed": changed,
+        "reservation": ledger["sessions"][spec.name],
+        "dropped": create.dropped,
+        "adopted": create.adopted,
+        "save": bool(create.fresh),
+    }

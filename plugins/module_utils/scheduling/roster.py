@@ -1,0 +1,116 @@
+"""The cluster's agents as the ledger knows them: the swarm's node table, what the
+inventory declares for each, their identity, what the reservations give out on each, and
+an agent taken out of the cluster (bai-cluster agent remove)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.admission import SLOT_SEPARATOR
+
+
+class Forgotten(NamedTuple):
+    """What :func:`forget_agent` dropped, or why it dropped nothing."""
+
+    holding: list[str]  # sessions with a reservation on the agent: nothing was dropped
+    dropped: list[str]  # what went, for a person: "its kept read", "its pause", ...
+
+
+def forget_agent(ledger: dict[str, Any], name: str, identity: str = "") -> Forgotten:
+    """Drop agent ``name`` (identity ``identity``) from the ledger: its kept read and its
+    availability record. What a forced destroy left on it stays remembered (``forsaken``),
+    so that reconcile removes those leftovers if it is ever added back. Refused
+    while a session holds a reservation there (``holding``; the ledger is unchanged):
+    its sessions are ended first, never stranded after."""
+    holding = sorted(n for n, e in ledger["sessions"].items() if name in _agents_of(e))
+    if holding:
+        return Forgotten(holding, [])
+    dropped = []
+    if (ledger.get("agents") or {}).pop(name, None) is not None:
+        dropped.append("its kept read")
+    table = ledger.get("availability") or {}
+    mine = [k for k, v in table.items() if (identity and k == identity) or v.get("name") == name]
+    for key in mine:
+        del table[key]
+        if "its availability record" not in dropped:
+            dropped.append("its availability record")
+    return Forgotten([], dropped)
+
+
+def known_identity(ledger: Mapping[str, Any], name: str) -> str:
+    """The identity of the ledger's last read of agent ``name`` ('' if never read)."""
+    record = (ledger.get("agents") or {}).get(name) or {}
+    return str((record.get("agent") or {}).get("id") or "")
+
+
+def _agents_of(entry: Mapping[str, Any]) -> set[str]:
+    return {str(k["agent"]) for k in entry.get("kernels") or ()}
+
+
+NODE_GONE = ("down", "disconnected")  # swarm node states that a placement passes over
+
+
+def node_table(nodes: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The swarm's node list (``GET /nodes``, one call on a manager) by node ID and by
+    hostname: ``id``, ``usable``, ``state``, ``availability``, ``cpu``, ``mem`` (what the
+    engine has). Usable: active, and not ``down`` or ``disconnected``. A new swarm leader
+    marks every node ``unknown`` until it registers again (seconds after a manager is
+    lost); such a node is used, and a placement on it reads it first anyway."""
+    table: dict[str, dict[str, Any]] = {}
+    for node in nodes:
+        description = node.get("Description") or {}
+        resources = description.get("Resources") or {}
+        state = str((node.get("Status") or {}).get("State") or "unknown")
+        availability = str((node.get("Spec") or {}).get("Availability") or "active")
+        node_id = str(node.get("ID") or "")
+        hostname = str(description.get("Hostname") or "")
+        row = {
+            "id": node_id,
+            "hostname": hostname,
+            "state": state,
+            "availability": availability,
+            "usable": availability == "active" and state not in NODE_GONE,
+            "cpu": int(resources.get("NanoCPUs") or 0) / 1e9,
+            "mem": int(resources.get("MemoryBytes") or 0),
+        }
+        for key in (node_id, hostname):
+            if key:
+                table.setdefault(key, row)
+    return table
+
+
+def node_of(
+    nodes: Mapping[str, Mapping[str, Any]] | None,
+    agent: str,
+    record: Mapping[str, Any] | None = None,
+) -> Mapping[str, Any] | None:
+    """An agent's row of :func:`node_table`: by the node ID its last read gave (an agent's
+    identity is its swarm node's), else by its inventory name as the node's hostname."""
+    if not nodes:
+        return None
+    identity = str(((record or {}).get("agent") or {}).get("id") or "")
+    node_id = identity.split(SLOT_SEPARATOR, 1)[0]
+    return nodes.get(node_id) or nodes.get(agent)
+
+
+def declaration(agent: Mapping[str, Any]) -> dict[str, Any]:
+    """What the inventory declares for an agent, as its kept record keeps it."""
+    return {"group": agent.get("group") or "default", "resources": agent.get("resources")}
+
+
+def declarations(agents: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """agent name -> what the inventory declares for it, as records keep it."""
+    return {str(a["name"]): declaration(a) for a in agents}
+
+
+def given_out(ledger: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per agent, what the reservations give out (CPU, memory, GPU devices)."""
+    out: dict[str, dict[str, Any]] = {}
+    for entry in ledger["sessions"].values():
+        for k in entry["kernels"]:
+            row = out.setdefault(k["agent"], {"cpu": 0.0, "mem": 0, "gpu_devices": []})
+            row["cpu"] += k["cpu"]
+            row["mem"] += k["mem"]
+            row["gpu_devices"] = sorted([*row["gpu_devices"], *k["gpu_devices"]])
+    return out

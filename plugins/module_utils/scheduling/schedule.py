@@ -1,0 +1,224 @@
+"""The queue's side of bai_session_ledger (docs/placement.md, "The queue"): the owners'
+limits on a new session, a session waiting its turn, the queue as list shows it, and the
+scheduler's pass (state=scheduled) that says which queued sessions start now."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import SpecError
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import availability as avail
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import kept_reads, roster
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import session_queue as queue_
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger_request import (
+    LedgerFailure,
+    LedgerRequest,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import OutOfService
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.policies import (
+    Limits,
+    limits_for,
+    parse_policies,
+    refusal,
+    usage,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.usage import adjust
+from ansible_collections.bai.cluster.plugins.module_utils.session.model import (
+    Kernel,
+    Resources,
+    SessionSpec,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.session.naming import kernel_id
+from ansible_collections.bai.cluster.plugins.module_utils.session.plan import agents_from_info
+from ansible_collections.bai.cluster.plugins.module_utils.session.spec import expand_kernels
+
+
+class PolicyWait(Exception):
+    """The owner's limits refuse the session for now; with O(queue) it waits."""
+
+
+def total(kernels: Iterable[Kernel]) -> Resources:
+    """The resources of ``kernels`` in all."""
+    request = Resources(0.0, 0, 0)
+    for kernel in kernels:
+        request = request + kernel.resources
+    return request
+
+
+def refuse_past_limits(
+    request: LedgerRequest, spec: SessionSpec, limits: Limits, ledger: dict[str, Any]
+) -> None:
+    """Fail, changing nothing, when the owner's ``limits`` refuse a new session ``spec``
+    (with O(queue), raise PolicyWait unless its lifetime is past the owner's longest,
+    which waiting cannot change)."""
+    held = usage(ledger["sessions"].values(), spec.owner)
+    why = refusal(limits, held, spec.name, total(expand_kernels(spec)), spec.lifetime_s)
+    if not why:
+        return
+    cap = limits.lifetime_s
+    forever = cap is not None and spec.lifetime_s > cap.value
+    if not forever and (request.queue or spec.name in queue_.queue_of(ledger)):
+        raise PolicyWait(f"refused for now by the owner's limits: {why}")
+    raise LedgerFailure(f"refused by the owner's limits: {why}; nothing was created", policy=True)
+
+
+def owner_refusal(
+    policies: Mapping[str, Any], ledger: dict[str, Any]
+) -> Callable[[queue_.Waiting, Sequence[queue_.Waiting]], str]:
+    """For the queue's pass: why the owner's limits hold a queued session back, counting
+    the ledger's sessions and those this pass starts before it."""
+
+    def refuse(session: queue_.Waiting, started: Sequence[queue_.Waiting]) -> str:
+        limits = limits_for(policies, session.owner)
+        held = usage(ledger["sessions"].values(), session.owner)
+        for other in started:
+            if other.owner == session.owner:
+                held = held.plus(other.name, total(other.kernels))
+        return refusal(limits, held, session.name, total(session.kernels))
+
+    return refuse
+
+
+def queued_view(ledger: dict[str, Any], name: str) -> dict[str, Any]:
+    entry = queue_.queue_of(ledger)[name]
+    return queue_.queued_view(entry, queue_.positions(ledger)[name])
+
+
+def wait_in_queue(
+    request: LedgerRequest,
+    ledger: dict[str, Any],
+    spec: SessionSpec,
+    queued: dict[str, Any] | None,
+    now: float,
+    reason: str,
+    dropped: list[str],
+) -> dict[str, Any]:
+    """Queue ``spec`` (or keep it queued, in its place, with the new reason): PENDING."""
+    if queued is None:
+        queue_.enqueue(
+            ledger, spec, now=now, reason=reason, authorized_keys=request.authorized_keys
+        )
+    else:
+        queued["reason"] = reason
+        queued.pop("lease", None)
+    return {"changed": True, "queued": queued_view(ledger, spec.name), "dropped": dropped}
+
+
+def out_of_service(
+    declared: Sequence[Mapping[str, Any]] | None,
+    fresh: Sequence[Mapping[str, Any]],
+    unavailable: Mapping[str, str],
+) -> list[OutOfService]:
+    """The agents placement passed over (``unavailable``: name -> why), with their
+    resource groups (the inventory's, else their reads')."""
+    groups = {str(r["agent"].get("name")): r["agent"].get("group") for r in fresh if "agent" in r}
+    groups.update({str(a["name"]): a.get("group") or "default" for a in declared or []})
+    return [
+        OutOfService(name, str(groups.get(name) or "default"), why)
+        for name, why in sorted(unavailable.items())
+    ]
+
+
+def queue_list(ledger: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every queued session as list and show give it, in queue order."""
+    places = queue_.positions(ledger)
+    entries = queue_.queue_of(ledger)
+    return [
+        queue_.queued_view(entries[name], places[name])
+        for name in sorted(
+            entries,
+            key=lambda n: (
+                entries[n]["group"],
+                float(entries[n]["submitted_at"]),
+                int(entries[n]["seq"]),
+                n,
+            ),
+        )
+    ]
+
+
+def _known_agents(
+    request: LedgerRequest, ledger: dict[str, Any], nodes: Mapping[str, Any] | None
+) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """What the scheduler's pass knows of each agent of the inventory (its kept read, else
+    a hint of its capacity), and the agents that take no new session, with why."""
+    records = ledger.get("agents") or {}
+    paused = avail.records(ledger)
+    info: list[dict[str, Any]] = []
+    unavailable: dict[str, str] = {}
+    for declared in request.agents or []:
+        name = str(declared["name"])
+        record = records.get(name)
+        node = roster.node_of(nodes, name, record)
+        identity = str(((record or {}).get("agent") or {}).get("id") or "")
+        why = avail.unavailable(name, identity, paused, node)
+        if why:
+            unavailable[name] = why
+            continue
+        same = (
+            record is not None and record.get("declared") == roster.declarations([declared])[name]
+        )
+        if same and record is not None:
+            info.append(kept_reads.kept_result(record))
+            continue
+        found = kept_reads.hint(declared, record if same else None, node)
+        if found is not None:
+            info.append(found)
+    return info, unavailable
+
+
+def scheduled(
+    request: LedgerRequest,
+    ledger: dict[str, Any],
+    now: float,
+    nodes: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """state=scheduled: which queued sessions start now (by the agents' kept reads, or
+    their declared capacity), each one's reason recorded, and a lease for at most
+    O(limit) of them."""
+    entries = queue_.queue_of(ledger)
+    if not entries:
+        return {"changed": False, "start": [], "more": 0, "waiting": 0, "queue": []}
+    info, unavailable = _known_agents(request, ledger, nodes)
+    try:
+        agents = agents_from_info(None, None, adjust(info, ledger))[0]
+    except SpecError as exc:
+        raise LedgerFailure(f"bai_session_ledger: {exc}") from None
+    decisions = queue_.schedule(
+        queue_.waiting(ledger),
+        agents or [],
+        out_of_service=out_of_service(request.agents, [], unavailable),
+        refuse=owner_refusal(parse_policies(request.policies), ledger),
+    )
+    changed, more = False, 0
+    start: list[dict[str, Any]] = []
+    for decision in decisions:
+        entry = entries[decision.session.name]
+        if decision.starts:
+            if queue_.leased(entry, now):
+                continue
+            if len(start) >= request.limit:
+                more += 1
+                continue
+            ticket = kernel_id()
+            queue_.lease(entry, ticket, now, request.lease_s)
+            changed = True
+            start.append(
+                {
+                    "name": entry["name"],
+                    "ticket": ticket,
+                    "spec": entry["spec"],
+                    "authorized_keys": list(entry.get("authorized_keys") or []),
+                }
+            )
+        elif entry.get("reason") != decision.reason:
+            entry["reason"] = decision.reason
+            changed = True
+    return {
+        "changed": changed,
+        "start": start,
+        "more": more,
+        "waiting": len(entries),
+        "queue": queue_list(ledger),
+    }

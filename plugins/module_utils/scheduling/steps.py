@@ -1,0 +1,207 @@
+"""bai_session_ledger's steps: what each O(state) does with one read of the ledger, inside
+the store's transaction (ledger_store.transact), which writes the ledger when a step asks.
+
+- ``reserved``: place and reserve a session (reserve.py);
+- ``ready``: confirm a create's reservation; ``absent``: release it, cancel a queued
+  session, or forsake what a forced destroy could not reach;
+- ``read`` and ``identity``: what the ledger holds, changing nothing;
+- ``reconciled``: the ledger made to agree with the agents' reads (reconcile.py);
+- ``scheduled``: which queued sessions start now (schedule.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ansible_collections.bai.cluster.plugins.module_utils.engine.docker_api import (
+    DockerException,
+    error_text,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import (
+    document,
+    history,
+    kept_reads,
+    reconcile,
+    reservations,
+    roster,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger_store as store_
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import session_queue as queue_
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger_request import (
+    LedgerFailure,
+    LedgerRequest,
+    declarations,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.reserve import reserve
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.schedule import (
+    queue_list,
+    queued_view,
+    scheduled,
+)
+
+
+def _ignore(_message: str) -> None:
+    pass
+
+
+def swarm_nodes(
+    request: LedgerRequest, store: store_.Store, warn: Callable[[str], None] = _ignore
+) -> dict[str, dict[str, Any]] | None:
+    """The swarm's node list by node ID and hostname (one call on this manager), for a
+    placement; None without a swarm, or when the list cannot be had (then every agent
+    counts as up)."""
+    if request.state not in ("reserved", "scheduled") or not isinstance(store, store_.SwarmStore):
+        return None
+    try:
+        return roster.node_table(store.api.nodes())
+    except DockerException as exc:
+        warn(f"the swarm's node list: {error_text(exc)}; placing without it")
+        return None
+
+
+def step(
+    request: LedgerRequest,
+    store: store_.Store,
+    snapshot: store_.Snapshot,
+    now: float,
+    nodes: Mapping[str, Any] | None = None,
+    warn: Callable[[str], None] = _ignore,
+) -> dict[str, Any]:
+    """What O(state) does with one read of the ledger (the store writes it when asked)."""
+    state, where = request.state, store.where
+    ledger, missing = snapshot.ledger, snapshot.missing
+    if snapshot.damaged and state == "identity":
+        return {"changed": False, "ledger_time": now, "damaged": snapshot.damaged}
+    if snapshot.damaged and state != "reconciled":
+        damaged = snapshot.damaged
+        raise LedgerFailure(f"{where}: {damaged}; {document.REBUILD_HINT}; nothing was changed")
+    # Its identity (and those it adopted): on the session's containers, checked by agents.
+    ids = store_.ledger_ids(
+        store.identity(create=state in ("reserved", "reconciled") and not request.check_mode),
+        ledger,
+    )
+    if state == "reconciled":
+        return rebuilt(request, snapshot, now, ids)
+    if state == "reserved":
+        placed = reserve(request, ledger, now, missing, where, ids, nodes, warn)
+        return {**placed, "ledger_ids": ids}
+    if state == "scheduled":
+        return scheduled(request, ledger, now, nodes)
+    if state == "ready":
+        return confirmed(request, ledger, now, where)
+    if state == "absent":
+        return released(request, ledger, now)
+    return shown(request, ledger, now, missing)
+
+
+def confirmed(
+    request: LedgerRequest, ledger: dict[str, Any], now: float, where: str
+) -> dict[str, Any]:
+    """state=ready: this create's reservation turned into the session's."""
+    held = ledger["sessions"].get(request.name)
+    gone = held is None or held["session_id"] != request.session_id
+    # In check mode nothing was reserved, so there is nothing to confirm.
+    if gone and not request.check_mode:
+        # Its containers were made by an agent that admitted them, but the ledger no
+        # longer counts them: this create must not report success.
+        raise LedgerFailure(
+            f"session {request.name}: this create's reservation is gone from "
+            f"{where} (it outlived session_reservation_ttl_s and a check of its agents "
+            f"found nothing of it, or the ledger was rebuilt); the session is not confirmed"
+        )
+    changed = reservations.mark_ready(ledger, str(request.name), str(request.session_id), now)
+    return {"changed": changed, "reservation": held}
+
+
+def released(request: LedgerRequest, ledger: dict[str, Any], now: float) -> dict[str, Any]:
+    """state=absent: a forced destroy's reservation forsaken, a queued session cancelled,
+    or a destroyed session's reservation released (and how a batch session ended kept)."""
+    name = str(request.name)
+    if request.left_on:
+        forsaken = reservations.forsake(ledger, name, str(request.session_id), request.left_on, now)
+        return {"changed": forsaken}
+    if not request.session_id and name in queue_.queue_of(ledger):
+        # A queued session is cancelled: it leaves the queue (it holds nothing else).
+        queue_.dequeue(ledger, name)
+        return {"changed": True, "cancelled": True, "waiting": len(queue_.queue_of(ledger))}
+    released = reservations.release(ledger, name, request.session_id)
+    if request.ended and request.session_id:
+        history.record_end(ledger, name, request.session_id, request.ended, now)
+    return {
+        "changed": released or bool(request.ended and request.session_id),
+        "waiting": len(queue_.queue_of(ledger)),
+    }
+
+
+def shown(
+    request: LedgerRequest, ledger: dict[str, Any], now: float, missing: str
+) -> dict[str, Any]:
+    """state=read (one session's entry with O(name), else the whole ledger) and
+    state=identity: what the ledger holds, changing nothing."""
+    read: dict[str, Any] = {"changed": False, "ledger_time": now}
+    if missing:
+        read["missing"] = True
+    if request.state == "identity":
+        return read
+    name = request.name
+    if name:
+        entry = ledger["sessions"].get(name)
+        return {
+            **read,
+            "reservation": entry,
+            "time_left": reservations.time_left(entry, now) if entry else None,
+            "holders": sorted(kept_reads.holders(ledger, name)),
+            "ended": history.ends_of(ledger, name),
+            "queued": (queued_view(ledger, name) if name in queue_.queue_of(ledger) else None),
+        }
+    return {
+        **read,
+        "ledger": {"sessions": ledger["sessions"], "given_out": roster.given_out(ledger)},
+        "queue": queue_list(ledger),
+    }
+
+
+def rebuilt(
+    request: LedgerRequest, snapshot: store_.Snapshot, now: float, ids: list[str]
+) -> dict[str, Any]:
+    """state=reconciled: the ledger (with the ledgers it adopts) rebuilt from the agents'
+    labels; a damaged ledger is kept beside it."""
+    ledger, missing = snapshot.ledger, snapshot.missing
+    for other in request.adopt_ledgers:
+        if other not in ids:
+            ledger.setdefault("aliases", []).append(other)
+            ids.append(other)
+    how = (
+        f"damaged - {snapshot.damaged}"
+        if snapshot.damaged
+        else ("missing" if missing == "lost" else "new" if missing else None)
+    )
+    done = reconciled(request, ledger, now, ids)
+    return {**done, "rebuilt": how, "set_aside": True, "ledger_ids": ids}
+
+
+def reconciled(
+    request: LedgerRequest, ledger: dict[str, Any], now: float, ids: Sequence[str]
+) -> dict[str, Any]:
+    """The ledger made to agree with the agents' reads."""
+    reads = [
+        kept_reads.on_ledger_clock(r)
+        for r in request.agent_info or []
+        if not r.get("skipped") and not r.get("failed") and "agent" in r
+    ]
+    names = {str(r["agent"].get("name")) for r in reads}
+    # Its reads skip GPU detection, so they are not kept as the agents' records; reconcile()
+    # forgets the sessions it dropped or removed.
+    inventory = list(declarations(request)) if request.agents is not None else sorted(names)
+    unread = [a for a in inventory if a not in names]
+    done = reconcile.reconcile(ledger, reads, now=now, every_agent_read=not unread, ledgers=ids)
+    return {
+        "changed": bool(done.adopted or done.dropped or done.remove),
+        "save": True,
+        **done._asdict(),
+        "unread": unread,
+        "held": sorted(ledger["sessions"]),
+        "lifetime_up": reservations.lifetimes_up(ledger, now),
+        "waiting": len(queue_.queue_of(ledger)),
+    }

@@ -1,0 +1,123 @@
+"""What the reservation ledger's tests share: agent reads, a create through the ledger
+(expire, adjust, place, reserve), container rows, and the cluster property's strategy."""
+
+from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
+    LABEL_CPU,
+    LABEL_GPU,
+    LABEL_GPU_DEVICES,
+    LABEL_MEM,
+    LABEL_SESSION_ID,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import (
+    reservations,
+    roster,
+    usage,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.session.plan import (
+    agents_from_info,
+    plan_session,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.session.spec import normalize_spec
+from hypothesis import given
+from hypothesis import strategies as st
+
+GI = 1024**3
+
+
+def info(name, cpu=16, mem_g=32, gpus=(), read_at=1000.0, sessions=None, used=(0.0, 0, 0)):
+    """One registered bai_agent_info result, as the agent reported it at read_at."""
+    return {
+        "agent": {
+            "name": name,
+            "group": "default",
+            "cpu": cpu,
+            "mem": mem_g * GI,
+            "gpu": len(gpus),
+            "used_cpu": used[0],
+            "used_mem": used[1],
+            "used_gpu": used[2],
+            "gpu_devices": list(gpus),
+            "gpu_in_use": sorted({d for s in (sessions or {}).values() for d in s["gpu_devices"]}),
+        },
+        "containers": [],
+        "images": {},
+        "paths": {},
+        "sessions": sessions or {},
+        "read_at": read_at,
+    }
+
+
+def place(ledger, name, reads, now=1000.0, **request):
+    """What bai_session_ledger does under the lock: expire, adjust, place, reserve."""
+    spec = normalize_spec({"name": name, **request})
+    reservations.expire(ledger, now, reads)
+    agents, existing, inventory = agents_from_info(None, None, usage.adjust(reads, ledger))
+    plan = {**plan_session(spec, agents, existing, inventory=inventory), "spec_hash": "h"}
+    ledger["sessions"][name] = reservations.reservation(plan, now=now, ttl=60)
+    return plan
+
+
+def seen(sid, containers, name="s", cpu=1.0):
+    """An agent read's ``sessions`` row: ``containers`` of session ``sid`` there."""
+    return {
+        sid: {
+            "name": name,
+            "cpu": cpu * containers,
+            "mem": 0,
+            "gpu": 0,
+            "gpu_devices": [],
+            "containers": containers,
+        }
+    }
+
+
+def dead_create(ledger, name="dead", size=2, now=1000.0):
+    """A create that reserved at ``now`` (TTL 60 s) and died; its session id."""
+    place(ledger, name, [info("a1", cpu=8)], now=now, size=size, resources={"cpu": 1})
+    return ledger["sessions"][name]["session_id"]
+
+
+# Random clusters (CPUs per agent, GPU devices per agent) and create requests (size,
+# CPUs, GPUs, multi-node), for the properties of test_usage.py and test_kept_reads.py.
+clusters_and_requests = given(
+    offered=st.lists(st.integers(1, 16), min_size=1, max_size=4),
+    gpus=st.lists(st.integers(0, 4), min_size=4, max_size=4),
+    requests=st.lists(
+        st.tuples(st.integers(1, 4), st.integers(1, 6), st.integers(0, 2), st.booleans()),
+        min_size=1,
+        max_size=12,
+    ),
+)
+
+
+def assert_within_offer(ledger, offered, gpus):
+    """What the reservations give out stays within each agent ``a<i>``'s CPUs (offered),
+    memory (2 GiB per CPU) and GPU devices, and no device is given twice."""
+    for agent, out in roster.given_out(ledger).items():
+        i = int(agent[1:])
+        assert out["cpu"] <= offered[i]
+        assert out["mem"] <= offered[i] * 2 * GI
+        assert len(out["gpu_devices"]) == len(set(out["gpu_devices"]))
+        assert set(out["gpu_devices"]) <= set(range(gpus[i]))
+
+
+def row(name, sid, host, agent="a1", size=2, cpu=1.0, devices=""):
+    """A bai_agent_info container row with the labels a session container carries."""
+    labels = {
+        "ai.backend.cluster.session": name,
+        LABEL_SESSION_ID: sid,
+        "ai.backend.cluster.host": host,
+        "ai.backend.cluster.size": str(size),
+        "ai.backend.cluster.spec-hash": "h",
+        "ai.backend.cluster.agent": agent,
+        LABEL_CPU: str(cpu),
+        LABEL_MEM: str(GI),
+        LABEL_GPU: str(len(devices.split(","))) if devices else "0",
+    }
+    if devices:
+        labels[LABEL_GPU_DEVICES] = devices
+    return {"name": f"{name}-{host}", "state": "running", "labels": labels}
+
+
+def read_with(agent, rows, read_at=2000.0):
+    return {**info(agent, cpu=8, read_at=read_at), "containers": rows}

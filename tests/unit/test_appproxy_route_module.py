@@ -1,0 +1,148 @@
+"""Unit tests of plugins/modules/bai_appproxy_route.py with its I/O in
+plugins/module_utils/network/appproxy_routes.py: the route files, HAProxy's check, its
+reload and the wait for the port, against a simulated app proxy host (``FakeHost``: the
+``service`` and ``haproxy`` commands, and which ports listen). The route logic itself is
+test_appproxy.py's."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.bai.cluster.plugins.module_utils.network import appproxy_routes
+from ansible_collections.bai.cluster.plugins.module_utils.network.appproxy import parse_route
+from ansible_collections.bai.cluster.plugins.modules import bai_appproxy_route
+from docker_fake import FakeEngine, run_module
+
+
+class FakeHost:
+    """The app proxy host: HAProxy listens on the ports of the route files it last loaded."""
+
+    def __init__(self, routes_dir: str, *, running: bool = True, valid: bool = True) -> None:
+        self.routes_dir = routes_dir
+        self.running = running
+        self.valid = valid
+        self.listening: set[int] = set()
+        self.commands: list[list[str]] = []
+
+    def load(self) -> None:
+        self.listening = set()
+        for name in os.listdir(self.routes_dir):
+            if name.endswith(".cfg"):
+                with open(os.path.join(self.routes_dir, name), encoding="utf-8") as handle:
+                    self.listening.add(parse_route(handle.read())["port"])
+
+    def run_command(self, args: list[str], **_kw: Any) -> tuple:
+        self.commands.append(list(args))
+        if args[:1] == ["service"]:
+            action = args[2]
+            if action == "status":
+                return (0 if self.running else 3), "", ""
+            self.running = True
+            self.load()
+            return 0, "", ""
+        if args[1:2] == ["-c"]:
+            return (
+                (0, "Configuration file is valid", "")
+                if self.valid
+                else (
+                    1,
+                    "",
+                    "[NOTICE] x\n[ALERT] parsing [routes.d/s1.cfg:5]: bad bind\n",
+                )
+            )
+        if args[:1] == ["ip"]:
+            return 0, "2: eth0    inet 10.210.1.5/24 brd 10.210.1.255 scope global eth0\n", ""
+        raise AssertionError(f"unexpected command {args}")
+
+
+def run(host: FakeHost, *, check_mode: bool = False, **args: Any) -> dict[str, Any]:
+    params = {"routes_dir": host.routes_dir, "wait_timeout": 0, **args}
+    patches = {
+        (AnsibleModule, "run_command"): host.run_command,
+        (appproxy_routes, "listening"): lambda: set(host.listening),
+    }
+    return run_module(
+        bai_appproxy_route, params, FakeEngine(), check_mode=check_mode, patches=patches
+    )
+
+
+PRESENT = {
+    "session": "s1",
+    "session_id": "id-1",
+    "backend_addresses": ["3: eth1    inet 10.210.3.11/24 scope global eth1"],
+    "backend_network": "10.210.3.0/24",
+    "backend_port": 30001,
+    "public_network": "10.210.1.0/24",
+}
+
+
+@pytest.fixture
+def host(tmp_path):
+    return FakeHost(str(tmp_path))
+
+
+def test_a_route_is_written_loaded_and_then_left_alone(host, tmp_path):
+    done = run(host, **PRESENT)
+    assert done["changed"] is True and done["reloaded"] is True
+    assert done["port"] == 10205 and done["public_address"] == "10.210.1.5"
+    assert done["path"] == str(tmp_path / "s1.cfg")
+    assert done["route"]["backend_host"] == "10.210.3.11"
+    assert parse_route((tmp_path / "s1.cfg").read_text())["session_id"] == "id-1"
+    assert ["service", "haproxy", "reload"] in host.commands
+
+    again = run(host, **PRESENT)
+    assert again["changed"] is False and again["reloaded"] is False
+    assert again["port"] == 10205
+
+
+def test_check_mode_reports_the_port_and_writes_nothing(host, tmp_path):
+    done = run(host, check_mode=True, _ansible_diff=True, **PRESENT)
+    assert done["changed"] is True and done["port"] == 10205
+    assert done["diff"]["before"] == "" and "bai-session-s1" in done["diff"]["after"]
+    assert not (tmp_path / "s1.cfg").exists()
+    assert host.commands == [["ip", "-o", "-4", "addr", "show"]]
+
+
+def test_a_route_haproxy_refuses_is_taken_back(tmp_path):
+    host = FakeHost(str(tmp_path), valid=False)
+    done = run(host, **PRESENT)
+    assert done["failed"] is True
+    assert done["msg"] == (
+        "HAProxy refuses the route of session s1 ([ALERT] parsing [routes.d/s1.cfg:5]: bad "
+        "bind); the previous configuration was kept"
+    )
+    assert not (tmp_path / "s1.cfg").exists()
+
+
+def test_a_port_haproxy_does_not_open_fails_after_the_wait(host):
+    host.load = lambda: None  # HAProxy reloads but never listens
+    done = run(host, **PRESENT)
+    assert done["msg"] == (
+        "HAProxy did not open port 10205 within 0s after the reload; check the proxy's log "
+        "and who else listens there (ss -ltnp)"
+    )
+
+
+def test_absent_removes_the_route_and_waits_for_the_port_to_close(host, tmp_path):
+    run(host, **PRESENT)
+    done = run(host, session="s1", state="absent", _ansible_diff=True)
+    assert done["changed"] is True and done["reloaded"] is True and done["port"] == 10205
+    assert done["diff"]["after"] == "" and done["public_address"] is None
+    assert not (tmp_path / "s1.cfg").exists() and host.listening == set()
+    assert run(host, session="s1", state="absent")["changed"] is False
+
+
+def test_without_a_backend_or_a_routes_folder_it_says_what_to_do(host, tmp_path):
+    done = run(host, **{**PRESENT, "backend_network": "10.9.0.0/24"})
+    assert done["msg"] == (
+        "session s1: no backend address: none of the agent's addresses (1 given) lies in "
+        "backend_network 10.9.0.0/24; set backend_host, or check bai_zone_cidrs.compute"
+    )
+    gone = FakeHost(str(tmp_path / "missing"))
+    assert run(gone, **PRESENT)["msg"] == (
+        f"{tmp_path / 'missing'} does not exist on this host: converge the app proxy first "
+        f"(ansible-playbook site.yml --tags appproxy)"
+    )

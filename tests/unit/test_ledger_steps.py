@@ -1,0 +1,57 @@
+"""bai_session_ledger's steps called directly (module_utils/scheduling/steps.py,
+reserve.py, schedule.py, ledger_request.py): a request built from the module's options,
+no AnsibleModule, and the failures the module reports as they are."""
+
+import pytest
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import document, steps
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger_store as store_
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger_request import (
+    LedgerFailure,
+    LedgerRequest,
+    check,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.reserve import reserve
+from ansible_collections.bai.cluster.plugins.modules.bai_session_ledger import ARGUMENT_SPEC
+from test_availability import AGENTS, read
+
+
+def test_a_request_from_the_module_s_defaults_is_the_request_s_defaults():
+    params = {key: option.get("default") for key, option in ARGUMENT_SPEC.items()}
+    assert LedgerRequest.from_params(params) == LedgerRequest()
+
+
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        ({"state": "ready"}, "state=ready needs name"),
+        ({"state": "absent", "name": "s", "left_on": ["a1"]}, "left_on needs session_id"),
+        ({"state": "reserved"}, "state=reserved needs spec and agent_info or agents"),
+        ({"state": "reconciled"}, "state=reconciled needs agent_info"),
+    ],
+)
+def test_a_request_that_lacks_what_its_state_needs_is_refused(options, says):
+    with pytest.raises(LedgerFailure, match=says):
+        check(LedgerRequest(**options))
+
+
+def test_reserve_places_and_reserves_without_a_module():
+    spec = {"name": "s1", "size": 1, "resources": {"cpu": 2}}
+    request = LedgerRequest(spec=spec, agents=AGENTS, agent_info=[read("a1"), read("a2")])
+    ledger = document.empty()
+    placed = reserve(request, ledger, 1000.0)
+    assert placed["changed"] and placed["reservation"]["state"] == document.CREATING
+    assert ledger["sessions"]["s1"]["kernels"][0]["agent"] in ("a1", "a2")
+    # The same name queued with another request: refused with the module's keys.
+    ledger["queue"] = {"s2": {"spec_hash": "other"}}
+    with pytest.raises(LedgerFailure, match="is queued \\(PENDING\\) with another") as failed:
+        reserve(LedgerRequest(spec={**spec, "name": "s2"}, agents=AGENTS), ledger, 1000.0)
+    assert failed.value.fields == {"conflict": True}
+
+
+def test_a_damaged_ledger_fails_every_step_but_identity_and_reconcile(tmp_path):
+    store = store_.FileStore(str(tmp_path / "ledger.json"), 5)
+    damaged = store_.Snapshot(document.empty(), "", "the ledger is not JSON", None)
+    out = steps.step(LedgerRequest(state="identity"), store, damaged, 1000.0)
+    assert out == {"changed": False, "ledger_time": 1000.0, "damaged": "the ledger is not JSON"}
+    with pytest.raises(LedgerFailure, match="the ledger is not JSON; rebuild it"):
+        steps.step(LedgerRequest(state="read"), store, damaged, 1000.0)
