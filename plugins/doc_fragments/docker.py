@@ -1,6 +1,6 @@
 """Documentation of the Docker connection options the bai.cluster modules share.
 
-They are ``DOCKER_ARGUMENT_SPEC`` in plugins/module_utils/engine/docker_api.py; a module whose
+They are ``DOCKER_ARGUMENT_SPEC`` in plugins/module_utils/engine/common.py; a module whose
 argument_spec includes it uses ``extends_documentation_fragment: [bai.cluster.docker]``,
 which also names the Docker SDK it needs (``connect()``) in its requirements.
 """

@@ -180,8 +180,8 @@ given_out:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Busy
+from ansible_collections.bai.cluster.plugins.module_utils.engine.common import DOCKER_ARGUMENT_SPEC
 from ansible_collections.bai.cluster.plugins.module_utils.engine.docker_api import (
-    DOCKER_ARGUMENT_SPEC,
     DockerException,
     connect,
     error_text,

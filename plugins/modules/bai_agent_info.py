@@ -242,8 +242,8 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_AGENT,
     LABEL_SESSION,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.engine.common import DOCKER_ARGUMENT_SPEC
 from ansible_collections.bai.cluster.plugins.module_utils.engine.docker_api import (
-    DOCKER_ARGUMENT_SPEC,
     DockerException,
     connect,
     container_row,

@@ -121,8 +121,8 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
     Failure,
     StoreError,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.engine.common import DOCKER_ARGUMENT_SPEC
 from ansible_collections.bai.cluster.plugins.module_utils.engine.docker_api import (
-    DOCKER_ARGUMENT_SPEC,
     APIError,
     DockerException,
     error_text,

@@ -457,8 +457,8 @@ from ansible_collections.bai.cluster.plugins.module_utils.containers.session_con
     failure,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.containers.share import Request, Settings
+from ansible_collections.bai.cluster.plugins.module_utils.engine.common import DOCKER_ARGUMENT_SPEC
 from ansible_collections.bai.cluster.plugins.module_utils.engine.docker_api import (
-    DOCKER_ARGUMENT_SPEC,
     DockerException,
     connect,
 )

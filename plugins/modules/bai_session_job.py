@@ -120,8 +120,8 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_HOST,
     LABEL_SESSION_ID,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.engine.common import DOCKER_ARGUMENT_SPEC
 from ansible_collections.bai.cluster.plugins.module_utils.engine.docker_api import (
-    DOCKER_ARGUMENT_SPEC,
     DockerException,
     connect,
     error_text,

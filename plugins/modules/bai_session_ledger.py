@@ -497,9 +497,8 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Busy, StoreError
-from ansible_collections.bai.cluster.plugins.module_utils.engine.docker_api import (
+from ansible_collections.bai.cluster.plugins.module_utils.engine.common import (
     DOCKER_ARGUMENT_SPEC,
-    DockerException,
     error_text,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger_store as store_
@@ -534,7 +533,7 @@ def run(module: AnsibleModule) -> dict[str, Any]:
         )
     except StoreError as exc:
         module.fail_json(msg=str(exc))
-    except (DockerException, OSError) as exc:
+    except store_.engine_errors(store) as exc:
         module.fail_json(msg=f"{store.where}: {error_text(exc)}")
     if result.pop("attempts", 1) > 1:
         result["retried"] = True

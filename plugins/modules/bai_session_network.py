@@ -111,8 +111,8 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
     Failure,
     SpecError,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.engine.common import DOCKER_ARGUMENT_SPEC
 from ansible_collections.bai.cluster.plugins.module_utils.engine.docker_api import (
-    DOCKER_ARGUMENT_SPEC,
     DockerException,
     connect,
     error_text,

@@ -15,6 +15,9 @@ from collections.abc import Mapping
 from typing import Any, Callable
 
 from ansible_collections.bai.cluster.plugins.module_utils.common.labels import LABEL_SESSION
+from ansible_collections.bai.cluster.plugins.module_utils.engine.common import (
+    error_text,  # the modules import it from here, beside the SDK's errors
+)
 
 try:
     import docker
@@ -32,13 +35,6 @@ except ImportError:  # pragma: no cover - reported through fail_json by the modu
     APIError = NotFound = DockerException
 
 
-# Options every bai_* module that talks to Docker accepts.
-DOCKER_ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
-    "docker_host": {"type": "str"},
-    "docker_timeout": {"type": "int", "default": 60},
-}
-
-
 def require_docker(module: Any) -> None:
     """fail_json with an actionable message when the docker SDK is missing."""
     if not HAS_DOCKER:
@@ -49,14 +45,6 @@ def require_docker(module: Any) -> None:
             ),
             exception=DOCKER_IMPORT_ERROR,
         )
-
-
-def error_text(exc: BaseException) -> str:
-    """The engine's own explanation where there is one, else the exception text."""
-    explanation = getattr(exc, "explanation", None)
-    if explanation:
-        return str(explanation)
-    return str(exc) or type(exc).__name__
 
 
 class Docker:

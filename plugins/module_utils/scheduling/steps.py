@@ -14,10 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ansible_collections.bai.cluster.plugins.module_utils.engine.docker_api import (
-    DockerException,
-    error_text,
-)
+from ansible_collections.bai.cluster.plugins.module_utils.engine.common import error_text
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import (
     document,
     history,
@@ -55,7 +52,7 @@ def swarm_nodes(
         return None
     try:
         return roster.node_table(store.api.nodes())
-    except DockerException as exc:
+    except store_.engine_errors(store) as exc:
         warn(f"the swarm's node list: {error_text(exc)}; placing without it")
         return None
 
