@@ -57,9 +57,7 @@ def admit(
             f"agent {req.agent} ({share.identity}) refuses session "
             f"{req.session}: its engine runs {admission.foreign_text(others)}, not "
             f"by this one ({req.ledger_ids[0]}); two ledgers would give its "
-            f"capacity out twice. Create through that ledger (the inventory that made "
-            f"them), or, if it is gone for good, adopt its sessions: bai-cluster session "
-            f"reconcile --adopt-ledger ID; nothing was changed"
+            f"capacity out twice. {admission.ADOPT_ADVICE}; nothing was changed"
         )
     starting = {c["name"] for _kernel, c in start}
     mine = admission.holdings(listed, share.cfg.agent_id or "")

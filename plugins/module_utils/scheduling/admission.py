@@ -206,6 +206,14 @@ def foreign_text(found: Mapping[str, str], limit: int = 5) -> str:
     return f"session(s) {shown} counted by another session ledger ({ids})"
 
 
+# What to do about another ledger's sessions: the end of both refusals (the ledger's,
+# before placing; the agent's, in its admission).
+ADOPT_ADVICE = (
+    "Create through that ledger (the inventory that made them), or, if it is gone for "
+    "good, adopt its sessions: bai-cluster session reconcile --adopt-ledger ID"
+)
+
+
 def admit(offer: Offer, held: Sequence[Holding], request: Sequence[Holding]) -> Decision:
     """Whether ``request`` (containers to create or start) fits on an agent that offers
     ``offer`` and where ``held`` (every other session container of the agent, any state)

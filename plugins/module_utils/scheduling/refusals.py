@@ -46,9 +46,7 @@ def refuse_create(
         raise LedgerFailure(
             f"the agents run {admission.foreign_text(others)}, not by {where} "
             f"({ids[0] if ids else '?'}): two ledgers for one cluster would give its capacity "
-            f"out twice. Create through that ledger (the inventory that made them), or, if it "
-            f"is gone for good, adopt its sessions: bai-cluster session reconcile "
-            f"--adopt-ledger ID. Nothing was changed."
+            f"out twice. {admission.ADOPT_ADVICE}. Nothing was changed."
         )
     # Agents this create tried to read and that did not answer are passed over, unless
     # they may hold this session: then nothing can tell a rerun from a race.
