@@ -49,10 +49,10 @@ def reads(count: int) -> list[dict]:
     ]
 
 
-def ledger_for(count: int) -> dict:
+def ledger_for(count: int) -> document.Ledger:
     ledger = document.empty()
     for i in range(count):
-        ledger["sessions"][f"s{i}"] = {
+        ledger.sessions[f"s{i}"] = {
             "name": f"s{i}",
             "session_id": f"id{i}",
             "state": document.CREATING,

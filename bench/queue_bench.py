@@ -55,10 +55,10 @@ def full_session(agent: str) -> dict:
     }
 
 
-def build_ledger(queued: int, agents: list[str]) -> dict:
+def build_ledger(queued: int, agents: list[str]) -> document.Ledger:
     ledger = document.empty()
     for name in agents:
-        ledger["sessions"][f"busy-{name}"] = full_session(name)
+        ledger.sessions[f"busy-{name}"] = full_session(name)
     for i in range(queued):
         raw = (
             {"name": f"q{i:04d}", "size": 2, "mode": "multi-node", "resources": {"cpu": 2}}
@@ -70,7 +70,9 @@ def build_ledger(queued: int, agents: list[str]) -> dict:
     return ledger
 
 
-def pure_pass(ledger: dict, agents: list[str], free: int, runs: int) -> tuple[float, int]:
+def pure_pass(
+    ledger: document.Ledger, agents: list[str], free: int, runs: int
+) -> tuple[float, int]:
     """Best of RUNS (ms) of one pass with the first FREE agents emptied; sessions started."""
     best, started = float("inf"), 0
     for _run in range(runs):
@@ -86,7 +88,7 @@ def pure_pass(ledger: dict, agents: list[str], free: int, runs: int) -> tuple[fl
     return best, started
 
 
-def playbook_pass(ledger: dict, agents: list[str], runs: int) -> list[float]:
+def playbook_pass(ledger: document.Ledger, agents: list[str], runs: int) -> list[float]:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "ledger.json"
         path.write_text(document.dumps(ledger))
@@ -131,7 +133,7 @@ def playbook_pass(ledger: dict, agents: list[str], runs: int) -> list[float]:
                 raise SystemExit(done.stdout[-4000:] + done.stderr[-2000:])
             report = json.JSONDecoder().raw_decode(done.stdout[done.stdout.index("{") :])[0]
             stats = report["global_custom_stats"]["bai_schedule"]
-            assert stats["start"] == [] and int(stats["waiting"]) == len(ledger["queue"])
+            assert stats["start"] == [] and int(stats["waiting"]) == len(ledger.queue or {})
         return took
 
 

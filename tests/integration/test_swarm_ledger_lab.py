@@ -319,7 +319,7 @@ def test_a_ledger_of_500_sessions_fits_the_swarm_store(managers):
                 for k in range(4)
             ],
         }
-        ledger["sessions"][name] = reservations.reservation(plan, now=1.7e9 + i, ttl=960)
+        ledger.sessions[name] = reservations.reservation(plan, now=1.7e9 + i, ttl=960)
     text = document.dumps_compact(ledger)
     size = len(text.encode())
     print(f"ledger of 500 sessions x 4 containers: {size} bytes")

@@ -9,6 +9,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_SESSION_ID,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import (
+    document,
     reservations,
     roster,
     usage,
@@ -47,13 +48,19 @@ def info(name, cpu=16, mem_g=32, gpus=(), read_at=1000.0, sessions=None, used=(0
     }
 
 
+def ledger_of(**keys):
+    """A ledger as read from a document of these top-level keys (and the version): the
+    keys it is not given stay absent."""
+    return document.Ledger.from_dict({"version": document.VERSION, **keys})
+
+
 def place(ledger, name, reads, now=1000.0, **request):
     """What bai_session_ledger does under the lock: expire, adjust, place, reserve."""
     spec = normalize_spec({"name": name, **request})
     reservations.expire(ledger, now, reads)
     agents, existing, inventory = agents_from_info(None, None, usage.adjust(reads, ledger))
     plan = {**plan_session(spec, agents, existing, inventory=inventory), "spec_hash": "h"}
-    ledger["sessions"][name] = reservations.reservation(plan, now=now, ttl=60)
+    ledger.sessions[name] = reservations.reservation(plan, now=now, ttl=60)
     return plan
 
 
@@ -74,7 +81,7 @@ def seen(sid, containers, name="s", cpu=1.0):
 def dead_create(ledger, name="dead", size=2, now=1000.0):
     """A create that reserved at ``now`` (TTL 60 s) and died; its session id."""
     place(ledger, name, [info("a1", cpu=8)], now=now, size=size, resources={"cpu": 1})
-    return ledger["sessions"][name]["session_id"]
+    return ledger.sessions[name]["session_id"]
 
 
 # Random clusters (CPUs per agent, GPU devices per agent) and create requests (size,

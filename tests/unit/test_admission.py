@@ -278,7 +278,7 @@ def test_property_no_ledger_mistake_puts_more_on_an_engine_than_it_offers(ops):
                 )
                 plan = plan_session(spec, agents, [], inventory=inventory)
                 plan = {**plan, "spec_hash": "h"}
-                ledger["sessions"][name] = reservations.reservation(plan, now=now, ttl=30)
+                ledger.sessions[name] = reservations.reservation(plan, now=now, ttl=30)
                 plans[name] = plan
                 made = make(engine, plan, size if op == "create" else max(size - 1, 1))
                 if made and op == "create":
@@ -349,7 +349,7 @@ def place_through_store(store, engine, name, spec, clock):
             )
             if found.read:
                 return {"need": found.read, "save": True}
-            kept = [kept_reads.kept_result(ledger["agents"][a]) for a in found.kept]
+            kept = [kept_reads.kept_result(ledger.agents[a]) for a in found.kept]
             info = fresh + kept + list(found.hinted.values())
             agents, _existing, inventory = agents_from_info(None, None, usage.adjust(info, ledger))
             try:
@@ -358,7 +358,7 @@ def place_through_store(store, engine, name, spec, clock):
                 return {"pending": True, "save": bool(fresh)}
             if any(a in found.hinted for a in plan["agents"]):
                 return {"need": plan["agents"], "save": bool(fresh)}
-            ledger["sessions"][name] = reservations.reservation(
+            ledger.sessions[name] = reservations.reservation(
                 {**plan, "spec_hash": "h"}, now=now, ttl=30
             )
             return {"plan": plan, "changed": True}

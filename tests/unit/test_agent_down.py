@@ -54,7 +54,7 @@ def test_the_sessions_on_an_agent_that_does_not_answer_are_listed_unreachable():
         resources={"cpu": 2},
     )
     place(ledger, "far", [info("a2", cpu=8)], size=1, resources={"cpu": 1})
-    both = ledger["sessions"]["both"]
+    both = ledger.sessions["both"]
     seen = {
         "agent": "a1",
         "name": "bai-both-main1",
@@ -66,25 +66,23 @@ def test_the_sessions_on_an_agent_that_does_not_answer_are_listed_unreachable():
             "ai.backend.cluster.host": "main1",
         },
     }
-    rows = {r["name"]: r for r in summarize_sessions([seen], ledger["sessions"], ["a2"])}
+    rows = {r["name"]: r for r in summarize_sessions([seen], ledger.sessions, ["a2"])}
     assert rows["both"]["state"] == "unreachable" and rows["both"]["unreachable"] == ["a2"]
     assert rows["both"]["agents"] == ["a1", "a2"] and rows["both"]["running"] == 1
     assert rows["far"]["state"] == "unreachable" and rows["far"]["found"] == 0
     lines = format_table(list(rows.values()))
     assert "unreachable (a2 does not answer; 1/2 seen up)" in lines[1]
     # Every agent answered: the containers alone say what runs.
-    assert [r["state"] for r in summarize_sessions([seen], ledger["sessions"], [])] == [
-        "incomplete"
-    ]
+    assert [r["state"] for r in summarize_sessions([seen], ledger.sessions, [])] == ["incomplete"]
 
 
 def test_a_forced_destroy_leaves_the_part_it_could_not_reach_to_reconcile():
     ledger = document.empty()
     reads = [info("a1", cpu=2), info("a2", cpu=2)]
     place(ledger, "s", reads, size=2, mode="multi-node", resources={"cpu": 2})
-    sid = ledger["sessions"]["s"]["session_id"]
+    sid = ledger.sessions["s"]["session_id"]
     plan = destroy.targets(
-        [{"item": "s", "reservation": ledger["sessions"]["s"], "holders": ["a1", "a2"]}],
+        [{"item": "s", "reservation": ledger.sessions["s"], "holders": ["a1", "a2"]}],
         ["a1", "a2"],
         "m",
     )
@@ -99,7 +97,7 @@ def test_a_forced_destroy_leaves_the_part_it_could_not_reach_to_reconcile():
     assert "its part on a2" in destroy.text(done) and "session reconcile" in destroy.text(done)
 
     assert reservations.forsake(ledger, "s", sid, done["left_on"], now=2000.0)
-    assert "s" not in ledger["sessions"] and ledger["forsaken"][sid]["agents"] == ["a2"]
+    assert "s" not in ledger.sessions and ledger.forsaken[sid]["agents"] == ["a2"]
     # a2 answers again with the session's container: reconcile removes it, never adopts.
     leftover = {
         "name": "bai-s-sub1",
@@ -121,7 +119,7 @@ def test_a_forced_destroy_leaves_the_part_it_could_not_reach_to_reconcile():
     # Once a2 runs nothing of it, the ledger forgets it.
     empty = {**info("a2", cpu=2, read_at=4000.0), "read_after": 3999.0}
     reconcile.reconcile(ledger, [empty], now=4000.0, every_agent_read=True)
-    assert ledger["forsaken"] == {}
+    assert ledger.forsaken == {}
 
 
 def test_the_summary_module_marks_the_sessions_of_unreached_agents():

@@ -118,34 +118,34 @@ def test_check_mode_reports_the_hold_and_writes_nothing(tmp_path):
 def ledger_with(sessions=(), agents=("a1", "a2")):
     ledger = document.empty()
     for agent in agents:
-        ledger["agents"][agent] = {"agent": {"name": agent, "id": f"id-{agent}"}}
+        ledger.agents[agent] = {"agent": {"name": agent, "id": f"id-{agent}"}}
     for name, agent in sessions:
-        ledger["sessions"][name] = {"session_id": f"sid-{name}", "kernels": [{"agent": agent}]}
+        ledger.sessions[name] = {"session_id": f"sid-{name}", "kernels": [{"agent": agent}]}
     return ledger
 
 
 def test_forgetting_an_agent_is_refused_while_a_session_holds_it():
     ledger = ledger_with([("s1", "a2"), ("s2", "a1")])
-    before = json.dumps(ledger, sort_keys=True)
+    before = document.dumps(ledger)
     gone = roster.forget_agent(ledger, "a2", "id-a2")
     assert gone.holding == ["s1"] and gone.dropped == []
-    assert json.dumps(ledger, sort_keys=True) == before
+    assert document.dumps(ledger) == before
 
 
 def test_forgetting_an_agent_drops_its_records_and_keeps_its_leftovers_known():
     ledger = ledger_with([("s2", "a1")])
     avail.set_availability(ledger, record(availability="drain"), name="a2", identity="id-a2")
-    ledger["forsaken"] = {
+    ledger.forsaken = {
         "x": {"name": "old", "agents": ["a2"], "at": 0},
         "y": {"name": "wide", "agents": ["a1", "a2"], "at": 0},
     }
     gone = roster.forget_agent(ledger, "a2", "id-a2")
     assert gone.holding == [] and "its kept read" in gone.dropped
     assert "its availability record" in gone.dropped
-    assert "a2" not in ledger["agents"] and ledger["availability"] == {}
+    assert "a2" not in ledger.agents and ledger.availability == {}
     # Leftovers stay known: reconcile removes them if the agent is ever added back.
-    assert set(ledger["forsaken"]) == {"x", "y"}
-    assert "s2" in ledger["sessions"] and "a1" in ledger["agents"]
+    assert set(ledger.forsaken) == {"x", "y"}
+    assert "s2" in ledger.sessions and "a1" in ledger.agents
     assert roster.forget_agent(ledger, "a2", "id-a2") == roster.Forgotten([], [])
 
 

@@ -262,14 +262,14 @@ def test_the_ledger_remembers_the_newest_ends():
     end = {"state": "failed", "exit_code": 7, "members": {"main1": "agent1"}, "extra": 1}
     for i in range(history.MAX_ENDED + 5):
         history.record_end(ledger, "train" if i % 2 else "other", f"id{i}", end, float(i))
-    assert len(ledger["ended"]) == history.MAX_ENDED
+    assert len(ledger.ended) == history.MAX_ENDED
     found = history.ends_of(ledger, "train")
     assert [e["session_id"] for e in found[:2]] == [
         f"id{history.MAX_ENDED + 3}",
         f"id{history.MAX_ENDED + 1}",
     ]
     assert found[0]["exit_code"] == 7 and "extra" not in found[0]
-    assert "id0" not in ledger["ended"]
+    assert "id0" not in ledger.ended
 
 
 def test_list_tells_a_batch_session_running_ending_or_ended_with_the_exit_code():

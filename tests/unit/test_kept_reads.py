@@ -33,7 +33,7 @@ def test_a_kept_read_counts_every_reserved_session_even_one_it_saw_stopped():
     session may have been started again since: kept reads only ever say yes."""
     ledger = document.empty()
     place(ledger, "s1", [info("a1", cpu=8)], size=2, resources={"cpu": 2})
-    sid = ledger["sessions"]["s1"]["session_id"]
+    sid = ledger.sessions["s1"]["session_id"]
     reservations.mark_ready(ledger, "s1", sid, 1000.0)
     stopped = {
         sid: {"name": "s1", "cpu": 0.0, "mem": 0, "gpu": 0, "gpu_devices": [], "containers": 2}
@@ -41,7 +41,7 @@ def test_a_kept_read_counts_every_reserved_session_even_one_it_saw_stopped():
     settled = info("a1", cpu=8, sessions=stopped, read_at=1000.0 + document.STALE_MARGIN_S)
     assert usage.adjust([settled], ledger)[0]["agent"]["used_cpu"] == 0.0
     kept_reads.remember(ledger, [settled], 1010.0, roster.declarations(AGENTS))
-    kept = kept_reads.kept_result(ledger["agents"]["a1"])
+    kept = kept_reads.kept_result(ledger.agents["a1"])
     assert kept["kept"] and kept["containers"] == []
     assert usage.adjust([kept], ledger)[0]["agent"]["used_cpu"] == 4.0
 
@@ -49,15 +49,15 @@ def test_a_kept_read_counts_every_reserved_session_even_one_it_saw_stopped():
 def test_destroy_frees_what_kept_reads_saw_the_session_use():
     ledger = document.empty()
     place(ledger, "s1", [info("a1", cpu=8)], size=2, resources={"cpu": 2})
-    sid = ledger["sessions"]["s1"]["session_id"]
+    sid = ledger.sessions["s1"]["session_id"]
     running = {
         sid: {"name": "s1", "cpu": 4.0, "mem": 0, "gpu": 1, "gpu_devices": [1], "containers": 2}
     }
     read = info("a1", cpu=8, gpus=(0, 1), sessions=running, used=(4.0, 0, 1))
     kept_reads.remember(ledger, [read], 1000.0)
-    assert ledger["agents"]["a1"]["agent"]["gpu_in_use"] == [1]
+    assert ledger.agents["a1"]["agent"]["gpu_in_use"] == [1]
     assert reservations.release(ledger, "s1", sid)
-    record = ledger["agents"]["a1"]
+    record = ledger.agents["a1"]
     assert record["sessions"] == {}
     assert record["agent"]["used_cpu"] == 0.0 and record["agent"]["used_gpu"] == 0
     assert record["agent"]["gpu_in_use"] == []
@@ -75,13 +75,13 @@ def test_remember_keeps_what_an_older_read_knew_of_images_and_paths():
     kept_reads.remember(ledger, [first], 1000.0)
     second = {**info("a1"), "images": {"img:2": {"present": False}}, "paths": {}}
     kept_reads.remember(ledger, [second], 1001.0)
-    record = ledger["agents"]["a1"]
+    record = ledger.agents["a1"]
     assert record["images"] == {"img:1": {"present": True}, "img:2": {"present": False}}
     assert record["paths"] == {"/d": True}
     assert record["stored_at"] == 1001.0
     # kept results are not reads
     kept_reads.remember(ledger, [kept_reads.kept_result(record)], 1002.0)
-    assert ledger["agents"]["a1"]["stored_at"] == 1001.0
+    assert ledger.agents["a1"]["stored_at"] == 1001.0
 
 
 @pytest.mark.parametrize(
@@ -104,7 +104,7 @@ def test_sources_say_how_a_create_knows_each_agent(why, change, expected):
     read = {**info("a1"), "images": {"img:1": {"present": True}}, "paths": {"/d": False}}
     kept_reads.remember(ledger, [read], 1000.0, roster.declarations(AGENTS))
     if change.get("drop"):
-        ledger["agents"].clear()
+        ledger.agents.clear()
     agents = [
         {
             **AGENTS[0],
@@ -239,7 +239,7 @@ def test_property_creates_that_place_by_kept_reads_never_overcommit(offered, gpu
     ledger = document.empty()
     kept_reads.remember(ledger, reads, 1000.0)
     for n, (size, cpu, gpu, multi) in enumerate(requests):
-        kept = [kept_reads.kept_result(record) for record in ledger["agents"].values()]
+        kept = [kept_reads.kept_result(record) for record in ledger.agents.values()]
         with contextlib.suppress(Pending):
             place(
                 ledger,
@@ -249,8 +249,8 @@ def test_property_creates_that_place_by_kept_reads_never_overcommit(offered, gpu
                 mode="multi-node" if multi else "single-node",
                 resources={"cpu": cpu, "mem": f"{cpu}g", "gpu": gpu},
             )
-        if n % 3 == 2 and ledger["sessions"]:  # now and then a session is destroyed
-            gone = sorted(ledger["sessions"])[0]
+        if n % 3 == 2 and ledger.sessions:  # now and then a session is destroyed
+            gone = sorted(ledger.sessions)[0]
             reservations.release(ledger, gone)
     assert_within_offer(ledger, offered, gpus)
 
@@ -262,12 +262,12 @@ def test_an_agent_clock_ahead_never_drops_a_live_session():
     (``read_after``: when the ledger asked for it) it is older than s1 and proves nothing."""
     ledger = document.empty()
     place(ledger, "s1", [info("a1", cpu=8)], size=2, resources={"cpu": 2})
-    sid = ledger["sessions"]["s1"]["session_id"]
+    sid = ledger.sessions["s1"]["session_id"]
     reservations.mark_ready(ledger, "s1", sid, 1000.0)
     skewed = info("a1", cpu=8, read_at=1000.0 + 10)  # shows no s1: read before it existed
     assert usage.drop_stale(ledger, [skewed]) == ["s1"]  # the agent's clock alone: 8 of 4
     place(ledger, "s1", [info("a1", cpu=8)], size=2, resources={"cpu": 2})
-    sid = ledger["sessions"]["s1"]["session_id"]
+    sid = ledger.sessions["s1"]["session_id"]
     reservations.mark_ready(ledger, "s1", sid, 1000.0)
     timed = kept_reads.on_ledger_clock({**skewed, "read_after": 999.0})
     assert usage.drop_stale(ledger, [timed]) == []

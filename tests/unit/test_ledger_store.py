@@ -94,7 +94,7 @@ class VersionedConfigs:
 
 def add_one(name):
     def step(snapshot, now):
-        snapshot.ledger["sessions"][name] = {"name": name, "reserved_at": now}
+        snapshot.ledger.sessions[name] = {"name": name, "reserved_at": now}
         return {"changed": True}
 
     return step
@@ -120,10 +120,10 @@ def test_a_stale_writer_reads_again_and_loses_nothing():
     runs = []
 
     def racing(snapshot, now):
-        runs.append(sorted(snapshot.ledger["sessions"]))
+        runs.append(sorted(snapshot.ledger.sessions))
         if len(runs) == 1:  # another writer gets in between this read and this write
             store_.transact(swarm, add_one("other"))
-        snapshot.ledger["sessions"]["mine"] = {"name": "mine"}
+        snapshot.ledger.sessions["mine"] = {"name": "mine"}
         return {"changed": True}
 
     result = store_.transact(swarm, racing)
@@ -169,7 +169,7 @@ def test_a_step_that_fails_writes_nothing():
     store_.transact(swarm, add_one("a"))
 
     def failing(snapshot, now):
-        snapshot.ledger["sessions"].clear()
+        snapshot.ledger.sessions.clear()
         raise RuntimeError("fail_json")
 
     with pytest.raises(RuntimeError):
@@ -183,7 +183,7 @@ def test_the_retry_loop_is_bounded():
     store_.transact(swarm, add_one("a"))
 
     def always_overtaken(snapshot, now):
-        store_.transact(swarm, add_one(f"x{len(snapshot.ledger['sessions'])}"))
+        store_.transact(swarm, add_one(f"x{len(snapshot.ledger.sessions)}"))
         return add_one("mine")(snapshot, now)
 
     with pytest.raises(StoreError, match="changed under this write 3 times"):
@@ -238,7 +238,7 @@ def test_a_ledger_past_the_store_limit_is_refused():
     swarm = store_.SwarmStore(api, "c")
 
     def huge(snapshot, now):
-        snapshot.ledger["sessions"]["big"] = {"pad": "x" * (store_.MAX_LEDGER_BYTES + 1)}
+        snapshot.ledger.sessions["big"] = {"pad": "x" * (store_.MAX_LEDGER_BYTES + 1)}
         return {"changed": True}
 
     with pytest.raises(StoreError, match="past the"):
@@ -262,7 +262,7 @@ def test_the_file_store_keeps_its_identity_and_tells_lost_from_new(tmp_path):
     store_.transact(files, add_one("a"))
     identity = files.identity()
     assert len(identity) == 32
-    assert sorted(document.loads((tmp_path / "ledger.json").read_text())["sessions"]) == ["a"]
+    assert sorted(document.loads((tmp_path / "ledger.json").read_text()).sessions) == ["a"]
     (tmp_path / "ledger.json").unlink()
     assert files.load().missing == "lost"
     (tmp_path / "ledger.json").write_text("")
@@ -278,7 +278,7 @@ def test_threads_through_the_file_store_lose_no_write(tmp_path):
     for thread in threads:
         thread.join()
     ledger = document.loads((tmp_path / "ledger.json").read_text())
-    assert sorted(ledger["sessions"]) == sorted(names)
+    assert sorted(ledger.sessions) == sorted(names)
 
 
 def test_a_manager_waits_for_its_swarm_to_elect_a_leader():

@@ -27,6 +27,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
 from ansible_collections.bai.cluster.plugins.plugin_utils import ledger_text
 from hypothesis import given
 from hypothesis import strategies as st
+from ledger_fake import ledger_of
 
 GI = 1024**3
 
@@ -54,7 +55,7 @@ def test_the_lifetime_is_in_the_spec_and_on_the_labels_but_not_in_the_hash():
 
 def test_it_counts_from_when_the_session_started_running_never_its_submission():
     entry = reservations.reservation(planned(lifetime_s=60), now=100.0, ttl=900)
-    ledger = {"sessions": {"s1": entry}}
+    ledger = ledger_of(sessions={"s1": entry})
     assert entry["lifetime_s"] == 60
     # Reserved at 100 and still being created at 1000: not running, nothing counted.
     assert (
@@ -70,7 +71,7 @@ def test_it_counts_from_when_the_session_started_running_never_its_submission():
 
 def test_a_session_without_a_lifetime_never_ends_by_it():
     entry = reservations.reservation(planned(), now=0.0, ttl=900)
-    ledger = {"sessions": {"s1": entry}}
+    ledger = ledger_of(sessions={"s1": entry})
     reservations.mark_ready(ledger, "s1", entry["session_id"], 1.0)
     assert "lifetime_s" not in entry and reservations.lifetimes_up(ledger, 1e12) == []
 
@@ -85,7 +86,7 @@ def test_a_ledger_rebuilt_from_the_labels_gets_the_lifetime_back():
 def test_list_gives_the_time_left_at_the_ledgers_time():
     plan = planned(lifetime_s=3600)
     entry = reservations.reservation(plan, now=0.0, ttl=900)
-    reservations.mark_ready({"sessions": {"s1": entry}}, "s1", entry["session_id"], 100.0)
+    reservations.mark_ready(ledger_of(sessions={"s1": entry}), "s1", entry["session_id"], 100.0)
     containers = [
         {"agent": "a1", "name": k["container_name"], "state": "running", "labels": k["labels"]}
         for k in plan["kernels"]
@@ -110,7 +111,8 @@ def test_the_time_left_never_grows_and_is_up_exactly_when_it_reaches_zero(ready,
     entry = {"state": document.READY, "ready_at": ready, "lifetime_s": life}
     left = reservations.time_left(entry, now)
     assert left is not None and 0 <= left <= life
-    assert (reservations.lifetimes_up({"sessions": {"s": entry}}, now) == ["s"]) == (left == 0)
+    ledger = ledger_of(sessions={"s": entry})
+    assert (reservations.lifetimes_up(ledger, now) == ["s"]) == (left == 0)
 
 
 def test_reconcile_says_which_sessions_it_ended_by_their_lifetime():

@@ -16,6 +16,7 @@ from ansible_collections.bai.cluster.plugins.modules import bai_session_ledger
 from docker_fake import GI, FakeEngine, run_module
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from ledger_fake import ledger_of
 
 AGENTS = [{"name": "a1", "group": "default", "resources": None}]
 
@@ -222,7 +223,7 @@ def test_room_is_what_the_sessions_ahead_leave():
 @settings(max_examples=60)
 @given(st.lists(st.tuples(st.sampled_from(["g1", "g2"]), st.floats(0, 100)), max_size=12))
 def test_positions_count_from_one_in_each_group_in_submission_order(entries):
-    ledger: dict = {}
+    ledger = ledger_of(sessions={})
     for i, (group, at) in enumerate(entries):
         spec = q.normalize_spec({"name": f"s{i}", "size": 1, "resource_group": group})
         q.enqueue(ledger, spec, now=at, reason="")
@@ -249,9 +250,9 @@ def test_a_lease_gives_the_start_to_its_ticket_until_it_runs_out():
 
 @pytest.mark.parametrize("count", [0, 1, 3])
 def test_dequeue_drops_the_map_once_empty(count):
-    ledger: dict = {}
+    ledger = ledger_of(sessions={})
     for i in range(count):
         q.enqueue(ledger, q.normalize_spec({"name": f"s{i}", "size": 1}), now=i, reason="")
     for i in range(count):
         assert q.dequeue(ledger, f"s{i}")["name"] == f"s{i}"
-    assert "queue" not in ledger and q.dequeue(ledger, "s0") is None
+    assert "queue" not in ledger.to_dict() and q.dequeue(ledger, "s0") is None

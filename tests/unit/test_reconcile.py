@@ -30,7 +30,7 @@ def test_reconcile_rebuilds_a_lost_ledger_from_the_labels():
     assert done.remove == [
         {"agent": "a1", "session": "part", "session_id": "id-p", "containers": 1}
     ]
-    entry = ledger["sessions"]["full"]
+    entry = ledger.sessions["full"]
     assert entry["state"] == document.READY and entry["session_id"] == "id-f"
     assert [
         (k["host"], k["agent"], k["cpu"], k["mem"], k["gpu_devices"]) for k in entry["kernels"]
@@ -40,7 +40,7 @@ def test_reconcile_rebuilds_a_lost_ledger_from_the_labels():
     ]
     assert roster.given_out(ledger)["a1"] == {"cpu": 1.0, "mem": GI, "gpu_devices": [0]}
     again = reconcile.reconcile(ledger, reads[:1] + reads[1:], now=2001.0, every_agent_read=True)
-    assert again.adopted == [] and "full" in ledger["sessions"]  # idempotent
+    assert again.adopted == [] and "full" in ledger.sessions  # idempotent
 
 
 def test_reconcile_removes_nothing_unknown_when_an_agent_was_not_read():
@@ -54,11 +54,11 @@ def test_reconcile_settles_each_kind_of_reservation():
     ledger = document.empty()
     for name in ("gone", "whole", "partial", "flying", "away"):
         place(ledger, name, [info("a1", cpu=64)], now=1000.0, size=2, resources={"cpu": 1})
-    ids = {name: entry["session_id"] for name, entry in ledger["sessions"].items()}
+    ids = {name: entry["session_id"] for name, entry in ledger.sessions.items()}
     reservations.mark_ready(ledger, "gone", ids["gone"], 1000.0)
     reservations.mark_ready(ledger, "partial", ids["partial"], 1000.0)
-    ledger["sessions"]["flying"]["expires_at"] = 5000.0  # its create still runs
-    for k in ledger["sessions"]["away"]["kernels"]:
+    ledger.sessions["flying"]["expires_at"] = 5000.0  # its create still runs
+    for k in ledger.sessions["away"]["kernels"]:
         k["agent"] = "a9"  # an agent this run did not read
     dead = place(ledger, "dead", [info("a1", cpu=64)], now=1000.0, size=2, resources={"cpu": 1})
     rows = [
@@ -75,23 +75,23 @@ def test_reconcile_settles_each_kind_of_reservation():
     assert done.remove == [
         {"agent": "a1", "session": "dead", "session_id": dead["session_id"], "containers": 1}
     ]
-    assert sorted(ledger["sessions"]) == ["away", "flying", "partial", "whole"]
+    assert sorted(ledger.sessions) == ["away", "flying", "partial", "whole"]
 
 
 def test_reconcile_keeps_a_session_confirmed_while_it_read_the_agents():
     ledger = document.empty()
     place(ledger, "new", [info("a1")], now=1000.0, size=1)
-    reservations.mark_ready(ledger, "new", ledger["sessions"]["new"]["session_id"], 1999.0)
+    reservations.mark_ready(ledger, "new", ledger.sessions["new"]["session_id"], 1999.0)
     done = reconcile.reconcile(ledger, [read_with("a1", [])], now=2000.0, every_agent_read=True)
-    assert done.in_flight == ["new"] and "new" in ledger["sessions"]
+    assert done.in_flight == ["new"] and "new" in ledger.sessions
 
 
 def test_reconcile_leaves_an_unknown_session_whose_name_another_holds():
     ledger = document.empty()
     place(ledger, "s", [info("a1")], now=1000.0, size=1)
-    sid = ledger["sessions"]["s"]["session_id"]
+    sid = ledger.sessions["s"]["session_id"]
     reservations.mark_ready(ledger, "s", sid, 1000.0)
     rows = [row("s", sid, "main1", size=1), row("s", "other", "main1", size=1)]
     done = reconcile.reconcile(ledger, [read_with("a1", rows)], now=2000.0, every_agent_read=True)
-    assert done.conflicts == ["s"] and ledger["sessions"]["s"]["session_id"] == sid
+    assert done.conflicts == ["s"] and ledger.sessions["s"]["session_id"] == sid
     assert ledger_text.reconcile_lines(done._asdict())[0].startswith("not adopted")

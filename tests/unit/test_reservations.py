@@ -21,13 +21,13 @@ def test_a_creating_reservation_expires_and_frees_its_share():
     with pytest.raises(Pending):
         place(ledger, "next", [info("a1", cpu=4)], now=1030.0, size=1, resources={"cpu": 4})
     place(ledger, "next", [info("a1", cpu=4)], now=1061.0, size=1, resources={"cpu": 4})
-    assert sorted(ledger["sessions"]) == ["next"]
+    assert sorted(ledger.sessions) == ["next"]
 
 
 def test_a_ready_reservation_does_not_expire():
     ledger = document.empty()
     place(ledger, "s1", [info("a1", cpu=4)], size=1, resources={"cpu": 4})
-    sid = ledger["sessions"]["s1"]["session_id"]
+    sid = ledger.sessions["s1"]["session_id"]
     assert reservations.mark_ready(ledger, "s1", sid, 1001.0)
     assert not reservations.mark_ready(ledger, "s1", sid, 1002.0)  # once
     assert reservations.expire(ledger, 10**9, [info("a1")]) == reservations.Expiry([], [], [])
@@ -38,7 +38,7 @@ def test_release_is_limited_to_the_runs_own_session():
     place(ledger, "s1", [info("a1")], size=1)
     assert not reservations.release(ledger, "s1", "another-run")
     assert not reservations.mark_ready(ledger, "s1", "another-run", 1001.0)
-    assert "s1" in ledger["sessions"]
+    assert "s1" in ledger.sessions
     assert reservations.release(ledger, "s1")
     assert not reservations.release(ledger, "s1")
 
@@ -56,9 +56,9 @@ def test_an_expired_reservation_is_settled_by_what_its_agents_run(found, outcome
     read = info("a1", cpu=8, read_at=1061.0, sessions=seen(sid, found) if found else {})
     done = reservations.expire(ledger, 1061.0, [read])
     assert getattr(done, outcome) == ["dead"]
-    assert ("dead" in ledger["sessions"]) == (outcome != "dropped")
+    assert ("dead" in ledger.sessions) == (outcome != "dropped")
     if outcome == "adopted":
-        assert ledger["sessions"]["dead"]["state"] == document.READY
+        assert ledger.sessions["dead"]["state"] == document.READY
 
 
 def test_an_expired_reservation_keeps_counting_until_its_agents_are_read():
@@ -71,7 +71,7 @@ def test_an_expired_reservation_keeps_counting_until_its_agents_are_read():
     assert reservations.expire(ledger, 1061.0, [kept]) == reservations.Expiry([], [], [])
     older = info("a1", cpu=8, read_at=999.0)  # read before it was reserved
     assert reservations.expire(ledger, 1061.0, [older]) == reservations.Expiry([], [], [])
-    assert "dead" in ledger["sessions"]
+    assert "dead" in ledger.sessions
     with pytest.raises(Pending):  # it still holds its share
         kept = {**info("a1", cpu=2), "kept": True}
         place(ledger, "next", [kept], now=1061.0, size=1, resources={"cpu": 1})

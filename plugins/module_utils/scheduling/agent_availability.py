@@ -109,7 +109,7 @@ def in_cluster(module: Any) -> dict:
         found["records"] = avail.records(ledger)
         if name is None:
             found["given_out"] = _given_out(ledger)
-            found["agents"] = ledger.get("agents") or {}
+            found["agents"] = ledger.agents or {}
             return {"changed": False}
         identity = params["identity"] or roster.known_identity(ledger, name)
         found["identity"] = identity
@@ -146,10 +146,10 @@ def in_cluster(module: Any) -> dict:
     return result
 
 
-def _given_out(ledger: dict) -> dict:
+def _given_out(ledger: document.Ledger) -> dict:
     """Per agent: what the reservations give out, and the sessions they are for."""
     out = roster.given_out(ledger)
-    for session, entry in ledger["sessions"].items():
+    for session, entry in ledger.sessions.items():
         for kernel in entry["kernels"]:
             names = out[kernel["agent"]].setdefault("sessions", [])
             if session not in names:

@@ -14,7 +14,7 @@ and ``drain`` (``activate`` clears them in the same order):
    written under the engine's admission lock and read by admission under that lock. So
    a create racing a pause never lands: either its containers were admitted before the
    pause (the drain then waits for them), or it is refused.
-2. **The cluster's**: in the session ledger (``ledger["availability"]``, by agent
+2. **The cluster's**: in the session ledger (``Ledger.availability``, by agent
    identity, with its inventory name, who, why and when), which lives in the swarm's
    raft store where there is a swarm, so every controller sees it; and the swarm node's
    availability for an agent that is its whole engine. Placement passes over an agent
@@ -39,6 +39,8 @@ import tempfile
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import Ledger
 
 ACTIVE = "active"
 PAUSE = "pause"
@@ -137,9 +139,9 @@ def clock(epoch: Any) -> str:
 
 
 # --- the cluster's record (in the session ledger) -------------------------------------
-def records(ledger: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+def records(ledger: Ledger) -> dict[str, dict[str, Any]]:
     """identity -> record of every agent the ledger holds out of service."""
-    found = ledger.get("availability") or {}
+    found = ledger.availability or {}
     return {str(k): dict(v) for k, v in found.items() if isinstance(v, Mapping)}
 
 
@@ -157,11 +159,13 @@ def record_of(
 
 
 def set_availability(
-    ledger: dict[str, Any], record: Mapping[str, Any] | None, *, name: str, identity: str
+    ledger: Ledger, record: Mapping[str, Any] | None, *, name: str, identity: str
 ) -> bool:
     """Write an agent's record into the ledger (None: active, the record goes); whether
     that changed anything. The key is its identity (its name while it has none)."""
-    table = ledger.setdefault("availability", {})
+    if ledger.availability is None:
+        ledger.availability = {}
+    table = ledger.availability
     key = identity or name
     # A record written under the name alone, before the agent's identity was known.
     old_key = next((k for k, v in table.items() if v.get("name") == name and k != key), None)

@@ -6,7 +6,8 @@ one module run on one host of the cluster (the ledger host: the Swarm manager, e
 first agent), and the ledger on that host records, per session name, what each of its
 containers was given: agent, CPU, memory, GPU devices.
 
-The document is one JSON object of version :data:`VERSION`:
+The document is one JSON object of version :data:`VERSION`, read and written as a
+:class:`Ledger` (:func:`loads`, :func:`dumps`), one attribute per top-level key:
 
 - ``sessions``: name -> reservation (reservations.py). A new session counts by its
   reservation until every agent read surely shows its containers (:func:`settled`); from
@@ -21,6 +22,10 @@ The document is one JSON object of version :data:`VERSION`:
   ``queue_seq``: sessions waiting their turn (session_queue.py); ``aliases``: ledgers this
   one adopted; ``clock``: the ledger's time at its last write (ledger_store.py).
 
+Only ``version`` and ``sessions`` are always there (and ``agents`` in a new ledger);
+every other key appears when a step first writes it, and a document read is written
+back with the keys it had (unknown ones too, ``Ledger.extra``), byte for byte as read.
+
 A missing or damaged ledger is never read as an empty ledger (:func:`loads`):
 reconcile rebuilds a lost one from the containers' labels (:data:`REBUILD_HINT`).
 
@@ -32,6 +37,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import LedgerError
@@ -52,11 +58,101 @@ REBUILD_HINT = (
 )
 
 
-def empty() -> dict[str, Any]:
-    return {"version": VERSION, "sessions": {}, "agents": {}}
+# The keys of the document that are optional (absent until first written), and the type
+# each one's value has; a value of another type (never written by this toolkit) is kept
+# as it is in ``Ledger.extra`` and the key reads as absent.
+_OPTIONAL: dict[str, type | tuple[type, ...]] = {
+    "agents": dict,
+    "queue": dict,
+    "queue_seq": int,
+    "ended": dict,
+    "forsaken": dict,
+    "aliases": list,
+    "availability": dict,
+    "clock": (int, float),
+}
 
 
-def loads(text: str) -> dict[str, Any]:
+@dataclass
+class Ledger:
+    """The ledger's document (module docstring), one attribute per top-level key.
+
+    ``version`` and ``sessions`` are always there. Every other key is optional: None
+    while the document does not have it (it stays out of the text, as it was), and the
+    code that first writes one makes it (``Ledger.agents = {}`` and so on); a key once
+    there stays, empty or not, except ``queue`` (taken out when its last entry leaves,
+    session_queue.dequeue). ``extra``: top-level keys this toolkit does not know, kept
+    as they are so that they are written back unchanged. The records inside (a
+    reservation, a kept read, a queue entry, ...) are the JSON objects as read.
+    """
+
+    sessions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    agents: dict[str, dict[str, Any]] | None = field(default_factory=dict)
+    version: int = VERSION
+    queue: dict[str, dict[str, Any]] | None = None  # name -> queue entry (session_queue.py)
+    queue_seq: int | None = None  # the last queue entry's sequence number
+    ended: dict[str, dict[str, Any]] | None = None  # session id -> how it ended (history.py)
+    forsaken: dict[str, dict[str, Any]] | None = None  # session id -> {name, agents, at}
+    aliases: list[str] | None = None  # identities of ledgers this one adopted
+    availability: dict[str, dict[str, Any]] | None = None  # identity -> record
+    clock: float | None = None  # the ledger's time at its last write
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def empty(cls) -> Ledger:
+        """A new ledger: ``version``, no sessions, no kept reads."""
+        return cls()
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Ledger:
+        """The ledger of a parsed document; LedgerError when it is none (no ``sessions``
+        mapping, another version)."""
+        if not isinstance(data, dict) or not isinstance(data.get("sessions"), dict):
+            raise LedgerError("the ledger has no 'sessions' mapping")
+        if data.get("version") != VERSION:
+            raise LedgerError(
+                f"ledger version {data.get('version')!r}, this toolkit reads {VERSION}"
+            )
+        known = {"version", "sessions", *_OPTIONAL}
+        extra = {k: v for k, v in data.items() if k not in known}
+        found: dict[str, Any] = {}
+        for key, kind in _OPTIONAL.items():
+            value = data.get(key)
+            if key in data and isinstance(value, kind) and not isinstance(value, bool):
+                found[key] = value
+            elif key in data:
+                extra[key] = value
+        return cls(
+            version=data["version"],
+            sessions=data["sessions"],
+            agents=found.get("agents"),
+            queue=found.get("queue"),
+            queue_seq=found.get("queue_seq"),
+            ended=found.get("ended"),
+            forsaken=found.get("forsaken"),
+            aliases=found.get("aliases"),
+            availability=found.get("availability"),
+            clock=found.get("clock"),
+            extra=extra,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The document as JSON writes it: every key the ledger has, none it has not. The
+        records inside are this ledger's own (not copies)."""
+        out: dict[str, Any] = dict(self.extra)
+        out.update(version=self.version, sessions=self.sessions)
+        for key in _OPTIONAL:
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
+        return out
+
+
+def empty() -> Ledger:
+    return Ledger.empty()
+
+
+def loads(text: str) -> Ledger:
     """Parse the ledger file's text. Empty text is a damaged ledger (a truncated file), never
     an empty one: reservations in it would vanish."""
     if not text.strip():
@@ -65,20 +161,16 @@ def loads(text: str) -> dict[str, Any]:
         data = json.loads(text)
     except ValueError as exc:
         raise LedgerError(f"the ledger is not JSON ({exc})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("sessions"), dict):
-        raise LedgerError("the ledger has no 'sessions' mapping")
-    if data.get("version") != VERSION:
-        raise LedgerError(f"ledger version {data.get('version')!r}, this toolkit reads {VERSION}")
-    return data
+    return Ledger.from_dict(data)
 
 
-def dumps(ledger: Mapping[str, Any]) -> str:
-    return json.dumps(ledger, indent=1, sort_keys=True) + "\n"
+def dumps(ledger: Ledger) -> str:
+    return json.dumps(ledger.to_dict(), indent=1, sort_keys=True) + "\n"
 
 
-def dumps_compact(ledger: Mapping[str, Any]) -> str:
+def dumps_compact(ledger: Ledger) -> str:
     """The ledger in as few bytes as JSON allows (the swarm store's label)."""
-    return json.dumps(ledger, separators=(",", ":"), sort_keys=True)
+    return json.dumps(ledger.to_dict(), separators=(",", ":"), sort_keys=True)
 
 
 def settled(entry: Mapping[str, Any]) -> float:

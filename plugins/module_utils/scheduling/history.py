@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import Ledger
+
 # The ends the ledger remembers (the newest): what `session show` and `session logs` find
 # once a batch session is gone. About 400 bytes each in the swarm store.
 MAX_ENDED = 200
@@ -13,13 +15,15 @@ _ENDED_KEYS = ("state", "exit_code", "signal", "failed", "started", "ended", "re
 
 
 def record_end(
-    ledger: dict[str, Any], name: str, session_id: str, end: Mapping[str, Any], now: float
+    ledger: Ledger, name: str, session_id: str, end: Mapping[str, Any], now: float
 ) -> None:
     """Remember how batch session ``name`` (``session_id``) ended - ``end`` is
     job.combine's result: its state, exit code, the member that failed, when it started and
     ended, and each member's agent (where its output is kept) - at ``now``, keeping only
     the newest MAX_ENDED."""
-    ended = ledger.setdefault("ended", {})
+    if ledger.ended is None:
+        ledger.ended = {}
+    ended = ledger.ended
     ended[session_id] = {
         "name": name,
         "session_id": session_id,
@@ -30,7 +34,7 @@ def record_end(
         del ended[old]
 
 
-def ends_of(ledger: Mapping[str, Any], name: str) -> list[dict[str, Any]]:
+def ends_of(ledger: Ledger, name: str) -> list[dict[str, Any]]:
     """What the ledger remembers of the ended batch sessions called ``name``, newest first."""
-    found = [dict(e) for e in (ledger.get("ended") or {}).values() if e.get("name") == name]
+    found = [dict(e) for e in (ledger.ended or {}).values() if e.get("name") == name]
     return sorted(found, key=lambda e: e["removed_at"], reverse=True)

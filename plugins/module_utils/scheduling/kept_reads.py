@@ -19,7 +19,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import availability
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import CREATING
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import (
+    CREATING,
+    Ledger,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import agent_capacity
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.roster import (
     declaration,
@@ -27,12 +30,12 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.roster impo
 )
 
 
-def overdue_agents(ledger: Mapping[str, Any], now: float) -> list[str]:
+def overdue_agents(ledger: Ledger, now: float) -> list[str]:
     """The agents of ``creating`` reservations past their expiry that have no kept read
     taken since (so :func:`expire` can settle them once they are read)."""
-    records = ledger.get("agents") or {}
+    records = ledger.agents or {}
     out: set[str] = set()
-    for entry in ledger["sessions"].values():
+    for entry in ledger.sessions.values():
         expires = float(entry.get("expires_at") or 0)
         if entry.get("state") != CREATING or expires > now:
             continue
@@ -62,7 +65,7 @@ def on_ledger_clock(result: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def remember(
-    ledger: dict[str, Any],
+    ledger: Ledger,
     agent_info: Sequence[Mapping[str, Any]],
     now: float,
     declared: Mapping[str, Any] | None = None,
@@ -72,7 +75,9 @@ def remember(
     (``declared``: agent -> {group, resources}; a record whose declaration changed is
     read again). What an older record knew of images and paths this read did not ask
     about is kept."""
-    agents = ledger.setdefault("agents", {})
+    if ledger.agents is None:
+        ledger.agents = {}
+    agents = ledger.agents
     for result in agent_info:
         if result.get("skipped") or result.get("kept") or "agent" not in result:
             continue
@@ -96,18 +101,23 @@ def remember(
         }
 
 
-def forget_session(ledger: dict[str, Any], session_id: str) -> None:
+def forget_session(ledger: Ledger, session_id: str) -> None:
     """Take a removed session out of the kept reads (what it used is free again)."""
-    for record in (ledger.get("agents") or {}).values():
-        row = (record.get("sessions") or {}).pop(session_id, None)
-        if row is None:
-            continue
-        agent = record["agent"]
-        for key in ("cpu", "mem", "gpu"):
-            left = max(float(agent.get(f"used_{key}") or 0) - float(row.get(key) or 0), 0.0)
-            agent[f"used_{key}"] = round(left, 6) if key == "cpu" else round(left)
-        freed = set(row.get("gpu_devices") or ())
-        agent["gpu_in_use"] = sorted(set(agent.get("gpu_in_use") or ()) - freed)
+    for record in (ledger.agents or {}).values():
+        forget_in_record(record, session_id)
+
+
+def forget_in_record(record: dict[str, Any], session_id: str) -> None:
+    """Take a removed session out of one agent's kept read."""
+    row = (record.get("sessions") or {}).pop(session_id, None)
+    if row is None:
+        return
+    agent = record["agent"]
+    for key in ("cpu", "mem", "gpu"):
+        left = max(float(agent.get(f"used_{key}") or 0) - float(row.get(key) or 0), 0.0)
+        agent[f"used_{key}"] = round(left, 6) if key == "cpu" else round(left)
+    freed = set(row.get("gpu_devices") or ())
+    agent["gpu_in_use"] = sorted(set(agent.get("gpu_in_use") or ()) - freed)
 
 
 def kept_result(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -124,12 +134,12 @@ def kept_result(record: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def holders(ledger: Mapping[str, Any], name: str) -> set[str]:
+def holders(ledger: Ledger, name: str) -> set[str]:
     """Agents that may hold session ``name``: those of its reservation and those whose
     kept read showed a session of that name."""
-    entry = ledger["sessions"].get(name)
+    entry = ledger.sessions.get(name)
     found = {k["agent"] for k in entry["kernels"]} if entry else set()
-    for agent, record in (ledger.get("agents") or {}).items():
+    for agent, record in (ledger.agents or {}).items():
         if any(row.get("name") == name for row in (record.get("sessions") or {}).values()):
             found.add(agent)
     return found
@@ -145,7 +155,7 @@ class Sources(NamedTuple):
 
 
 def sources(
-    ledger: Mapping[str, Any],
+    ledger: Ledger,
     agents: Sequence[Mapping[str, Any]],
     *,
     name: str,
@@ -179,7 +189,7 @@ def sources(
     session one of them may hold), and a reservation past its expiry on one of them stays
     counted until it answers.
     """
-    records = ledger.get("agents") or {}
+    records = ledger.agents or {}
     away = away or {}
     holding = holders(ledger, name) | {a for a in overdue_agents(ledger, now) if a not in away}
     out = Sources([], [], {}, {})

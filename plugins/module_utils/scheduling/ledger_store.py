@@ -58,23 +58,23 @@ QUORUM_WAIT_S = 45.0
 class Snapshot(NamedTuple):
     """One read of the ledger."""
 
-    ledger: dict[str, Any]  # empty() when missing or damaged
+    ledger: document.Ledger  # empty() when missing or damaged
     missing: str  # "" (it is there), "new" (never written) or "lost" (written before)
     damaged: str  # why it cannot be read ("" when it can)
     token: Any  # what a write compares against (the swarm object's version)
 
 
-def ledger_ids(identity: str, ledger: dict[str, Any]) -> list[str]:
+def ledger_ids(identity: str, ledger: document.Ledger) -> list[str]:
     """The ledger's identity, then the identities of ledgers it adopted (reconcile
     --adopt-ledger): every ledger whose sessions it counts as its own."""
-    aliases = [str(x) for x in ledger.get("aliases") or () if x and x != identity]
+    aliases = [str(x) for x in ledger.aliases or () if x and x != identity]
     return [identity, *aliases] if identity else aliases
 
 
-def ledger_now(ledger: dict[str, Any], clock: float) -> float:
+def ledger_now(ledger: document.Ledger, clock: float) -> float:
     """The ledger's time: this host's clock, never before the last time the ledger wrote
     (another manager's clock may have been ahead)."""
-    return max(clock, float(ledger.get("clock") or 0.0))
+    return max(clock, float(ledger.clock or 0.0))
 
 
 class FileStore:
@@ -127,7 +127,7 @@ class FileStore:
         except LedgerError as exc:
             return Snapshot(document.empty(), "", str(exc), None)
 
-    def save(self, ledger: dict[str, Any], snapshot: Snapshot) -> None:
+    def save(self, ledger: document.Ledger, snapshot: Snapshot) -> None:
         """Write atomically: a temporary file in the same folder, fsync, rename, fsync the
         folder. The first write also makes PATH.id, the ledger's identity, which tells a
         lost ledger from one never written."""
@@ -234,7 +234,7 @@ class SwarmStore:
         except LedgerError as exc:
             return Snapshot(document.empty(), "", str(exc), token)
 
-    def save(self, ledger: dict[str, Any], snapshot: Snapshot) -> None:
+    def save(self, ledger: document.Ledger, snapshot: Snapshot) -> None:
         from ansible_collections.bai.cluster.plugins.module_utils.engine.docker_api import (
             APIError,
             error_text,
@@ -364,7 +364,7 @@ def transact(
             aside = result.pop("set_aside", False)
             if not (save and write):
                 return {**result, "attempts": attempt}
-            snapshot.ledger["clock"] = now
+            snapshot.ledger.clock = now
             try:
                 if aside and snapshot.damaged:
                     result["set_aside_as"] = store.set_aside(snapshot, now)

@@ -21,6 +21,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.gpu.alloc import devic
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import (
     CREATING,
     READY,
+    Ledger,
     settled,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.kept_reads import (
@@ -52,7 +53,7 @@ class Reconciliation(NamedTuple):
 
 
 def reconcile(
-    ledger: dict[str, Any],
+    ledger: Ledger,
     reads: Sequence[Mapping[str, Any]],
     *,
     now: float,
@@ -76,9 +77,9 @@ def reconcile(
     fresh = fresh_reads(reads)
     found = _by_session(fresh)
     out = Reconciliation([], [], [], [], [], [], [], [], [], [])
-    forsaken = ledger.get("forsaken") or {}
-    known = {entry["session_id"] for entry in ledger["sessions"].values()}
-    for name, entry in sorted(ledger["sessions"].items()):
+    forsaken = ledger.forsaken or {}
+    known = {entry["session_id"] for entry in ledger.sessions.values()}
+    for name, entry in sorted(ledger.sessions.items()):
         _settle_reserved(ledger, name, entry, fresh, found.get(entry["session_id"], []), now, out)
     own = {str(x) for x in ledgers if x}
     for sid, rows in sorted(found.items(), key=lambda kv: _label(kv[1], LABEL_SESSION)):
@@ -106,7 +107,7 @@ def _by_session(fresh: Mapping[str, Mapping[str, Any]]) -> dict[str, list[tuple[
 
 
 def _settle_reserved(
-    ledger: dict[str, Any],
+    ledger: Ledger,
     name: str,
     entry: dict[str, Any],
     fresh: Mapping[str, Mapping[str, Any]],
@@ -145,7 +146,7 @@ def _settle_reserved(
 
 
 def _settle_unknown(
-    ledger: dict[str, Any],
+    ledger: Ledger,
     sid: str,
     rows: Rows,
     now: float,
@@ -172,10 +173,10 @@ def _settle_unknown(
     except ValueError:
         size = 0
     if size and len(rows) >= size:
-        if name in ledger["sessions"]:
+        if name in ledger.sessions:
             out.conflicts.append(name)
         else:
-            ledger["sessions"][name] = adopted(name, sid, rows, now)
+            ledger.sessions[name] = adopted(name, sid, rows, now)
             out.adopted.append(name)
     elif every_agent_read:
         out.remove.extend(_removals(name, sid, rows))
@@ -226,8 +227,8 @@ def _removals(name: str, session_id: str, rows: Rows) -> list[dict[str, Any]]:
     ]
 
 
-def _drop(ledger: dict[str, Any], name: str, into: list[str]) -> None:
-    entry = ledger["sessions"].pop(name)
+def _drop(ledger: Ledger, name: str, into: list[str]) -> None:
+    entry = ledger.sessions.pop(name)
     forget_session(ledger, entry["session_id"])
     into.append(name)
 

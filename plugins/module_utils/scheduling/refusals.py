@@ -14,6 +14,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling import (
     document,
     kept_reads,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import Ledger
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger_request import (
     LedgerFailure,
     LedgerRequest,
@@ -23,7 +24,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.session.model import S
 
 def refuse_create(
     request: LedgerRequest,
-    ledger: dict[str, Any],
+    ledger: Ledger,
     spec: SessionSpec,
     fresh: Sequence[Mapping[str, Any]],
     missing: str,

@@ -15,8 +15,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import CREATING, READY
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import (
+    CREATING,
+    READY,
+    Ledger,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.kept_reads import (
+    forget_in_record,
     forget_session,
     fresh_reads,
 )
@@ -30,21 +35,21 @@ class Expiry(NamedTuple):
     stuck: list[str]  # its agents run part of it: kept (counted) until reconcile removes it
 
 
-def expire(ledger: dict[str, Any], now: float, reads: Sequence[Mapping[str, Any]] = ()) -> Expiry:
+def expire(ledger: Ledger, now: float, reads: Sequence[Mapping[str, Any]] = ()) -> Expiry:
     """Settle the ``creating`` reservations past their expiry, each only once fresh
     reads (``reads``, this run's, on the ledger's clock) of every agent it names, taken
     after it was reserved, show what its create left there. Until then it keeps counting:
     a create that died may have left containers running."""
     fresh = fresh_reads(reads)
     out = Expiry([], [], [])
-    for name, entry in list(ledger["sessions"].items()):
+    for name, entry in list(ledger.sessions.items()):
         if entry.get("state") != CREATING or float(entry.get("expires_at") or 0) > now:
             continue
         found = _containers_found(entry, fresh)
         if found is None:
             continue
         if found == 0:
-            del ledger["sessions"][name]
+            del ledger.sessions[name]
             forget_session(ledger, entry["session_id"])
             out.dropped.append(name)
         elif found >= len(entry["kernels"]):
@@ -99,42 +104,42 @@ def reservation(plan: Mapping[str, Any], *, now: float, ttl: float) -> dict[str,
     }
 
 
-def mark_ready(ledger: dict[str, Any], name: str, session_id: str, now: float) -> bool:
+def mark_ready(ledger: Ledger, name: str, session_id: str, now: float) -> bool:
     """Turn this run's reservation into the session's (no expiry); True if it changed."""
-    entry = ledger["sessions"].get(name)
+    entry = ledger.sessions.get(name)
     if entry is None or entry["session_id"] != session_id or entry["state"] == READY:
         return False
     entry.update(state=READY, expires_at=None, ready_at=now)
     return True
 
 
-def release(ledger: dict[str, Any], name: str, session_id: str | None = None) -> bool:
+def release(ledger: Ledger, name: str, session_id: str | None = None) -> bool:
     """Drop the reservation of ``name`` (only if it is ``session_id``'s, when given)."""
-    entry = ledger["sessions"].get(name)
+    entry = ledger.sessions.get(name)
     if entry is None or (session_id is not None and entry["session_id"] != session_id):
         return False
-    del ledger["sessions"][name]
+    del ledger.sessions[name]
     forget_session(ledger, entry["session_id"])
     return True
 
 
-def forsake(
-    ledger: dict[str, Any], name: str, session_id: str, left_on: Sequence[str], now: float
-) -> bool:
+def forsake(ledger: Ledger, name: str, session_id: str, left_on: Sequence[str], now: float) -> bool:
     """Release the reservation of ``name`` although its part on agents ``left_on`` was not
     removed (they did not answer: a forced destroy). The session's containers there are
     remembered by id (``forsaken``), so that reconcile removes them when those agents
     answer again, never takes them in; until then the agents' kept reads keep counting
     them. True if it changed the ledger."""
-    entry = ledger["sessions"].get(name)
+    entry = ledger.sessions.get(name)
     if entry is None or entry["session_id"] != session_id:
         return False
-    del ledger["sessions"][name]
+    del ledger.sessions[name]
     away = set(left_on)
-    for agent, record in (ledger.get("agents") or {}).items():
+    for agent, record in (ledger.agents or {}).items():
         if agent not in away:
-            forget_session({"agents": {agent: record}}, session_id)
-    ledger.setdefault("forsaken", {})[session_id] = {
+            forget_in_record(record, session_id)
+    if ledger.forsaken is None:
+        ledger.forsaken = {}
+    ledger.forsaken[session_id] = {
         "name": name,
         "agents": sorted(away),
         "at": now,
@@ -157,8 +162,6 @@ def time_left(entry: Mapping[str, Any], now: float) -> float | None:
     return min(lifetime, max(0.0, round(float(started) + lifetime - now, 3)))
 
 
-def lifetimes_up(ledger: Mapping[str, Any], now: float) -> list[str]:
+def lifetimes_up(ledger: Ledger, now: float) -> list[str]:
     """The sessions whose lifetime is up at ``now`` (the ledger's clock), by name."""
-    return sorted(
-        name for name, entry in (ledger.get("sessions") or {}).items() if time_left(entry, now) == 0
-    )
+    return sorted(name for name, entry in ledger.sessions.items() if time_left(entry, now) == 0)

@@ -30,6 +30,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling import (
     usage,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import session_queue as queue_
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import Ledger
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger_request import (
     LedgerFailure,
     LedgerRequest,
@@ -95,7 +96,7 @@ class _Create:
 
 def reserve(
     request: LedgerRequest,
-    ledger: dict[str, Any],
+    ledger: Ledger,
     now: float,
     missing: str = "",
     where: str = "",
@@ -161,7 +162,7 @@ def reserve(
 
 def _by_inventory(
     request: LedgerRequest,
-    ledger: dict[str, Any],
+    ledger: Ledger,
     now: float,
     create: _Create,
     missing: str,
@@ -197,16 +198,16 @@ def _by_inventory(
     # Only a fresh read of its agents tells a rerun from a race: a session this run
     # has not seen is read first (a waiting run meets it once the other run made it).
     holding = kept_reads.holders(ledger, spec.name) - read
-    held = ledger["sessions"].get(spec.name)
+    held = ledger.sessions.get(spec.name)
     if holding and not (held and held.get("state") == document.CREATING):
         return create.ask_to_read(sorted(holding), now)
-    create.records = ledger.get("agents") or {}
+    create.records = ledger.agents or {}
     create.kept, create.hinted = found.kept, found.hinted
     create.unavailable = {**found.unavailable, **create.unavailable}
     return None
 
 
-def _by_reads(ledger: dict[str, Any], create: _Create, away: Mapping[str, str]) -> None:
+def _by_reads(ledger: Ledger, create: _Create, away: Mapping[str, str]) -> None:
     """Without O(agents): the agents are those read; the paused ones take no session."""
     create.unavailable.update(away)
     paused = avail.records(ledger)
@@ -217,9 +218,7 @@ def _by_reads(ledger: dict[str, Any], create: _Create, away: Mapping[str, str]) 
             create.unavailable.setdefault(str(agent.get("name")), why)
 
 
-def _place(
-    request: LedgerRequest, ledger: dict[str, Any], now: float, create: _Create
-) -> dict[str, Any]:
+def _place(request: LedgerRequest, ledger: Ledger, now: float, create: _Create) -> dict[str, Any]:
     """Place the session on what the agents have left, and reserve it."""
     info = list(create.fresh)
     if create.unavailable:
@@ -259,7 +258,7 @@ def _place(
 
 def _plan(
     request: LedgerRequest,
-    ledger: dict[str, Any],
+    ledger: Ledger,
     now: float,
     create: _Create,
     usable: list[Any],
@@ -271,14 +270,14 @@ def _plan(
     owner's limits (PolicyWait, LedgerFailure), or where the agents have no room, counting
     what the queued sessions ahead of it need (Pending)."""
     spec = create.spec
-    entry = ledger["sessions"].get(spec.name)
+    entry = ledger.sessions.get(spec.name)
     if entry is not None:
         entry = {**entry, "name": spec.name}
     if usage.before_placing(entry, existing, read_at) == "place" and entry is not None:
-        del ledger["sessions"][spec.name]  # stale: its containers are gone
+        del ledger.sessions[spec.name]  # stale: its containers are gone
     policies = parse_policies(request.policies)
     limits = limits_for(policies, spec.owner)
-    if spec.name not in ledger["sessions"] and not existing:
+    if spec.name not in ledger.sessions and not existing:
         refuse_past_limits(request, spec, limits, ledger)
     # Without a lifetime of its own, a session gets its owner's longest.
     spec = create.spec = replace(spec, lifetime_s=int(lifetime(limits, spec.lifetime_s)))
@@ -317,7 +316,7 @@ def _plan(
 
 def _not_placed(
     request: LedgerRequest,
-    ledger: dict[str, Any],
+    ledger: Ledger,
     now: float,
     create: _Create,
     exc: Pending | SpecError,
@@ -333,7 +332,7 @@ def _not_placed(
         isinstance(exc, Pending)
         and not exc.permanent
         and (request.queue or queued)
-        and spec.name not in ledger["sessions"]
+        and spec.name not in ledger.sessions
     ):
         return wait_in_queue(request, ledger, spec, queued, now, exc.reason, create.dropped)
     if queued:
@@ -358,7 +357,7 @@ def _not_placed(
 
 def _commit(
     request: LedgerRequest,
-    ledger: dict[str, Any],
+    ledger: Ledger,
     now: float,
     create: _Create,
     plan: dict[str, Any],
@@ -378,19 +377,19 @@ def _commit(
     }
     # Keeping the agents' reads is bookkeeping, not a change to the cluster.
     changed = bool(create.dropped or create.adopted)
-    if spec.name not in ledger["sessions"]:
+    if spec.name not in ledger.sessions:
         entry = reservations.reservation(plan, now=now, ttl=request.ttl)
         if plan["action"] == "exists":  # made before the ledger: take it in as it is
             entry.update(state=document.READY, expires_at=None, ready_at=now)
         if queued:  # the scheduled start: it leaves the queue in this very step
             queue_.dequeue(ledger, spec.name)
             entry["submitted_at"] = queued["submitted_at"]
-        ledger["sessions"][spec.name] = entry
+        ledger.sessions[spec.name] = entry
         changed = True
     return {
         **plan,
         "changed": changed,
-        "reservation": ledger["sessions"][spec.name],
+        "reservation": ledger.sessions[spec.name],
         "dropped": create.dropped,
         "adopted": create.adopted,
         "save": bool(create.fresh),

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.admission import SLOT_SEPARATOR
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import Ledger
 
 
 class Forgotten(NamedTuple):
@@ -17,19 +18,19 @@ class Forgotten(NamedTuple):
     dropped: list[str]  # what went, for a person: "its kept read", "its pause", ...
 
 
-def forget_agent(ledger: dict[str, Any], name: str, identity: str = "") -> Forgotten:
+def forget_agent(ledger: Ledger, name: str, identity: str = "") -> Forgotten:
     """Drop agent ``name`` (identity ``identity``) from the ledger: its kept read and its
     availability record. What a forced destroy left on it stays remembered (``forsaken``),
     so that reconcile removes those leftovers if it is ever added back. Refused
     while a session holds a reservation there (``holding``; the ledger is unchanged):
     its sessions are ended first, never stranded after."""
-    holding = sorted(n for n, e in ledger["sessions"].items() if name in _agents_of(e))
+    holding = sorted(n for n, e in ledger.sessions.items() if name in _agents_of(e))
     if holding:
         return Forgotten(holding, [])
     dropped = []
-    if (ledger.get("agents") or {}).pop(name, None) is not None:
+    if (ledger.agents or {}).pop(name, None) is not None:
         dropped.append("its kept read")
-    table = ledger.get("availability") or {}
+    table = ledger.availability or {}
     mine = [k for k, v in table.items() if (identity and k == identity) or v.get("name") == name]
     for key in mine:
         del table[key]
@@ -38,9 +39,9 @@ def forget_agent(ledger: dict[str, Any], name: str, identity: str = "") -> Forgo
     return Forgotten([], dropped)
 
 
-def known_identity(ledger: Mapping[str, Any], name: str) -> str:
+def known_identity(ledger: Ledger, name: str) -> str:
     """The identity of the ledger's last read of agent ``name`` ('' if never read)."""
-    record = (ledger.get("agents") or {}).get(name) or {}
+    record = (ledger.agents or {}).get(name) or {}
     return str((record.get("agent") or {}).get("id") or "")
 
 
@@ -104,10 +105,10 @@ def declarations(agents: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any
     return {str(a["name"]): declaration(a) for a in agents}
 
 
-def given_out(ledger: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+def given_out(ledger: Ledger) -> dict[str, dict[str, Any]]:
     """Per agent, what the reservations give out (CPU, memory, GPU devices)."""
     out: dict[str, dict[str, Any]] = {}
-    for entry in ledger["sessions"].values():
+    for entry in ledger.sessions.values():
         for k in entry["kernels"]:
             row = out.setdefault(k["agent"], {"cpu": 0.0, "mem": 0, "gpu_devices": []})
             row["cpu"] += k["cpu"]

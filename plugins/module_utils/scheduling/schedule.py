@@ -11,6 +11,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.errors import S
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import availability as avail
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import kept_reads, roster
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import session_queue as queue_
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import Ledger
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger_request import (
     LedgerFailure,
     LedgerRequest,
@@ -47,12 +48,12 @@ def total(kernels: Iterable[Kernel]) -> Resources:
 
 
 def refuse_past_limits(
-    request: LedgerRequest, spec: SessionSpec, limits: Limits, ledger: dict[str, Any]
+    request: LedgerRequest, spec: SessionSpec, limits: Limits, ledger: Ledger
 ) -> None:
     """Fail, changing nothing, when the owner's ``limits`` refuse a new session ``spec``
     (with O(queue), raise PolicyWait unless its lifetime is past the owner's longest,
     which waiting cannot change)."""
-    held = usage(ledger["sessions"].values(), spec.owner)
+    held = usage(ledger.sessions.values(), spec.owner)
     why = refusal(limits, held, spec.name, total(expand_kernels(spec)), spec.lifetime_s)
     if not why:
         return
@@ -64,14 +65,14 @@ def refuse_past_limits(
 
 
 def owner_refusal(
-    policies: Mapping[str, Any], ledger: dict[str, Any]
+    policies: Mapping[str, Any], ledger: Ledger
 ) -> Callable[[queue_.Waiting, Sequence[queue_.Waiting]], str]:
     """For the queue's pass: why the owner's limits hold a queued session back, counting
     the ledger's sessions and those this pass starts before it."""
 
     def refuse(session: queue_.Waiting, started: Sequence[queue_.Waiting]) -> str:
         limits = limits_for(policies, session.owner)
-        held = usage(ledger["sessions"].values(), session.owner)
+        held = usage(ledger.sessions.values(), session.owner)
         for other in started:
             if other.owner == session.owner:
                 held = held.plus(other.name, total(other.kernels))
@@ -80,14 +81,14 @@ def owner_refusal(
     return refuse
 
 
-def queued_view(ledger: dict[str, Any], name: str) -> dict[str, Any]:
+def queued_view(ledger: Ledger, name: str) -> dict[str, Any]:
     entry = queue_.queue_of(ledger)[name]
     return queue_.queued_view(entry, queue_.positions(ledger)[name])
 
 
 def wait_in_queue(
     request: LedgerRequest,
-    ledger: dict[str, Any],
+    ledger: Ledger,
     spec: SessionSpec,
     queued: dict[str, Any] | None,
     now: float,
@@ -120,7 +121,7 @@ def out_of_service(
     ]
 
 
-def queue_list(ledger: dict[str, Any]) -> list[dict[str, Any]]:
+def queue_list(ledger: Ledger) -> list[dict[str, Any]]:
     """Every queued session as list and show give it, in queue order."""
     places = queue_.positions(ledger)
     entries = queue_.queue_of(ledger)
@@ -139,11 +140,11 @@ def queue_list(ledger: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _known_agents(
-    request: LedgerRequest, ledger: dict[str, Any], nodes: Mapping[str, Any] | None
+    request: LedgerRequest, ledger: Ledger, nodes: Mapping[str, Any] | None
 ) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """What the scheduler's pass knows of each agent of the inventory (its kept read, else
     a hint of its capacity), and the agents that take no new session, with why."""
-    records = ledger.get("agents") or {}
+    records = ledger.agents or {}
     paused = avail.records(ledger)
     info: list[dict[str, Any]] = []
     unavailable: dict[str, str] = {}
@@ -170,7 +171,7 @@ def _known_agents(
 
 def scheduled(
     request: LedgerRequest,
-    ledger: dict[str, Any],
+    ledger: Ledger,
     now: float,
     nodes: Mapping[str, Any] | None,
 ) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Pending
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import Ledger
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
     Agent,
     OutOfService,
@@ -254,7 +255,7 @@ def _pass(
     return decisions, Room(tuple(free), dict(claimed))
 
 
-# --- The queue in the session ledger (``ledger["queue"]``: name -> entry) -----------
+# --- The queue in the session ledger (``Ledger.queue``: name -> entry) --------------
 #
 # An entry keeps what the session's start needs: the canonical request (``spec``, which
 # bai_session_plan validates again at the start), its hash, the people's public keys,
@@ -266,8 +267,8 @@ def _pass(
 QUEUED = "PENDING"
 
 
-def queue_of(ledger: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    return dict(ledger.get("queue") or {})
+def queue_of(ledger: Ledger) -> dict[str, dict[str, Any]]:
+    return dict(ledger.queue or {})
 
 
 def as_waiting(entry: Mapping[str, Any]) -> Waiting:
@@ -288,17 +289,17 @@ def waiting_of(spec: SessionSpec, submitted_at: float, seq: int) -> Waiting:
     )
 
 
-def waiting(ledger: Mapping[str, Any]) -> list[Waiting]:
+def waiting(ledger: Ledger) -> list[Waiting]:
     """Every queued session of the ledger, in queue order."""
     return ordered(as_waiting(entry) for entry in queue_of(ledger).values())
 
 
-def next_seq(ledger: Mapping[str, Any]) -> int:
-    return int(ledger.get("queue_seq") or 0) + 1
+def next_seq(ledger: Ledger) -> int:
+    return int(ledger.queue_seq or 0) + 1
 
 
 def enqueue(
-    ledger: dict[str, Any],
+    ledger: Ledger,
     spec: SessionSpec,
     *,
     now: float,
@@ -307,7 +308,7 @@ def enqueue(
 ) -> dict[str, Any]:
     """Queue ``spec`` (PENDING) at the end of its group's queue; returns its entry."""
     seq = next_seq(ledger)
-    ledger["queue_seq"] = seq
+    ledger.queue_seq = seq
     entry: dict[str, Any] = {
         "name": spec.name,
         "spec": spec_canonical(spec),
@@ -320,19 +321,22 @@ def enqueue(
     }
     if authorized_keys:
         entry["authorized_keys"] = list(authorized_keys)
-    ledger.setdefault("queue", {})[spec.name] = entry
+    if ledger.queue is None:
+        ledger.queue = {}
+    ledger.queue[spec.name] = entry
     return entry
 
 
-def dequeue(ledger: dict[str, Any], name: str) -> dict[str, Any] | None:
-    """Take ``name`` out of the queue (started, or cancelled); its entry, or None."""
-    entry = (ledger.get("queue") or {}).pop(name, None)
-    if not ledger.get("queue"):
-        ledger.pop("queue", None)
+def dequeue(ledger: Ledger, name: str) -> dict[str, Any] | None:
+    """Take ``name`` out of the queue (started, or cancelled); its entry, or None. The
+    queue's key goes with its last entry."""
+    entry = (ledger.queue or {}).pop(name, None)
+    if not ledger.queue:
+        ledger.queue = None
     return entry
 
 
-def positions(ledger: Mapping[str, Any]) -> dict[str, int]:
+def positions(ledger: Ledger) -> dict[str, int]:
     """Each queued session's 1-based place in its resource group's queue."""
     out: dict[str, int] = {}
     count: dict[str, int] = {}

@@ -25,6 +25,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling import (
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger_store as store_
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import session_queue as queue_
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import Ledger
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger_request import (
     LedgerFailure,
     LedgerRequest,
@@ -92,11 +93,9 @@ def step(
     return shown(request, ledger, now, missing)
 
 
-def confirmed(
-    request: LedgerRequest, ledger: dict[str, Any], now: float, where: str
-) -> dict[str, Any]:
+def confirmed(request: LedgerRequest, ledger: Ledger, now: float, where: str) -> dict[str, Any]:
     """state=ready: this create's reservation turned into the session's."""
-    held = ledger["sessions"].get(request.name)
+    held = None if request.name is None else ledger.sessions.get(request.name)
     gone = held is None or held["session_id"] != request.session_id
     # In check mode nothing was reserved, so there is nothing to confirm.
     if gone and not request.check_mode:
@@ -111,7 +110,7 @@ def confirmed(
     return {"changed": changed, "reservation": held}
 
 
-def released(request: LedgerRequest, ledger: dict[str, Any], now: float) -> dict[str, Any]:
+def released(request: LedgerRequest, ledger: Ledger, now: float) -> dict[str, Any]:
     """state=absent: a forced destroy's reservation forsaken, a queued session cancelled,
     or a destroyed session's reservation released (and how a batch session ended kept)."""
     name = str(request.name)
@@ -131,9 +130,7 @@ def released(request: LedgerRequest, ledger: dict[str, Any], now: float) -> dict
     }
 
 
-def shown(
-    request: LedgerRequest, ledger: dict[str, Any], now: float, missing: str
-) -> dict[str, Any]:
+def shown(request: LedgerRequest, ledger: Ledger, now: float, missing: str) -> dict[str, Any]:
     """state=read (one session's entry with O(name), else the whole ledger) and
     state=identity: what the ledger holds, changing nothing."""
     read: dict[str, Any] = {"changed": False, "ledger_time": now}
@@ -143,7 +140,7 @@ def shown(
         return read
     name = request.name
     if name:
-        entry = ledger["sessions"].get(name)
+        entry = ledger.sessions.get(name)
         return {
             **read,
             "reservation": entry,
@@ -154,7 +151,7 @@ def shown(
         }
     return {
         **read,
-        "ledger": {"sessions": ledger["sessions"], "given_out": roster.given_out(ledger)},
+        "ledger": {"sessions": ledger.sessions, "given_out": roster.given_out(ledger)},
         "queue": queue_list(ledger),
     }
 
@@ -167,7 +164,9 @@ def rebuilt(
     ledger, missing = snapshot.ledger, snapshot.missing
     for other in request.adopt_ledgers:
         if other not in ids:
-            ledger.setdefault("aliases", []).append(other)
+            if ledger.aliases is None:
+                ledger.aliases = []
+            ledger.aliases.append(other)
             ids.append(other)
     how = (
         f"damaged - {snapshot.damaged}"
@@ -179,7 +178,7 @@ def rebuilt(
 
 
 def reconciled(
-    request: LedgerRequest, ledger: dict[str, Any], now: float, ids: Sequence[str]
+    request: LedgerRequest, ledger: Ledger, now: float, ids: Sequence[str]
 ) -> dict[str, Any]:
     """The ledger made to agree with the agents' reads."""
     reads = [
@@ -198,7 +197,7 @@ def reconciled(
         "save": True,
         **done._asdict(),
         "unread": unread,
-        "held": sorted(ledger["sessions"]),
+        "held": sorted(ledger.sessions),
         "lifetime_up": reservations.lifetimes_up(ledger, now),
         "waiting": len(queue_.queue_of(ledger)),
     }

@@ -24,6 +24,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.gpu.alloc import devic
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import (
     CREATING,
     READY,
+    Ledger,
     clock_text,
     settled,
 )
@@ -66,9 +67,7 @@ def observed_sessions(containers: Sequence[Mapping[str, Any]]) -> dict[str, dict
     return out
 
 
-def adjust(
-    agent_info: Sequence[Mapping[str, Any]], ledger: Mapping[str, Any]
-) -> list[dict[str, Any]]:
+def adjust(agent_info: Sequence[Mapping[str, Any]], ledger: Ledger) -> list[dict[str, Any]]:
     """The agents' reads with the sessions they may not show yet counted by reservation.
 
     An agent's read counts the sessions it sees (``sessions``: session id -> what its
@@ -79,7 +78,7 @@ def adjust(
     and memory as before (docs/placement.md). On a kept read (``kept``: from the ledger,
     not read by this run) every session of the ledger counts by its reservation.
     """
-    by_id = {entry["session_id"]: entry for entry in ledger["sessions"].values()}
+    by_id = {entry["session_id"]: entry for entry in ledger.sessions.values()}
     on_agent: dict[str, list[tuple[Mapping[str, Any], Mapping[str, Any]]]] = {}
     for entry in by_id.values():
         for kernel in entry["kernels"]:
@@ -145,7 +144,7 @@ def before_placing(entry: Mapping[str, Any] | None, existing: Sequence[Any], rea
     return "place"
 
 
-def drop_stale(ledger: dict[str, Any], agent_info: Sequence[Mapping[str, Any]]) -> list[str]:
+def drop_stale(ledger: Ledger, agent_info: Sequence[Mapping[str, Any]]) -> list[str]:
     """Drop ``ready`` reservations whose containers are gone from every agent they name,
     as read after they became ready (+ STALE_MARGIN_S); return their names."""
     read = {}
@@ -156,7 +155,7 @@ def drop_stale(ledger: dict[str, Any], agent_info: Sequence[Mapping[str, Any]]) 
         if "sessions" in result and result.get("read_at") is not None:
             read[agent.get("name")] = (float(result["read_at"]), result["sessions"])
     gone = []
-    for name, entry in ledger["sessions"].items():
+    for name, entry in ledger.sessions.items():
         if entry.get("state") != READY:
             continue
         agents = {k["agent"] for k in entry["kernels"]}
@@ -167,5 +166,5 @@ def drop_stale(ledger: dict[str, Any], agent_info: Sequence[Mapping[str, Any]]) 
         ):
             gone.append(name)
     for name in gone:
-        del ledger["sessions"][name]
+        del ledger.sessions[name]
     return gone
