@@ -533,7 +533,9 @@ def run(module: AnsibleModule) -> dict[str, Any]:
         )
     except StoreError as exc:
         module.fail_json(msg=str(exc))
-    except store_.engine_errors(store) as exc:
+    except Exception as exc:  # the engine's (the swarm's store), else raised again
+        if not isinstance(exc, store_.engine_errors(store)):
+            raise
         module.fail_json(msg=f"{store.where}: {error_text(exc)}")
     if result.pop("attempts", 1) > 1:
         result["retried"] = True

@@ -53,7 +53,9 @@ def swarm_nodes(
         return None
     try:
         return roster.node_table(store.api.nodes())
-    except store_.engine_errors(store) as exc:
+    except Exception as exc:  # the engine's, else raised again
+        if not isinstance(exc, store_.engine_errors(store)):
+            raise
         warn(f"the swarm's node list: {error_text(exc)}; placing without it")
         return None
 
