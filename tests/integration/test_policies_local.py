@@ -2,7 +2,7 @@
 engine (``inventories/local``), with real ansible-playbook processes started at once.
 
 The truth is read from Docker: which containers run, and the owner label each carries.
-A limit of one session for alice holds against eight concurrent creates of hers (exactly
+A limit of one session for alice holds against four concurrent creates of hers (exactly
 one runs) while bob's creates, at the same moment, are unaffected; a refusal names the
 limit, where it is set and what the owner holds, and leaves nothing; bad limits are
 refused before anything is read; list filters by owner. Each test keeps its own ledger
@@ -71,10 +71,10 @@ def destroy_all(run_playbook, names, ledger: Path) -> None:
     assert done.rc == 0, done
 
 
-def test_one_session_for_alice_among_eight_concurrent_creates_while_bob_is_unaffected(
+def test_one_session_for_alice_among_four_concurrent_creates_while_bob_is_unaffected(
     run_playbook, docker_client, ledger, tmp_path
 ):
-    alice = [f"it-pol-a{i}" for i in range(8)]
+    alice = [f"it-pol-a{i}" for i in range(4)]
     bob = ["it-pol-b0", "it-pol-b1"]
     procs = {
         name: start_playbook(

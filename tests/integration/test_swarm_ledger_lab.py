@@ -10,10 +10,10 @@ the config as each manager's engine shows it; never at a file on a host.
 - with the first manager stopped (``docker stop bai-lab-manager``), create (a session over
   both agents, on an overlay made through another manager), list, show and destroy work,
   and the manager comes back into the quorum;
-- 20 creates at once through the three managers give out no more than the agents offer;
+- ten creates at once through the three managers give out no more than the agents offer;
   the ledger holds exactly the sessions the engines run;
-- six queued creates through the three managers, then scheduler passes through two
-  managers at once after each destroy: each session starts exactly once, within the offer;
+- four queued creates through the three managers, then two scheduler passes through two
+  managers at once after a destroy: each session starts exactly once, within the offer;
 - a ledger of 500 sessions fits the store (written and read back through the managers).
 """
 
@@ -172,11 +172,12 @@ def test_create_list_show_and_destroy_work_with_the_first_manager_stopped(
     assert (code, out) == (0, ""), out
 
 
-def test_twenty_creates_at_once_through_three_managers_give_out_no_more_than_offered(lab, managers):
-    """20 creates of 0.5 CPU each, each through one of the three managers (bai_ledger_host)
-    against 2 agents x 4 CPUs: exactly 16 run, 4 are PENDING; no engine runs more CPUs than
-    it offers; the ledger holds exactly what the engines run."""
-    names = [f"it-swr{i:02d}" for i in range(20)]
+def test_ten_creates_at_once_through_three_managers_give_out_no_more_than_offered(lab, managers):
+    """Ten creates of 1 CPU each, each through one of the three managers (bai_ledger_host)
+    against 2 agents x 4 CPUs: exactly 8 run, 2 are PENDING; no engine runs more CPUs than
+    it offers; the ledger holds exactly what the engines run. (Ten, not more: each create
+    is an ansible-playbook process, and the race needs only more creates than places.)"""
+    names = [f"it-swr{i:02d}" for i in range(10)]
     for name in names:
         sweep(lab, name)
     procs = [
@@ -185,7 +186,7 @@ def test_twenty_creates_at_once_through_three_managers_give_out_no_more_than_off
             extra_vars={
                 "session_name": name,
                 "session_size": 1,
-                "session_resources": {"cpu": 0.5, "mem": "256m"},
+                "session_resources": {"cpu": 1, "mem": "256m"},
                 "bai_ledger_host": MANAGERS[i % 3],
             },
         )
@@ -203,12 +204,12 @@ def test_twenty_creates_at_once_through_three_managers_give_out_no_more_than_off
             cpus = session_cpus(agent)
             assert sum(cpus.values()) <= OFFER_CPU + 1e-9, (agent.name, cpus)
         assert sessions_on(lab) == set(made)
-        assert (len(made), len(pending)) == (16, 4), (made, pending)
+        assert (len(made), len(pending)) == (8, 2), (made, pending)
         held = ledger_via(managers["manager3"])["sessions"]
         assert set(held) == set(made), held
         assert all(entry["state"] == document.READY for entry in held.values())
     finally:
-        # One destroy of all of them (a list, at once on their agents): twenty destroy
+        # One destroy of all of them (a list, at once on their agents): ten destroy
         # processes at once would only contend for this machine's CPUs.
         gone = finish_playbook(
             start_playbook("session_destroy.yml", extra_vars={"session_names": names}),
@@ -236,12 +237,12 @@ def running_sessions(lab, prefix: str) -> dict[str, set[str]]:
 
 
 def test_queued_sessions_start_once_each_from_two_managers_passes(lab, managers):
-    """Six queued creates at once, each of more than half an agent's memory, through the
-    three managers: two run, four wait in the swarm's ledger. Then, twice: destroy what
-    runs, and two scheduler passes at the same moment through two different managers -
-    each starts a different session, what runs never exceeds the offer, and no session
-    ever starts twice (one session id per name, as the engines run it)."""
-    names = [f"it-swq{i}" for i in range(6)]
+    """Four queued creates at once, each of more than half an agent's memory, through the
+    three managers: two run, two wait in the swarm's ledger. Then destroy what runs, and
+    two scheduler passes at the same moment through two different managers - each starts
+    a different session, what runs never exceeds the offer, and no session ever starts
+    twice (one session id per name, as the engines run it)."""
+    names = [f"it-swq{i}" for i in range(4)]
     for name in names:
         sweep(lab, name)
     procs = [
@@ -266,26 +267,25 @@ def test_queued_sessions_start_once_each_from_two_managers_passes(lab, managers)
         assert len(now) == 2, now
         assert sorted(ledger_via(managers["manager2"])["queue"]) == sorted(set(names) - set(now))
         seen.update(now)
-        for _round in range(2):
-            gone = finish_playbook(
-                start_playbook("session_destroy.yml", extra_vars={"session_names": sorted(now)}),
-                timeout=600,
-            )
-            assert gone.rc == 0, gone
-            passes = [
-                start_playbook("session_schedule.yml", extra_vars={"bai_ledger_host": host})
-                for host in ("manager2", "manager3")
-            ]
-            done = [finish_playbook(p, timeout=600) for p in passes]
-            assert all(r.rc == 0 for r in done), [r.failures for r in done if r.rc]
-            now = running_sessions(lab, "it-swq")
-            assert len(now) == 2, now
-            for agent in lab.values():
-                assert sum(session_cpus(agent).values()) <= OFFER_CPU + 1e-9, agent.name
-            for name, sid in now.items():
-                assert name not in seen, f"{name} started twice"
-                assert len(sid) == 1, (name, sid)
-                seen[name] = sid
+        gone = finish_playbook(
+            start_playbook("session_destroy.yml", extra_vars={"session_names": sorted(now)}),
+            timeout=600,
+        )
+        assert gone.rc == 0, gone
+        passes = [
+            start_playbook("session_schedule.yml", extra_vars={"bai_ledger_host": host})
+            for host in ("manager2", "manager3")
+        ]
+        done = [finish_playbook(p, timeout=600) for p in passes]
+        assert all(r.rc == 0 for r in done), [r.failures for r in done if r.rc]
+        now = running_sessions(lab, "it-swq")
+        assert len(now) == 2, now
+        for agent in lab.values():
+            assert sum(session_cpus(agent).values()) <= OFFER_CPU + 1e-9, agent.name
+        for name, sid in now.items():
+            assert name not in seen, f"{name} started twice"
+            assert len(sid) == 1, (name, sid)
+            seen[name] = sid
         assert sorted(seen) == sorted(names)
         assert "queue" not in ledger_via(managers["manager"])
     finally:
