@@ -7,7 +7,7 @@
 # brought up and converged with site.yml. Then two lanes at once: the integration tests
 # on the lab (`make integration-lab`, pytest -m lab) and, beside them, those on this
 # machine's engine (`make integration-local`, -m "not lab") followed by the Molecule
-# scenarios default and systemd. The two kinds never touch each other's engines
+# scenario systemd. The two kinds never touch each other's engines
 # (tests/integration/conftest.py checks each module's own engines are empty before and
 # after it). A side stage keeps its output in .cache/test-logs/, printed once it is done.
 #
@@ -58,11 +58,14 @@ echo "make test: images, lint, unit tests, the lab and its converge done in $((S
 
 began=$SECONDS
 side=()
-# Molecule's multinode scenario is left to `make molecule`: the lab lane converges the same
-# site.yml on a larger swarm (fresh, then twice over SSH) and tests multi-node sessions,
-# bai_cli, ssh across agents and the shared data folder on it, so here it only repeated
-# that for about 10 minutes of a two-core machine's time.
-stage integration-local molecule SCENARIOS="default systemd" >"$logs/local-molecule.log" 2>&1 &
+# Molecule's systemd scenario only: what the other two check, the lanes check already, and
+# they cost about 12 minutes of a two-core machine's time (`make molecule` runs all three).
+# multinode: the lab lane converges the same site.yml on a larger swarm (fresh, then twice
+# over SSH) and tests multi-node sessions, bai_cli, ssh across agents and the shared data
+# folder on it. default (preflight + docker_engine on one fresh node, check mode first,
+# idempotence): test_gpu_lab's simulated node converges docker_engine on a fresh node in
+# check mode, then twice, and test_site_lab checks daemon.json and the engine.
+stage integration-local molecule SCENARIOS=systemd >"$logs/local-molecule.log" 2>&1 &
 side+=($!)
 lab=0
 stage integration-lab || lab=$?
