@@ -4,7 +4,6 @@ Needs a Docker engine and the lab up (`make lab-up`; `make integration` does it)
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -120,40 +119,3 @@ def test_user_has_no_route_to_agents(client):
 # lab.yml on the lab that is up changes nothing: test_cli_lab's
 # test_lab_up_on_the_running_lab_changes_nothing (through `bai-cluster lab up`, which runs
 # it, and also checks that no node was recreated or restarted).
-
-
-def test_teardown_removes_exactly_what_the_lab_made(client):
-    """A second, tiny lab under another prefix; a decoy without the label survives."""
-    prefix = "bai-labt"
-    extra = json.dumps(
-        {
-            "lab_prefix": prefix,
-            "lab_images": [],
-            "lab_networks": {"compute": "10.218.3.0/24"},
-            "lab_nodes": [{"name": "n1", "networks": ["compute"], "dockerd": True}],
-        }
-    )
-    decoy_vol = client.volumes.create(f"{prefix}-decoy")
-    decoy_net = client.networks.create(f"{prefix}-decoy", driver="bridge")
-    try:
-        up = playbook("playbooks/lab.yml", "-e", "lab_state=present", "-e", extra)
-        assert up.returncode == 0, up.stdout[-3000:]
-        labelled = {"label": f"{LABEL}={prefix}"}
-        # Something to remove: the node, its network, its engine's volume and the shared one.
-        assert len(client.containers.list(filters=labelled)) == 1
-        assert {n.name for n in client.networks.list(filters=labelled)} == {f"{prefix}-compute"}
-        assert {v.name for v in client.volumes.list(filters=labelled)} == {
-            f"{prefix}-n1-docker",
-            f"{prefix}-shared",
-        }
-        down = playbook("playbooks/lab.yml", "-e", "lab_state=absent", "-e", extra)
-        assert down.returncode == 0, down.stdout[-3000:]
-        assert client.containers.list(all=True, filters=labelled) == []
-        assert client.networks.list(filters=labelled) == []
-        assert client.volumes.list(filters=labelled) == []
-        client.volumes.get(decoy_vol.name)  # untouched
-        client.networks.get(decoy_net.id)
-        assert client.containers.get("bai-lab-agent1").status == "running"  # main lab too
-    finally:
-        decoy_vol.remove(force=True)
-        decoy_net.remove()

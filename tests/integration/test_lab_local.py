@@ -1,0 +1,56 @@
+"""The lab role's teardown (playbooks/lab.yml, lab_state=absent) on this machine's engine:
+a second, tiny lab under its own prefix, so it runs in the local lane, beside the lab."""
+
+from __future__ import annotations
+
+import json
+
+import docker
+import pytest
+from test_lab import LABEL, playbook
+
+pytestmark = [pytest.mark.integration]
+
+
+@pytest.fixture(scope="module")
+def client() -> docker.DockerClient:
+    return docker.from_env()
+
+
+def test_teardown_removes_exactly_what_the_lab_made(client):
+    """A second, tiny lab under another prefix; a decoy without the label survives."""
+    prefix = "bai-labt"
+    extra = json.dumps(
+        {
+            "lab_prefix": prefix,
+            "lab_images": [],
+            "lab_networks": {"compute": "10.218.3.0/24"},
+            "lab_nodes": [{"name": "n1", "networks": ["compute"], "dockerd": True}],
+        }
+    )
+    decoy_vol = client.volumes.create(f"{prefix}-decoy")
+    decoy_net = client.networks.create(f"{prefix}-decoy", driver="bridge")
+    try:
+        up = playbook("playbooks/lab.yml", "-e", "lab_state=present", "-e", extra)
+        assert up.returncode == 0, up.stdout[-3000:]
+        labelled = {"label": f"{LABEL}={prefix}"}
+        # Something to remove: the node, its network, its engine's volume and the shared one.
+        assert len(client.containers.list(filters=labelled)) == 1
+        assert {n.name for n in client.networks.list(filters=labelled)} == {f"{prefix}-compute"}
+        assert {v.name for v in client.volumes.list(filters=labelled)} == {
+            f"{prefix}-n1-docker",
+            f"{prefix}-shared",
+        }
+        down = playbook("playbooks/lab.yml", "-e", "lab_state=absent", "-e", extra)
+        assert down.returncode == 0, down.stdout[-3000:]
+        assert client.containers.list(all=True, filters=labelled) == []
+        assert client.networks.list(filters=labelled) == []
+        assert client.volumes.list(filters=labelled) == []
+        client.volumes.get(decoy_vol.name)  # untouched
+        client.networks.get(decoy_net.id)
+        # The main lab, when it is up (the lab lane runs beside this one), is untouched.
+        main = client.containers.list(all=True, filters={"name": "^bai-lab-agent1$"})
+        assert all(c.status == "running" for c in main), main
+    finally:
+        decoy_vol.remove(force=True)
+        decoy_net.remove()
