@@ -172,7 +172,7 @@ def lab_hpc_image(hpc_image, docker_client):
         save.stdout.close()  # the load holds the pipe: a load that stops early stops the save
         pipes.append((node, save, load))
     for node, save, load in pipes:
-        out, _ = load.communicate(timeout=1800)
+        out = load.communicate(timeout=1800)[0]
         assert save.wait(timeout=300) == 0 and load.returncode == 0, (node, out[-2000:])
         assert held(node), node
     return hpc_image
