@@ -24,7 +24,7 @@ import time
 
 import pytest
 from conftest import REPO
-from labtools import count, in_session, lab_agents, sweep
+from labtools import count, in_session, lab_agents, on_agent, sweep
 
 pytestmark = pytest.mark.integration
 
@@ -151,19 +151,17 @@ def lab_hpc_image(hpc_image, docker_client):
     method load in test_images_lab, over docker and SSH; the registry in test_swarm_lab)."""
     wanted = docker_client.images.get(hpc_image).id
 
-    def held(node: str) -> bool:
-        code, out = docker_client.containers.get(node).exec_run(
-            ["docker", "image", "inspect", "-f", "{{.Id}}", hpc_image]
-        )
-        return code == 0 and out.decode().strip() == wanted
+    def held(node) -> bool:
+        found = on_agent(node, "docker", "image", "inspect", "-f", "{{.Id}}", hpc_image)
+        return found == (0, wanted)
 
-    lacking = [f"bai-lab-{a}" for a in ("agent1", "agent2") if not held(f"bai-lab-{a}")]
+    lacking = [node for node in lab_agents(docker_client).values() if not held(node)]
     # Both agents at once, as the role's load does.
     pipes = []
     for node in lacking:
         save = subprocess.Popen(["docker", "save", hpc_image], stdout=subprocess.PIPE)
         load = subprocess.Popen(
-            ["docker", "exec", "-i", node, "docker", "load"],
+            ["docker", "exec", "-i", node.name, "docker", "load"],
             stdin=save.stdout,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -173,8 +171,8 @@ def lab_hpc_image(hpc_image, docker_client):
         pipes.append((node, save, load))
     for node, save, load in pipes:
         out = load.communicate(timeout=1800)[0]
-        assert save.wait(timeout=300) == 0 and load.returncode == 0, (node, out[-2000:])
-        assert held(node), node
+        assert save.wait(timeout=300) == 0 and load.returncode == 0, (node.name, out[-2000:])
+        assert held(node), node.name
     return hpc_image
 
 

@@ -5,20 +5,15 @@ from __future__ import annotations
 
 import json
 
-import docker
 import pytest
 from test_lab import LABEL, playbook
 
 pytestmark = [pytest.mark.integration]
 
 
-@pytest.fixture(scope="module")
-def client() -> docker.DockerClient:
-    return docker.from_env()
-
-
-def test_teardown_removes_exactly_what_the_lab_made(client):
+def test_teardown_removes_exactly_what_the_lab_made(docker_client):
     """A second, tiny lab under another prefix; a decoy without the label survives."""
+    client = docker_client
     prefix = "bai-labt"
     extra = json.dumps(
         {
