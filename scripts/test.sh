@@ -9,7 +9,8 @@
 # machine's engine (`make integration-local`, -m "not lab") followed by the Molecule
 # scenario systemd. The two kinds never touch each other's engines
 # (tests/integration/conftest.py checks each module's own engines are empty before and
-# after it). A side stage keeps its output in .cache/test-logs/, printed once it is done.
+# after it). The tests marked slow are left out, and named at the end (make test-slow).
+# A side stage keeps its output in .cache/test-logs/, printed once it is done.
 #
 # The caller (make test) has run `make setup`; BAI_SETUP_DONE tells the stages so (two
 # setups at once would race on the venv).
@@ -74,3 +75,7 @@ finish local-molecule.log "${side[0]}" || failed+=("the local integration tests 
 [ "$lab" -eq 0 ] || failed+=("the lab's integration tests")
 stop_if_failed
 echo "make test: integration tests and Molecule done in $((SECONDS - began)) s"
+# Said, not hidden: the tests marked slow (pyproject.toml) that this run left out.
+echo "make test: not run here, marked slow (make test-slow runs them):"
+python -m pytest tests/integration -q --collect-only -p no:cacheprovider -m slow | sed -n 's/^tests/  tests/p'
+

@@ -514,6 +514,7 @@ def test_link_local_egress_is_dropped_for_containers(lab, converged):
         assert {"prefix": {"addr": "fe80::", "len": 10}} in drops, (name, drops)
 
 
+@pytest.mark.slow
 def test_multi_node_session_works_with_the_firewall_on(lab, converged, run_playbook):
     manager = lab["manager"]
     agents = {k: lab[k] for k in AGENT_IPS}

@@ -205,6 +205,7 @@ def test_overlay_gets_session_network_mtu(lab, manager, run_playbook):
         destroyed(lab, manager, name)
 
 
+@pytest.mark.slow
 def test_pending_session_waits_and_is_created_once_capacity_frees(lab, manager, run_playbook):
     holder, waiter, delay, wait_s = "it-mn-waitx", "it-mn-waity", 8, 60
     # The waiter needs all the memory of both agents; the holder takes 1g of one.

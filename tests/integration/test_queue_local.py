@@ -148,6 +148,7 @@ def test_a_queued_session_starts_when_the_one_before_it_is_destroyed(docker_clie
     assert running(docker_client, "it-q-") == {}
 
 
+@pytest.mark.slow
 def test_four_concurrent_queued_creates_start_once_each_from_two_controllers(
     run_playbook, docker_client, tmp_path
 ):

@@ -154,6 +154,7 @@ def test_lab_single_node_too_big_for_any_agent_is_pending(lab, run_playbook):
     assert count(lab, "it-lab-big") == 0
 
 
+@pytest.mark.slow
 def test_lab_destroy_is_idempotent(lab, run_playbook):
     name = "it-lab-gone"
     sweep(lab, name)
@@ -178,6 +179,7 @@ def test_lab_missing_image_fails_clearly(lab, run_playbook):
     assert count(lab, "it-lab-img") == 0
 
 
+@pytest.mark.slow
 def test_lab_size1_sessions_on_one_agent_cannot_reach_each_other(lab, run_playbook):
     """Size-1 sessions on one agent, each on its own bridge: one session's container
     cannot connect to another's, while the agent itself still can (docs/networks.md)."""
