@@ -179,6 +179,11 @@ given_out:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+
+# First: the payload's other imports compile once (see its docstring).
+from ansible_collections.bai.cluster.plugins.module_utils.common import compile_once  # noqa: F401
+
+# isort: split
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Busy
 from ansible_collections.bai.cluster.plugins.module_utils.engine.common import DOCKER_ARGUMENT_SPEC
 from ansible_collections.bai.cluster.plugins.module_utils.engine.docker_api import (

@@ -237,6 +237,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
+
+# First: the payload's other imports compile once (see its docstring).
+from ansible_collections.bai.cluster.plugins.module_utils.common import compile_once  # noqa: F401
+
+# isort: split
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import GpuError, SpecError
 from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_AGENT,
@@ -263,7 +268,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.admission i
     of_slot,
     offer_of,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.capacity import (
     used_from_labels,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.usage import observed_sessions

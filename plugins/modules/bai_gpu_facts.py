@@ -137,6 +137,11 @@ msg:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+
+# First: the payload's other imports compile once (see its docstring).
+from ansible_collections.bai.cluster.plugins.module_utils.common import compile_once  # noqa: F401
+
+# isort: split
 from ansible_collections.bai.cluster.plugins.module_utils.gpu.common import STATUS_OK
 from ansible_collections.bai.cluster.plugins.module_utils.gpu.facts import detect
 from ansible_collections.bai.cluster.plugins.module_utils.gpu.probe import HostProbe

@@ -107,6 +107,11 @@ removed:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+
+# First: the payload's other imports compile once (see its docstring).
+from ansible_collections.bai.cluster.plugins.module_utils.common import compile_once  # noqa: F401
+
+# isort: split
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
     Failure,
     SpecError,

@@ -7,11 +7,13 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_GPU,
     LABEL_MEM,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.capacity import (
+    used_from_labels,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
     Agent,
     OutOfService,
     place,
-    used_from_labels,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.session.model import Resources
 from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (

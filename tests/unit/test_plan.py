@@ -25,9 +25,11 @@ from ansible_collections.bai.cluster.plugins.module_utils.network.subnets import
     DEFAULT_SUBNET_PREFIX,
     pick_subnet,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.capacity import (
+    agent_capacity,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
     Agent,
-    agent_capacity,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.session.model import (
     PlannedKernel,

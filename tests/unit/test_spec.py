@@ -20,7 +20,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_SIZE,
     LABEL_SPEC_HASH,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.capacity import (
     used_from_labels,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.session.model import (

@@ -16,7 +16,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_SESSION_ID,
     LABEL_SIZE,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import label_float
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.capacity import (
+    label_float,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.reservations import time_left
 
 

@@ -43,7 +43,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.gpu.alloc import (
     offered_gpus,
     parse_device_label,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.capacity import (
     agent_capacity,
     label_float,
 )

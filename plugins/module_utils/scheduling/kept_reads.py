@@ -19,11 +19,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import availability
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.capacity import (
+    agent_capacity,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import (
     CREATING,
     Ledger,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import agent_capacity
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.roster import (
     declaration,
     node_of,

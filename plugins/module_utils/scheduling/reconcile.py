@@ -18,6 +18,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_SPEC_HASH,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.gpu.alloc import devices_in_use
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.capacity import (
+    used_from_labels,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import (
     CREATING,
     READY,
@@ -27,9 +30,6 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document im
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.kept_reads import (
     forget_session,
     fresh_reads,
-)
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
-    used_from_labels,
 )
 
 Rows = Sequence[tuple[str, Mapping[str, Any]]]  # agent name, bai_agent_info container row

@@ -21,15 +21,15 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_SESSION_ID,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.gpu.alloc import devices_in_use
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.capacity import (
+    used_from_labels,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import (
     CREATING,
     READY,
     Ledger,
     clock_text,
     settled,
-)
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
-    used_from_labels,
 )
 
 

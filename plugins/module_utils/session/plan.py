@@ -41,11 +41,13 @@ from ansible_collections.bai.cluster.plugins.module_utils.gpu.alloc import (
     parse_device_label,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.jobs.job import MAIN, MEMBER, TYPE_BATCH
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.capacity import (
+    label_float,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
     Agent,
     OutOfService,
     assign_gpu_devices,
-    label_float,
     place,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.session.model import (
