@@ -263,10 +263,12 @@ from ansible_collections.bai.cluster.plugins.module_utils.network import isolati
 from ansible_collections.bai.cluster.plugins.module_utils.network.rdma import rdma_devices
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import availability
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.admission import (
-    agent_identity,
-    engine_identity,
     of_slot,
     offer_of,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.agent_identity import (
+    agent_identity,
+    engine_identity,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.capacity import (
     used_from_labels,

@@ -35,11 +35,13 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.admission i
     Holding,
     Offer,
     admit,
-    agent_identity,
-    engine_identity,
     holdings,
     of_slot,
     offer_of,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.agent_identity import (
+    agent_identity,
+    engine_identity,
     slot_of,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.session.plan import (

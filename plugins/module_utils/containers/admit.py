@@ -22,6 +22,10 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import L
 from ansible_collections.bai.cluster.plugins.module_utils.common.locks import locked
 from ansible_collections.bai.cluster.plugins.module_utils.containers.share import Share
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import admission, availability
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.agent_identity import (
+    agent_identity,
+    engine_identity,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.session.model import PlannedKernel
 
 
@@ -30,9 +34,7 @@ def offer(share: Share, facts: dict) -> admission.Offer:
     info = share.docker.api.info()
     try:
         share.engine_id = str(info.get("ID") or "")
-        share.identity = admission.agent_identity(
-            admission.engine_identity(info), share.cfg.agent_id
-        )
+        share.identity = agent_identity(engine_identity(info), share.cfg.agent_id)
         offered, gpus = admission.offer_of(share.cfg.resources, info, facts)
     except (SpecError, GpuError, ValueError) as exc:
         raise Failure(f"agent {share.req.agent}: {exc}; nothing was created") from None

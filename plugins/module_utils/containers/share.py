@@ -107,7 +107,7 @@ class Share:
     publish_address: str
     # The session ledger that counts this session (O(ledger_ids)[0]), on every container.
     ledger_label: dict[str, str]
-    # Who this agent is (admission.agent_identity) and its engine's ID; admit.offer.
+    # Who this agent is (agent_identity.agent_identity) and its engine's ID; admit.offer.
     identity: str
     engine_id: str
     # This agent's RDMA devices, for every container (settings.rdma).

@@ -15,7 +15,9 @@ from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils.gpu.alloc import format_device_label
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import availability
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.admission import SLOT_SEPARATOR
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.agent_identity import (
+    SLOT_SEPARATOR,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.session.model import (
     format_cpu,
     format_mem,

@@ -29,7 +29,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.network.addresses impo
     in_zone,
     parse_ip,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.admission import SLOT_SEPARATOR
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.agent_identity import (
+    SLOT_SEPARATOR,
+)
 
 # docker info .Swarm.LocalNodeState values.
 STATE_INACTIVE = "inactive"

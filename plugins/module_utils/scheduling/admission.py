@@ -10,13 +10,7 @@ ledger, a kept read gone stale, two inventory names for one host) can give one C
 byte of memory or GPU device to two sessions: the engine's own list of containers is the
 truth, and the agent refuses what does not fit in it.
 
-Identities. An agent is its engine: the Swarm node ID where the engine is in a swarm,
-else the Docker engine ID (``engine_identity``). Several inventory agents on one engine on
-purpose (virtual agents) each declare ``bai_agent_id``, a *slot* of that engine with its
-own offer: the agent's identity is then ``ENGINE/SLOT`` (``agent_identity``). Each
-container carries its agent's identity (LABEL_AGENT_ID); admission on an engine groups its
-containers by slot, so the engine part (which changes when an engine joins a swarm) never
-matters there. Containers made before the label existed count against every slot.
+An agent's identity (which engine, which slot of it) is agent_identity.py's.
 
 Pure (standard library only): the modules list the containers and hold the lock.
 """
@@ -43,6 +37,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.gpu.alloc import (
     offered_gpus,
     parse_device_label,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.agent_identity import slot_of
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.capacity import (
     agent_capacity,
     label_float,
@@ -54,7 +49,6 @@ from ansible_collections.bai.cluster.plugins.module_utils.session.model import (
     format_mem,
 )
 
-SLOT_SEPARATOR = "/"
 # Where an agent's engine lock lives unless a module is told otherwise (a tmpfs: the
 # kernel drops the lock with the process, and nothing of it needs to outlive a boot).
 DEFAULT_LOCK_DIR = "/run/bai-cluster"
@@ -65,34 +59,6 @@ def lock_path(lock_dir: str, engine_id: str) -> str:
     and every change of the agent's availability, on that engine takes it."""
     digest = hashlib.sha256(engine_id.encode()).hexdigest()[:16]
     return os.path.join(lock_dir or DEFAULT_LOCK_DIR, f"admission-{digest}.lock")
-
-
-def engine_identity(info: Mapping[str, Any]) -> str:
-    """An engine's identity from ``docker info``: its Swarm node ID when it is in a
-    swarm, else its engine ID."""
-    swarm = info.get("Swarm") or {}
-    node = str(swarm.get("NodeID") or "")
-    if node and str(swarm.get("LocalNodeState") or "active") != "inactive":
-        return node
-    engine = str(info.get("ID") or "")
-    if not engine:
-        raise ValueError("the engine reports no ID (docker info)")
-    return engine
-
-
-def agent_identity(engine: str, slot: str | None) -> str:
-    """The identity of an agent: its engine's, with ``/SLOT`` for a declared
-    ``bai_agent_id``."""
-    if not slot:
-        return engine
-    if SLOT_SEPARATOR in slot or not slot.strip():
-        raise ValueError(f"bai_agent_id {slot!r}: any non-blank text without {SLOT_SEPARATOR!r}")
-    return f"{engine}{SLOT_SEPARATOR}{slot}"
-
-
-def slot_of(identity: str) -> str:
-    """The slot part of an agent identity ('' for an agent that is its whole engine)."""
-    return identity.split(SLOT_SEPARATOR, 1)[1] if SLOT_SEPARATOR in identity else ""
 
 
 @dataclass(frozen=True)

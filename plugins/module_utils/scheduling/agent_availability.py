@@ -29,6 +29,11 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling import (
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import availability as avail
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger_store as store_
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.agent_identity import (
+    SLOT_SEPARATOR,
+    agent_identity,
+    engine_identity,
+)
 
 
 def wanted(params: dict, identity: str, now: float) -> dict | None:
@@ -66,7 +71,7 @@ def on_agent(module: Any, api: Any) -> dict:
     its engine's low-level Docker client)."""
     params = module.params
     info = api.info()
-    identity = admission.agent_identity(admission.engine_identity(info), params["agent_id"])
+    identity = agent_identity(engine_identity(info), params["agent_id"])
     slot = params["agent_id"] or ""
     listed = api.containers(all=True, filters={"label": [LABEL_SESSION]})
     result: dict[str, Any] = {"identity": identity}
@@ -159,7 +164,7 @@ def _given_out(ledger: document.Ledger) -> dict:
 
 def _swarm_node(module: Any, api: Any, name: str, identity: str) -> tuple:
     """Set the agent's swarm node to O(availability) (a whole-engine agent only)."""
-    if admission.SLOT_SEPARATOR in identity:
+    if SLOT_SEPARATOR in identity:
         return None, False  # a slot of an engine: other agents share its node
     nodes = api.nodes()
     node = next((n for n in nodes if identity and n.get("ID") == identity), None)

@@ -7,7 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.admission import SLOT_SEPARATOR
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.agent_identity import (
+    SLOT_SEPARATOR,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import Ledger
 
 
