@@ -328,6 +328,12 @@ options:
         session over SSH as user C(work) (RV(mesh)).
     type: bool
     default: false
+  host_addresses:
+    description:
+      - With O(state=present), also return this agent's IPv4 addresses (RV(host_addresses)),
+        for the app proxy's route to main1 (the session playbooks ask main1's agent).
+    type: bool
+    default: false
   networks:
     description:
       - With O(state=absent), also remove the session's networks on this agent (not an
@@ -409,6 +415,13 @@ network:
       returns it).
   returned: O(network_spec) and containers were created
   type: dict
+host_addresses:
+  description:
+    - This agent's C(ip -o -4 addr show) lines, the addresses the app proxy's route picks
+      main1's backend from.
+  returned: O(host_addresses) and C(ip) answered
+  type: list
+  elements: str
 mesh:
   description: One line per container, C(ok HOST), from the master's SSH check.
   returned: O(mesh_check) and containers were created or started
@@ -474,6 +487,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.jobs.job import (
     DEFAULT_LOG_MAX_BYTES,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.jobs.job_docker import DEFAULT_LOG_DIR
+from ansible_collections.bai.cluster.plugins.module_utils.network.addresses import own_ipv4_lines
 from ansible_collections.bai.cluster.plugins.module_utils.session.model import PlannedKernel
 from ansible_collections.bai.cluster.plugins.module_utils.session.naming import (
     SESSION_ARGUMENT_SPEC,
@@ -535,6 +549,7 @@ ARGUMENT_SPEC = {
     "ssh_timeout": {"type": "int", "default": 60},
     "network_spec": {"type": "dict"},
     "mesh_check": {"type": "bool", "default": False},
+    "host_addresses": {"type": "bool", "default": False},
     "networks": {"type": "bool", "default": False},
     "job": {
         "type": "dict",
@@ -573,7 +588,9 @@ def main() -> None:
         except SpecError as exc:
             raise Failure(f"{exc}; nothing was changed") from None
         shares.append(AgentShare(module, docker_, request, settings_of(p)))
-        return shares[0].present()
+        made = shares[0].present()
+        lines = own_ipv4_lines(module.run_command) if p["host_addresses"] else None
+        return made if lines is None else {**made, "host_addresses": lines}
 
     def removed() -> dict:
         return absent(

@@ -507,12 +507,22 @@ from ansible_collections.bai.cluster.plugins.module_utils.engine.common import (
     error_text,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger_store as store_
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import steps
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger_request import (
     LedgerFailure,
     LedgerRequest,
     check,
 )
+
+
+def _step(request: LedgerRequest, store: store_.Store, module: AnsibleModule) -> Any:
+    """What this run does inside the store's transaction. An identity read (every session
+    playbook's first, on a swarm) loads none of placement, the queue or reconcile."""
+    if request.state == "identity":
+        return store_.identity_read
+    from ansible_collections.bai.cluster.plugins.module_utils.scheduling import steps
+
+    nodes = steps.swarm_nodes(request, store, module.warn)
+    return lambda snapshot, now: steps.step(request, store, snapshot, now, nodes, module.warn)
 
 
 def run(module: AnsibleModule) -> dict[str, Any]:
@@ -522,13 +532,8 @@ def run(module: AnsibleModule) -> dict[str, Any]:
     except LedgerFailure as exc:
         module.fail_json(msg=str(exc), **exc.fields)
     store = store_.open_store(module)
-    nodes = steps.swarm_nodes(request, store, module.warn)
     try:
-        result = store_.transact(
-            store,
-            lambda snapshot, now: steps.step(request, store, snapshot, now, nodes, module.warn),
-            write=not module.check_mode,
-        )
+        result = store_.transact(store, _step(request, store, module), write=not module.check_mode)
     except LedgerFailure as exc:
         module.fail_json(msg=str(exc), **exc.fields)
     except Busy:

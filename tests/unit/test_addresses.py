@@ -70,3 +70,14 @@ def test_in_zone_keeps_the_order_given_and_the_version_asked():
 )
 def test_covers(cidrs, address, expected):
     assert ad.covers(cidrs, address) is expected
+
+
+def test_own_ipv4_lines_are_ip_s_answer_or_none():
+    line = "2: eth0    inet 10.210.1.12/24 brd 10.210.1.255 scope global eth0"
+    assert ad.own_ipv4_lines(lambda argv: (0, line + "\n", "")) == [line]
+    assert ad.own_ipv4_lines(lambda argv: (1, "", "Cannot open netlink")) is None
+
+    def missing(argv):
+        raise OSError("no such file: ip")
+
+    assert ad.own_ipv4_lines(missing) is None

@@ -55,3 +55,23 @@ def test_a_damaged_ledger_fails_every_step_but_identity_and_reconcile(tmp_path):
     assert out == {"changed": False, "ledger_time": 1000.0, "damaged": "the ledger is not JSON"}
     with pytest.raises(LedgerFailure, match="the ledger is not JSON; rebuild it"):
         steps.step(LedgerRequest(state="read"), store, damaged, 1000.0)
+
+
+def test_an_identity_read_says_only_whether_the_ledger_is_there():
+    # The module's identity read loads none of the scheduling steps: it is this alone.
+    ledger = document.empty()
+    there = store_.Snapshot(ledger, "", "", None)
+    assert store_.identity_read(there, 5.0) == {"changed": False, "ledger_time": 5.0}
+    for missing in ("new", "lost"):
+        gone = store_.Snapshot(ledger, missing, "", None)
+        assert store_.identity_read(gone, 5.0) == {
+            "changed": False,
+            "ledger_time": 5.0,
+            "missing": True,
+        }
+    # The same as the step the other states go through.
+    store = store_.FileStore("/nonexistent/ledger.json", 5)
+    for snapshot in (there, store_.Snapshot(ledger, "new", "", None)):
+        assert steps.step(LedgerRequest(state="identity"), store, snapshot, 5.0) == (
+            store_.identity_read(snapshot, 5.0)
+        )

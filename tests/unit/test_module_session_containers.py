@@ -17,6 +17,7 @@ import os
 import time
 
 import pytest
+from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_AGENT_ID,
     LABEL_LEDGER,
@@ -199,6 +200,31 @@ def test_a_second_run_changes_nothing(engine, tmp_path, data_root):
     assert sorted(c.id for c in engine.session_containers("s1")) == ids
     made = {"create_container", "start", "put_archive", "create_network", "remove_container"}
     assert not [call for call in engine.calls if call[0] in made]
+
+
+def test_main1_s_agent_returns_its_addresses_for_the_app_proxy_route(engine, tmp_path, data_root):
+    # ip is the host's: its answer is given here, and the module hands its lines on.
+    line = "2: eth0    inet 10.210.1.12/24 brd 10.210.1.255 scope global eth0"
+    asked = []
+
+    def ip(module, argv, **kwargs):
+        asked.append(argv)
+        return 0, line + "\n", ""
+
+    args = args_for(plan_for(), tmp_path, data_root)
+    patches = {**HOST, (AnsibleModule, "run_command"): ip}
+    with_them = run_module(
+        bai_session_containers, {**args, "host_addresses": True}, engine, patches=patches
+    )
+    assert with_them["host_addresses"] == [line] and asked == [["ip", "-o", "-4", "addr", "show"]]
+    # Not asked: not read. ip failing: left out (the route reads them itself).
+    assert "host_addresses" not in run_module(bai_session_containers, args, engine, patches=patches)
+    patches[(AnsibleModule, "run_command")] = lambda module, argv, **kw: (1, "", "no ip")
+    failed_ip = {**args, "host_addresses": True}
+    assert "host_addresses" not in run_module(
+        bai_session_containers, failed_ip, engine, patches=patches
+    )
+    assert len(asked) == 1
 
 
 def test_a_stopped_container_is_started_again(engine, tmp_path, data_root):

@@ -7,6 +7,7 @@
     in_zone(addresses, cidrs, version)   those of ``addresses`` inside any of ``cidrs``
     first_in_zone(addresses, cidr)       the first IPv4 one inside ``cidr``, or None
     covers(cidrs, address)               whether ``address`` lies in one of ``cidrs``
+    own_ipv4_lines(run_command)          this host's ``ip -o -4 addr show`` lines
 
 Addresses come as Ansible gathers them (``all_ipv4_addresses``), as ``ADDRESS/PREFIX``
 or as lines of ``ip -o addr show``; the order given is kept (the first address found in
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Optional, Union
 
 IPAddress = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]
@@ -95,3 +96,13 @@ def covers(cidrs: Any, address: Any) -> bool:
         except (TypeError, ValueError):
             continue
     return False
+
+
+def own_ipv4_lines(run_command: Callable[..., tuple[int, str, str]]) -> Optional[list[str]]:
+    """This host's ``ip -o -4 addr show`` lines (``run_command`` is AnsibleModule's), as
+    the app proxy's route reads them; None when ``ip`` fails or is missing."""
+    try:
+        rc, out, _err = run_command(["ip", "-o", "-4", "addr", "show"])
+    except OSError:
+        return None
+    return out.splitlines() if rc == 0 else None

@@ -71,6 +71,17 @@ def ledger_ids(identity: str, ledger: document.Ledger) -> list[str]:
     return [identity, *aliases] if identity else aliases
 
 
+def identity_read(snapshot: Snapshot, now: float) -> dict[str, Any]:
+    """state=identity: the store answers (the module adds its identity), and whether its
+    ledger is missing or damaged; nothing else of the ledger is read."""
+    if snapshot.damaged:
+        return {"changed": False, "ledger_time": now, "damaged": snapshot.damaged}
+    read: dict[str, Any] = {"changed": False, "ledger_time": now}
+    if snapshot.missing:
+        read["missing"] = True
+    return read
+
+
 def ledger_now(ledger: document.Ledger, clock: float) -> float:
     """The ledger's time: this host's clock, never before the last time the ledger wrote
     (another manager's clock may have been ahead)."""

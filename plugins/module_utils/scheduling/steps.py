@@ -71,8 +71,8 @@ def step(
     """What O(state) does with one read of the ledger (the store writes it when asked)."""
     state, where = request.state, store.where
     ledger, missing = snapshot.ledger, snapshot.missing
-    if snapshot.damaged and state == "identity":
-        return {"changed": False, "ledger_time": now, "damaged": snapshot.damaged}
+    if state == "identity":
+        return store_.identity_read(snapshot, now)
     if snapshot.damaged and state != "reconciled":
         damaged = snapshot.damaged
         raise LedgerFailure(f"{where}: {damaged}; {document.REBUILD_HINT}; nothing was changed")
@@ -133,13 +133,11 @@ def released(request: LedgerRequest, ledger: Ledger, now: float) -> dict[str, An
 
 
 def shown(request: LedgerRequest, ledger: Ledger, now: float, missing: str) -> dict[str, Any]:
-    """state=read (one session's entry with O(name), else the whole ledger) and
-    state=identity: what the ledger holds, changing nothing."""
+    """state=read: one session's entry with O(name), else the whole ledger; changing
+    nothing."""
     read: dict[str, Any] = {"changed": False, "ledger_time": now}
     if missing:
         read["missing"] = True
-    if request.state == "identity":
-        return read
     name = request.name
     if name:
         entry = ledger.sessions.get(name)
