@@ -92,6 +92,12 @@ options:
         (M(bai.cluster.bai_agent_availability)), returned as RV(agent.availability).
     type: path
     default: /var/lib/bai-cluster
+  host_addresses:
+    description:
+      - Also return this agent's IPv4 addresses (RV(host_addresses)), for the app proxy's
+        route to main1 when a rerun reads the agent instead of making containers there.
+    type: bool
+    default: false
 extends_documentation_fragment:
   - bai.cluster.attributes
   - bai.cluster.attributes.read_only
@@ -112,6 +118,13 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+host_addresses:
+  description:
+    - This agent's C(ip -o -4 addr show) lines, the addresses the app proxy's route picks
+      main1's backend from.
+  returned: O(host_addresses) and C(ip) answered
+  type: list
+  elements: str
 bad_input:
   description:
     - On failure, true when the agent's declaration is wrong (O(resources), O(agent_id)),
@@ -260,6 +273,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.gpu.alloc import devic
 from ansible_collections.bai.cluster.plugins.module_utils.gpu.facts import detect
 from ansible_collections.bai.cluster.plugins.module_utils.gpu.probe import HostProbe
 from ansible_collections.bai.cluster.plugins.module_utils.network import isolation
+from ansible_collections.bai.cluster.plugins.module_utils.network.addresses import (
+    with_host_addresses,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.network.rdma import rdma_devices
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import availability
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.admission import (
@@ -377,6 +393,7 @@ def main() -> None:
             "gpu_detect": {"type": "bool", "default": True},
             "gpu_detect_timeout": {"type": "int", "default": 30},
             "state_dir": {"type": "path", "default": "/var/lib/bai-cluster"},
+            "host_addresses": {"type": "bool", "default": False},
             **DOCKER_ARGUMENT_SPEC,
         },
         supports_check_mode=True,
@@ -384,7 +401,9 @@ def main() -> None:
     agent = module.params["agent_name"]
     run_module(
         module,
-        lambda: run(module),
+        lambda: with_host_addresses(
+            run(module), module.run_command, module.params["host_addresses"]
+        ),
         # Its declaration is wrong (not an agent that does not answer): said as such.
         (SpecError, says(f"agent {agent}: ", bad_input=True)),
         (DockerException, says(f"agent {agent}: Docker error: ", error_text)),

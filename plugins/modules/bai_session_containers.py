@@ -487,7 +487,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.jobs.job import (
     DEFAULT_LOG_MAX_BYTES,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.jobs.job_docker import DEFAULT_LOG_DIR
-from ansible_collections.bai.cluster.plugins.module_utils.network.addresses import own_ipv4_lines
+from ansible_collections.bai.cluster.plugins.module_utils.network.addresses import (
+    with_host_addresses,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.session.model import PlannedKernel
 from ansible_collections.bai.cluster.plugins.module_utils.session.naming import (
     SESSION_ARGUMENT_SPEC,
@@ -589,8 +591,7 @@ def main() -> None:
             raise Failure(f"{exc}; nothing was changed") from None
         shares.append(AgentShare(module, docker_, request, settings_of(p)))
         made = shares[0].present()
-        lines = own_ipv4_lines(module.run_command) if p["host_addresses"] else None
-        return made if lines is None else {**made, "host_addresses": lines}
+        return with_host_addresses(made, module.run_command, p["host_addresses"])
 
     def removed() -> dict:
         return absent(

@@ -10,6 +10,7 @@ device (``detect`` and ``rdma_devices`` patched).
 from __future__ import annotations
 
 import pytest
+from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Pending
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import Agent
 from ansible_collections.bai.cluster.plugins.module_utils.session.plan import plan_session
@@ -51,6 +52,16 @@ def test_an_empty_agent_offers_what_its_engine_reports(engine, tmp_path):
     assert result["images"]["bai/session:latest"]["present"] is True
     assert result["images"]["bai/other:1"] == {"present": False, "env": []}
     assert result["paths"] == {str(tmp_path): True}
+
+
+def test_asked_for_them_an_agent_read_returns_its_addresses(engine):
+    # For the app proxy's route when a rerun reads main1's agent; ip's answer is given.
+    line = "2: eth0    inet 10.210.1.12/24 brd 10.210.1.255 scope global eth0"
+    patches = {**HOST, (AnsibleModule, "run_command"): lambda module, argv, **kw: (0, line, "")}
+    args = {"agent_name": AGENT, "resource_group": "default"}
+    asked = run_module(bai_agent_info, {**args, "host_addresses": True}, engine, patches=patches)
+    assert asked["host_addresses"] == [line] and asked["agent"]["name"] == AGENT
+    assert "host_addresses" not in run_module(bai_agent_info, args, engine, patches=patches)
 
 
 def test_a_session_made_by_bai_session_containers_is_reported_as_the_planner_reads_it(

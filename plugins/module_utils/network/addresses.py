@@ -8,6 +8,7 @@
     first_in_zone(addresses, cidr)       the first IPv4 one inside ``cidr``, or None
     covers(cidrs, address)               whether ``address`` lies in one of ``cidrs``
     own_ipv4_lines(run_command)          this host's ``ip -o -4 addr show`` lines
+    with_host_addresses(result, ...)     a module's result with them (host_addresses)
 
 Addresses come as Ansible gathers them (``all_ipv4_addresses``), as ``ADDRESS/PREFIX``
 or as lines of ``ip -o addr show``; the order given is kept (the first address found in
@@ -106,3 +107,12 @@ def own_ipv4_lines(run_command: Callable[..., tuple[int, str, str]]) -> Optional
     except OSError:
         return None
     return out.splitlines() if rc == 0 else None
+
+
+def with_host_addresses(
+    result: dict[str, Any], run_command: Callable[..., tuple[int, str, str]], wanted: bool
+) -> dict[str, Any]:
+    """A module's ``result`` with ``host_addresses`` (own_ipv4_lines) when ``wanted`` and
+    ``ip`` answered: what the app proxy's route to main1 needs of main1's agent."""
+    lines = own_ipv4_lines(run_command) if wanted else None
+    return result if lines is None else {**result, "host_addresses": lines}
