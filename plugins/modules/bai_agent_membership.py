@@ -118,6 +118,7 @@ from typing import Any
 from ansible.module_utils.basic import AnsibleModule
 
 # First: the payload's other imports compile once (see its docstring).
+# pylint: disable-next=unused-import
 from ansible_collections.bai.cluster.plugins.module_utils.common import compile_once  # noqa: F401
 
 # isort: split
