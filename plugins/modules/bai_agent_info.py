@@ -119,9 +119,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 host_addresses:
-  description:
-    - This agent's C(ip -o -4 addr show) lines, the addresses the app proxy's route picks
-      main1's backend from.
+  description: As RV(bai.cluster.bai_session_containers#module:host_addresses) - C(ip) lines.
   returned: O(host_addresses) and C(ip) answered
   type: list
   elements: str

@@ -42,6 +42,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.admission i
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.agent_identity import (
     agent_identity,
     engine_identity,
+    engine_of,
     slot_of,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.session.plan import (
@@ -82,6 +83,11 @@ def test_an_engine_is_its_swarm_node_else_its_engine_id():
     assert engine_identity({"ID": "AB:CD"}) == "AB:CD"
     with pytest.raises(ValueError, match="no ID"):
         engine_identity({})
+
+
+def test_an_agent_identity_s_engine_part_is_its_node():
+    assert engine_of("n0de/va3") == "n0de" and engine_of("n0de") == "n0de"
+    assert engine_of(agent_identity("AB:CD", "va3")) == "AB:CD"
 
 
 def test_a_virtual_agent_is_a_slot_of_its_engine():

@@ -3,8 +3,9 @@
 A module runs from its AnsiballZ zip, and Python's zipimport compiles a module's source
 twice on import: ``find_spec`` asks the loader for the file name (``get_filename``), which
 compiles the source to find it, and ``exec_module`` compiles it again (``get_code``);
-neither keeps the code. With no bytecode in the zip, that second compile was a third of a
-module run's CPU time on our largest modules (measured with py-spy on a session create).
+neither keeps the code. With no bytecode in the zip, compiling was almost half of a
+module run's CPU time on our largest modules, half of it the second compile (measured
+with py-spy on a session create).
 
 Importing this module (first, before the module's other imports of this collection)
 memoizes zipimport's per-file compile for the rest of the process: the same archive,

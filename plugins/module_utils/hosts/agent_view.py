@@ -15,9 +15,7 @@ from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils.gpu.alloc import format_device_label
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import availability
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.agent_identity import (
-    SLOT_SEPARATOR,
-)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.agent_identity import engine_of
 from ansible_collections.bai.cluster.plugins.module_utils.session.model import (
     format_cpu,
     format_mem,
@@ -104,7 +102,7 @@ def rows(
 def _node(nodes: Mapping[str, Any], name: str, identity: str) -> Mapping[str, Any] | None:
     if not nodes:
         return None
-    node_id = identity.split(SLOT_SEPARATOR, 1)[0]
+    node_id = engine_of(identity)
     if node_id and node_id in nodes:
         return nodes[node_id]
     return next((n for n in nodes.values() if n.get("hostname") == name), None)

@@ -46,3 +46,8 @@ def agent_identity(engine: str, slot: str | None) -> str:
 def slot_of(identity: str) -> str:
     """The slot part of an agent identity ('' for an agent that is its whole engine)."""
     return identity.split(SLOT_SEPARATOR, 1)[1] if SLOT_SEPARATOR in identity else ""
+
+
+def engine_of(identity: str) -> str:
+    """The engine part of an agent identity (its swarm node ID, in a swarm)."""
+    return identity.split(SLOT_SEPARATOR, 1)[0]

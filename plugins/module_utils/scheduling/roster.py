@@ -7,9 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.agent_identity import (
-    SLOT_SEPARATOR,
-)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.agent_identity import engine_of
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import Ledger
 
 
@@ -93,7 +91,7 @@ def node_of(
     if not nodes:
         return None
     identity = str(((record or {}).get("agent") or {}).get("id") or "")
-    node_id = identity.split(SLOT_SEPARATOR, 1)[0]
+    node_id = engine_of(identity)
     return nodes.get(node_id) or nodes.get(agent)
 
 
