@@ -66,6 +66,7 @@ class CallbackModule(CallbackBase):
         super().__init__(*args, **kwargs)
         self._kept: Path | None = None
         self._root: Path | None = None
+        self._key = ""
 
     @property
     def _run_cache(self) -> Path:
@@ -78,8 +79,8 @@ class CallbackModule(CallbackBase):
             return
         try:
             self._root = Path(os.path.expanduser(setting))
-            key = payload_store.code_key(COLLECTION_ROOT, ansible_version)
-            self._kept = payload_store.store_dir(self._root, key)
+            self._key = payload_store.code_key(COLLECTION_ROOT, ansible_version)
+            self._kept = payload_store.store_dir(self._root, self._key)
             linked = payload_store.link(self._kept, self._run_cache)
         except payload_store.Untrusted as exc:
             self._kept = None
@@ -95,6 +96,10 @@ class CallbackModule(CallbackBase):
         if self._kept is None or self._root is None:
             return
         try:
+            # Sources edited while the playbook ran: what it built may be of either version.
+            if payload_store.code_key(COLLECTION_ROOT, ansible_version) != self._key:
+                self._display.vvv("bai.cluster.payload_cache: the code changed; nothing kept")
+                return
             kept = payload_store.keep(self._run_cache, self._kept)
             payload_store.prune(self._root)
         except OSError as exc:

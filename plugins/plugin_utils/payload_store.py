@@ -78,9 +78,9 @@ def store_dir(root: Path, key: str) -> Path:
     return folder
 
 
-def _payloads(folder: Path, regular: bool) -> Iterable[Path]:
-    """The finished payloads of the modules kept (KEPT_PREFIXES) in ``folder`` (only
-    regular files, not links, with ``regular``)."""
+def _payloads(folder: Path) -> Iterable[Path]:
+    """The finished payloads of the modules kept (KEPT_PREFIXES) in ``folder``: regular
+    files only (in a run's cache, a link is a payload it took from the store)."""
     try:
         entries = list(os.scandir(folder))
     except OSError:
@@ -90,7 +90,7 @@ def _payloads(folder: Path, regular: bool) -> Iterable[Path]:
         for entry in entries
         if entry.name.startswith(KEPT_PREFIXES)
         and not entry.name.endswith(_PASSING)
-        and (entry.is_file(follow_symlinks=False) or not regular)
+        and entry.is_file(follow_symlinks=False)
     ]
 
 
@@ -98,7 +98,7 @@ def link(kept: Path, run_cache: Path) -> int:
     """Point the run's payload cache at the payloads kept for this code; how many."""
     run_cache.mkdir(mode=0o700, exist_ok=True)
     linked = 0
-    for payload in _payloads(kept, regular=True):
+    for payload in _payloads(kept):
         st = os.lstat(payload)
         if st.st_uid != os.geteuid() or st.st_mode & 0o077:
             continue
@@ -115,7 +115,7 @@ def keep(run_cache: Path, kept: Path) -> int:
     """Copy the payloads this run built into the store (each whole or not at all); how
     many."""
     copied = 0
-    for payload in _payloads(run_cache, regular=True):
+    for payload in _payloads(run_cache):
         fd, part = tempfile.mkstemp(dir=kept, prefix=".part-")
         try:
             with os.fdopen(fd, "wb") as out, open(payload, "rb") as src:
