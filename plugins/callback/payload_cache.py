@@ -22,10 +22,11 @@ description:
     ansible-core version and the Python version, so a payload is never used for code it
     was not built from. At the start of a playbook it points Ansible's per-run payload
     cache at the payloads kept for this key; at the end it keeps those the run built.
-  - The folder is the user's own (mode 0700); one that is not, or that cannot be made,
-    is not used (with a warning) and the run builds its payloads as usual. The three
-    keys used last are kept. Other collections' payloads are left to Ansible (their
-    code is not in the key), and so are ad-hoc commands' (C(ansible)).
+  - The folder must be the user's own (mode 0700). One that others may read or write, or
+    a link, is not used (with a warning), one that cannot be made is passed over (said at
+    C(-vvv)), and the run builds its payloads as usual. The three keys used last are kept.
+  - Other collections' payloads are left to Ansible (their code is not in the key), and
+    so are ad-hoc commands' (C(ansible)).
 requirements:
   - enabled in callbacks_enabled (this repository's ansible.cfg does)
 options:

@@ -54,10 +54,7 @@ def code_key(collection_root: Path, ansible_version: str) -> str:
 
 def _own_private_dir(path: Path) -> bool:
     """A real folder (not a link) of this user's that no one else may write or read."""
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return False
+    st = os.lstat(path)
     return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o077
 
 
