@@ -11,6 +11,10 @@ it was not built from (ansible-core's modules import only ansible-core's module_
 this collection's only those and its own). Other collections' payloads are left to
 Ansible: their code is not part of the key.
 
+Each payload is also kept in a variant with bytecode (payload_bytecode), in the key's
+BYTECODE folder; the callback links those in for runs whose modules all run on the
+controller itself.
+
 Ansible loads a cached payload with pickle, so the store is trusted only when it is this
 user's own and nobody else may write it (mode 0700, checked on every use, never followed
 through a link); otherwise nothing is linked or kept and the run builds its payloads as
@@ -28,6 +32,8 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
+from ansible_collections.bai.cluster.plugins.plugin_utils import payload_bytecode
+
 # Ansible's name for a cached payload: the module's Python name, then compression and
 # extensions (ansible.executor.module_common._find_module_utils). Those kept: this
 # collection's modules and ansible-core's (ansible.legacy names, which a playbook's own
@@ -36,6 +42,8 @@ OWN_PREFIX = "ansible_collections.bai.cluster.plugins.modules."
 KEPT_PREFIXES = (OWN_PREFIX, "ansible.modules.")
 # A payload being written, and the lock Ansible takes to write one.
 _PASSING = ("-part", ".lock")
+# The folder, in a key's, of the payloads with bytecode (payload_bytecode).
+BYTECODE = "bytecode"
 # How many keys (versions of the code) the store keeps, the newest by use.
 KEEP_KEYS = 3
 
@@ -63,13 +71,14 @@ class Untrusted(Exception):
 
 
 def store_dir(root: Path, key: str) -> Path:
-    """The folder of ``key`` in the store at ``root``, made (mode 0700) if need be; raises
-    Untrusted when the store or the folder is not this user's own private folder, OSError
-    when it cannot be made."""
+    """The folder of ``key`` in the store at ``root`` (and its BYTECODE folder), made
+    (mode 0700) if need be; raises Untrusted when the store or a folder is not this user's
+    own private folder, OSError when it cannot be made."""
     folder = root / key
     root.mkdir(mode=0o700, parents=True, exist_ok=True)
     folder.mkdir(mode=0o700, exist_ok=True)
-    for path in (root, folder):
+    (folder / BYTECODE).mkdir(mode=0o700, exist_ok=True)
+    for path in (root, folder, folder / BYTECODE):
         if not _own_private_dir(path):
             raise Untrusted(f"{path} is not this user's own private folder (mode 0700)")
     return folder
@@ -108,20 +117,34 @@ def link(kept: Path, run_cache: Path) -> int:
     return linked
 
 
+def _write(path: Path, data: bytes) -> None:
+    """Write ``path`` whole or not at all."""
+    fd, part = tempfile.mkstemp(dir=path.parent, prefix=".part-")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(part, path)
+    except OSError:
+        Path(part).unlink(missing_ok=True)
+        raise
+
+
 def keep(run_cache: Path, kept: Path) -> int:
-    """Copy the payloads this run built into the store (each whole or not at all); how
-    many."""
+    """Copy the payloads this run built into the store, each whole or not at all, and
+    their variants with bytecode into its BYTECODE folder (when the payload is in the form
+    payload_bytecode knows); how many payloads."""
     copied = 0
     for payload in _payloads(run_cache):
-        fd, part = tempfile.mkstemp(dir=kept, prefix=".part-")
         try:
-            with os.fdopen(fd, "wb") as out, open(payload, "rb") as src:
-                shutil.copyfileobj(src, out)
-            os.replace(part, kept / payload.name)
+            data = payload.read_bytes()
+            _write(kept / payload.name, data)
         except OSError:
-            Path(part).unlink(missing_ok=True)
             continue
         copied += 1
+        try:
+            _write(kept / BYTECODE / payload.name, payload_bytecode.with_bytecode(data))
+        except (OSError, payload_bytecode.UnknownForm):
+            continue
     return copied
 
 
