@@ -1,4 +1,4 @@
-"""The login host's gate (bai_cli/submit.py): who the caller is comes from sudo and the
+"""The login host's gate (bai_cli/login/gate.py): who the caller is comes from sudo and the
 user database, and what a user (not an administrator) may ask is checked before anything
 runs, with the owner made theirs."""
 
@@ -11,24 +11,24 @@ import re
 
 import pytest
 
-from bai_cli import submit
+from bai_cli.login import gate
 
 ME = pwd.getpwuid(os.getuid())
 MY_GROUP = grp.getgrgid(ME.pw_gid).gr_name
 SUDO = {"SUDO_UID": str(ME.pw_uid), "SUDO_USER": ME.pw_name}
-ALICE = submit.Caller("alice", 1001, admin=False)
-ADMIN = submit.Caller("root", 0, admin=True)
+ALICE = gate.Caller("alice", 1001, admin=False)
+ADMIN = gate.Caller("root", 0, admin=True)
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDz7 alice@login"
 
 
 def test_the_caller_is_who_sudo_names_and_their_groups_say_what_they_may_do():
     uid = os.geteuid()
-    assert submit.caller(SUDO, MY_GROUP, "no-such-group", uid) == submit.Caller(
+    assert gate.caller(SUDO, MY_GROUP, "no-such-group", uid) == gate.Caller(
         ME.pw_name, ME.pw_uid, admin=False
     )
-    assert submit.caller(SUDO, "no-such-group", MY_GROUP, uid).admin
-    with pytest.raises(submit.Refused, match="not in group bai-users"):
-        submit.caller(SUDO, "bai-users", "bai-admins", uid)
+    assert gate.caller(SUDO, "no-such-group", MY_GROUP, uid).admin
+    with pytest.raises(gate.Refused, match="not in group bai-users"):
+        gate.caller(SUDO, "bai-users", "bai-admins", uid)
 
 
 @pytest.mark.parametrize(
@@ -42,13 +42,13 @@ def test_the_caller_is_who_sudo_names_and_their_groups_say_what_they_may_do():
     ],
 )
 def test_a_caller_sudo_does_not_vouch_for_is_refused(environ, said):
-    with pytest.raises(submit.Refused, match=said):
-        submit.caller(environ, MY_GROUP, MY_GROUP, os.geteuid())
+    with pytest.raises(gate.Refused, match=said):
+        gate.caller(environ, MY_GROUP, MY_GROUP, os.geteuid())
 
 
 def test_only_the_service_account_runs_the_gate():
-    with pytest.raises(submit.Refused, match="service account"):
-        submit.caller(SUDO, MY_GROUP, MY_GROUP, os.geteuid() + 1)
+    with pytest.raises(gate.Refused, match="service account"):
+        gate.caller(SUDO, MY_GROUP, MY_GROUP, os.geteuid() + 1)
 
 
 @pytest.mark.parametrize(
@@ -97,7 +97,7 @@ def test_only_the_service_account_runs_the_gate():
     ],
 )
 def test_a_user_may_use_their_own_sessions(argv, run):
-    assert submit.screen(argv, ALICE) == run
+    assert gate.screen(argv, ALICE) == run
 
 
 @pytest.mark.parametrize(
@@ -124,10 +124,10 @@ def test_a_user_may_use_their_own_sessions(argv, run):
     ],
 )
 def test_what_a_user_may_not_ask_is_refused(argv, said):
-    with pytest.raises(submit.Refused, match=re.escape(said)):
-        submit.screen(argv, ALICE)
+    with pytest.raises(gate.Refused, match=re.escape(said)):
+        gate.screen(argv, ALICE)
 
 
 def test_an_administrator_asks_as_the_service_account_would():
     argv = ["-i", "inventories/local", "agent", "drain", "agent1", "-vvv"]
-    assert submit.screen(argv, ADMIN) == argv
+    assert gate.screen(argv, ADMIN) == argv

@@ -1,5 +1,5 @@
-"""The gate of a login host: what a user who is not an administrator may ask
-``bai-cluster`` to do, and as whom.
+"""The gate of a login host (login/service.py runs it): what a user who is not an
+administrator may ask ``bai-cluster`` to do, and as whom.
 
 On a login host, users run ``bai-cluster`` as themselves; it re-executes through one sudo
 rule as the service account that holds the cluster's SSH key and inventory, and this gate
@@ -15,8 +15,8 @@ set), never from an argument; the request is parsed by the same parser as any
   the other session commands;
 - anyone else gets nothing.
 
-Whose session a ``show``, ``logs`` or ``destroy`` names is not known from the command line;
-it is checked where the session is looked up.
+Whose session a ``show``, ``logs`` or ``destroy`` names is not known from the command line
+and is not checked here.
 
     caller(environ, users_group, admins_group, service_uid)   who asks (Caller), or Refused
     screen(argv, who)                                          the argv to run, or Refused
@@ -89,7 +89,7 @@ def caller(
 def _parse(argv: Sequence[str]) -> argparse.Namespace:
     """The request as ``bai-cluster`` reads it; Refused with argparse's message when it
     does not parse."""
-    from .__main__ import build_parser, split_remote
+    from ..__main__ import build_parser, split_remote
 
     own, _remote = split_remote(argv)
     parser = build_parser()
