@@ -79,7 +79,7 @@ def to_syslog(line: str) -> None:
 def main(
     argv: Sequence[str] | None = None,
     *,
-    environ: Mapping[str, str] = os.environ,
+    environ: Mapping[str, str] | None = None,
     settings: Path = SETTINGS,
     settings_owner: int = 0,
     run: Callable[[list[str]], int] | None = None,
@@ -88,6 +88,7 @@ def main(
     """``bai-cluster-login ARGS...``: ARGS as for ``bai-cluster``, for the caller sudo
     names; the exit code of the request, or 2 when it is refused."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    environ = os.environ if environ is None else environ
     claimed = environ.get("SUDO_USER", "") or "?"
     try:
         config = load_settings(settings, settings_owner)
