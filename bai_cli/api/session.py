@@ -131,6 +131,7 @@ def destroy_session(
     name: str,
     *,
     force: bool = False,
+    owner: str | None = None,
     inventory: str | None = None,
     on_event: Event | None = None,
     **kwargs: Any,
@@ -139,10 +140,12 @@ def destroy_session(
     it is PENDING in the queue. ``force``: release its reservation even when an agent
     that holds part of it does not answer (that part is left for ``reconcile`` to remove
     once the agent answers). While sessions are queued, a scheduler pass follows
-    (``schedule``: what fits now starts)."""
+    (``schedule``: what fits now starts). ``owner``: only a session of that owner's
+    (another's is refused, nothing changed)."""
     extravars: dict[str, Any] = {"session_name": name}
     if force:
         extravars["session_destroy_force"] = True
+    set_var(extravars, "session_owner_only", owner)
     result = run(DESTROY, extravars, inventory=inventory, on_event=on_event, **kwargs)
     data = result.stats.get("bai_session_destroyed") or {}
     done = Destroyed(
@@ -179,14 +182,17 @@ def session_output(
     name: str,
     host: str = "main1",
     *,
+    owner: str | None = None,
     inventory: str | None = None,
     on_event: Event | None = None,
     **kwargs: Any,
 ) -> dict[str, Any]:
     """What ``host`` of the session printed (for main1 of a batch session: its command's
     output): from its container, or once a batch session is gone what its agent kept.
-    Returns output, source (container or kept), agent, session_id."""
-    extravars = {"session_name": name, "logs_host": host}
+    Returns output, source (container or kept), agent, session_id. ``owner``: only a
+    session of that owner's."""
+    extravars: dict[str, Any] = {"session_name": name, "logs_host": host}
+    set_var(extravars, "session_owner_only", owner)
     result = run(LOGS, extravars, inventory=inventory, on_event=on_event, **kwargs)
     return dict(result.stats.get("bai_session_logs") or {})
 
@@ -211,12 +217,19 @@ def show_session(
     inventory: str | None = None,
     env: bool = False,
     host: str | None = None,
+    owner: str | None = None,
     on_event: Event | None = None,
     **kwargs: Any,
 ) -> SessionDetails:
     """The session's containers (state, agent, addresses, published ports) and, with
-    ``env``, their session environment (of ``host`` only when given)."""
-    extravars = {"session_name": name, "show_env": bool(env), "show_host": host or ""}
+    ``env``, their session environment (of ``host`` only when given). ``owner``: only a
+    session of that owner's."""
+    extravars: dict[str, Any] = {
+        "session_name": name,
+        "show_env": bool(env),
+        "show_host": host or "",
+    }
+    set_var(extravars, "session_owner_only", owner)
     result = run(SHOW, extravars, inventory=inventory, on_event=on_event, **kwargs)
     details = details_from_stats(result.stats.get("bai_session_show") or {"name": name})
     if host:

@@ -122,11 +122,11 @@ def print_logs(ctx: Context, events: Any) -> int:
     """``session logs NAME [--member HOST] [--follow]``."""
     args, common = ctx.args, ctx.common
     if args.follow:
-        details = api.show_session(args.name, on_event=events, **common)
+        details = api.show_session(args.name, owner=args.owner, on_event=events, **common)
         if details.containers:
             return follow_output(details, args.member)
         print(f"session {args.name} is gone: printing what was kept of it", file=sys.stderr)
-    data = api.session_output(args.name, args.member, on_event=events, **common)
+    data = api.session_output(args.name, args.member, owner=args.owner, on_event=events, **common)
     if ctx.as_json:
         emit_json(data)
         return EXIT_OK

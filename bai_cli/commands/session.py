@@ -26,8 +26,11 @@ from .common import Context, UsageError, emit_json
 from .session_options import add_create_options, check_options, create_spec
 from .session_text import details_text, list_text, session_text
 
-
 # --- the parser -----------------------------------------------------------------------
+# --owner of destroy, show and logs (a login host's users act on their own sessions).
+OWNER_ONLY = "only when NAME holds the session (another owner's is refused, nothing changed)"
+
+
 def add_parser(
     top: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
 ) -> None:
@@ -98,6 +101,7 @@ def _add_ledger_actions(
         "destroy", parents=[common], help="destroy a session (cancel a queued one)"
     )
     destroy.add_argument("name")
+    destroy.add_argument("--owner", metavar="NAME", help=OWNER_ONLY)
     destroy.add_argument(
         "--force",
         action="store_true",
@@ -133,6 +137,7 @@ def _add_inspection(
     """show, logs, env, ssh."""
     show = sub.add_parser("show", parents=[common], help="containers, agents, addresses, ports")
     show.add_argument("name")
+    show.add_argument("--owner", metavar="NAME", help=OWNER_ONLY)
     logs = sub.add_parser(
         "logs",
         parents=[common],
@@ -142,6 +147,7 @@ def _add_inspection(
         "of it when it was destroyed.",
     )
     logs.add_argument("name")
+    logs.add_argument("--owner", metavar="NAME", help=OWNER_ONLY)
     logs.add_argument("--member", default="main1", metavar="HOST", help="e.g. sub1")
     logs.add_argument(
         "--follow", "-f", action="store_true", help="keep printing until the container stops"
@@ -193,7 +199,11 @@ def create(ctx: Context) -> int:
 
 def destroy(ctx: Context) -> int:
     done = api.destroy_session(
-        ctx.args.name, force=ctx.args.force, on_event=ctx.verbose_plays(), **ctx.common
+        ctx.args.name,
+        force=ctx.args.force,
+        owner=ctx.args.owner,
+        on_event=ctx.verbose_plays(),
+        **ctx.common,
     )
     if ctx.as_json:
         emit_json(asdict(done))
@@ -243,7 +253,9 @@ def reconcile(ctx: Context) -> int:
 
 
 def show(ctx: Context) -> int:
-    details = api.show_session(ctx.args.name, on_event=ctx.verbose_plays(), **ctx.common)
+    details = api.show_session(
+        ctx.args.name, owner=ctx.args.owner, on_event=ctx.verbose_plays(), **ctx.common
+    )
     if ctx.as_json:
         emit_json(details.to_dict())
     else:

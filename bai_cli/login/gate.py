@@ -15,8 +15,10 @@ set), never from an argument; the request is parsed by the same parser as any
   the other session commands;
 - anyone else gets nothing.
 
-Whose session a ``show``, ``logs`` or ``destroy`` names is not known from the command line
-and is not checked here.
+Every request of a user names them as the owner (``--owner``): create and run make the
+session theirs, list shows theirs only, and show, logs and destroy act on a session only
+when it is theirs - the session ledger and the agents' labels refuse another owner's,
+changing nothing.
 
     caller(environ, users_group, admins_group, service_uid)   who asks (Caller), or Refused
     screen(argv, who)                                          the argv to run, or Refused
@@ -36,8 +38,8 @@ from dataclasses import dataclass
 
 # What a member of the users group may ask, of the session commands.
 USER_SESSION_ACTIONS = frozenset({"create", "run", "list", "show", "logs", "destroy"})
-# The actions whose request names an owner: the caller's own name, always.
-OWNED_ACTIONS = frozenset({"create", "run", "list"})
+# The actions whose request names an owner: the caller's own name, always (all of them).
+OWNED_ACTIONS = USER_SESSION_ACTIONS
 # An OpenSSH public key line (TYPE BASE64 [COMMENT]): the caller's shim reads key files as
 # the caller; a path here would be read as the service account.
 _KEY_LINE = re.compile(r"^(ssh-|ecdsa-|sk-)[A-Za-z0-9@.-]+ [A-Za-z0-9+/]+={0,3}( [^\n]*)?$")

@@ -224,6 +224,13 @@ options:
         overlay, which M(bai.cluster.bai_session_network) removes on a Swarm manager).
     type: bool
     default: false
+  owner:
+    description:
+      - With O(state=absent), act for this owner only - fail, removing nothing on this
+        agent, when a container of the session here is held by another owner (its owner
+        label); with no container of the session here, its networks are left (session
+        reconcile removes what no session uses).
+    type: str
   workers:
     description: Containers created at the same time.
     type: int
@@ -439,6 +446,7 @@ ARGUMENT_SPEC = {
     "mesh_check": {"type": "bool", "default": False},
     "host_addresses": {"type": "bool", "default": False},
     "networks": {"type": "bool", "default": False},
+    "owner": {"type": "str"},
     "job": {
         "type": "dict",
         "options": {
@@ -492,6 +500,7 @@ def main() -> None:
             stop=p["stop"],
             log_dir=p["log_dir"],
             log_max_bytes=p["log_max_bytes"],
+            owner=p["owner"],
         )
 
     run_module(

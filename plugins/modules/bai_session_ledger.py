@@ -101,6 +101,13 @@ options:
   session_id:
     description: The session id that O(state=ready) confirms or O(state=absent) limits itself to.
     type: str
+  owner:
+    description:
+      - With O(state=read) and O(name), act for this owner only - the read fails, changing
+        nothing, when the session the ledger knows (reserved, running, queued, or the batch
+        session of that name that ended last) is held by another owner. A login host's
+        users read and destroy their own sessions only (docs/cli.md, session show).
+    type: str
   spec:
     description:
       - The validated spec (RV(bai.cluster.bai_session_plan#module:spec)), for
@@ -561,6 +568,7 @@ ARGUMENT_SPEC = {
     },
     "name": {"type": "str"},
     "session_id": {"type": "str"},
+    "owner": {"type": "str"},
     "spec": {"type": "dict"},
     "agent_info": {"type": "list", "elements": "dict"},
     "agents": {"type": "list", "elements": "dict"},

@@ -164,3 +164,47 @@ def test_the_cli_refuses_with_kind_policy_and_exit_3(ledger, tmp_path):
     assert error["kind"] == "policy", error
     assert "bai_session_policies.owners.carol.sessions allows" in error["message"], error
     assert left_behind(docker.from_env(), "it-pol-d0") == []
+
+
+def test_another_owners_session_is_refused_to_show_logs_and_destroy(
+    run_playbook, docker_client, ledger, tmp_path
+):
+    """What a login host's users rely on (--owner of show, logs and destroy, the playbooks'
+    session_owner_only): bob is refused alice's session by the session ledger, and by the
+    agent's labels where the ledger does not know it; nothing changes. Alice's own work."""
+    name = "it-pol-o0"
+    inventory = tmp_path / "inventory"
+    shutil.copytree(REPO / LOCAL, inventory)
+    with (inventory / "group_vars" / "all.yml").open("a") as extra:
+        extra.write(f"bai_ledger_path: {ledger}\n")
+    made = bai_cli(
+        tmp_path, "-i", str(inventory), "session", "create", name,
+        "-n", "1", "--mem", "128m", "--owner", "alice",
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    for action in ("show", "logs", "destroy"):
+        run = bai_cli(tmp_path, "-i", str(inventory), "session", action, name, "--owner", "bob")
+        assert run.returncode != 0, (action, run.stdout)
+        assert f"session {name} is held by another owner, not bob" in run.stderr, run.stderr
+    assert owners_running(docker_client, name) == {name: "alice"}
+    # A ledger that does not know the session: the agent's labels refuse it just the same.
+    unknown = run_playbook(
+        "session_destroy.yml",
+        extra_vars={
+            "session_name": name,
+            "session_owner_only": "bob",
+            "bai_ledger_path": str(tmp_path / "another-ledger.json"),
+        },
+        inventory=LOCAL,
+    )
+    assert unknown.rc != 0, unknown
+    assert "held by another owner, not bob; nothing was removed" in unknown.stdout, unknown
+    assert owners_running(docker_client, name) == {name: "alice"}
+    shown = bai_cli(
+        tmp_path, "-i", str(inventory), "--json", "session", "show", name, "--owner", "alice"
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert {c["host"] for c in json.loads(shown.stdout)["containers"]} == {"main1"}
+    gone = bai_cli(tmp_path, "-i", str(inventory), "session", "destroy", name, "--owner", "alice")
+    assert gone.returncode == 0, gone.stderr
+    assert left_behind(docker_client, name) == []

@@ -84,12 +84,16 @@ def test_only_the_service_account_runs_the_gate():
             ["session", "list", "--json", "-v"],
             ["session", "list", "--json", "-v", "--owner", "alice"],
         ),
-        (["session", "show", "s1"], ["session", "show", "s1"]),
+        (["session", "show", "s1"], ["session", "show", "s1", "--owner", "alice"]),
         (
             ["session", "logs", "s1", "--member", "sub1"],
-            ["session", "logs", "s1", "--member", "sub1"],
+            ["session", "logs", "s1", "--member", "sub1", "--owner", "alice"],
         ),
-        (["session", "destroy", "s1"], ["session", "destroy", "s1"]),
+        (["session", "destroy", "s1"], ["session", "destroy", "s1", "--owner", "alice"]),
+        (
+            ["session", "destroy", "s1", "--owner", "alice"],
+            ["session", "destroy", "s1", "--owner", "alice"],
+        ),
         (
             ["session", "create", "s1", "--authorized-key", KEY],
             ["session", "create", "s1", "--authorized-key", KEY, "--owner", "alice"],
@@ -111,6 +115,8 @@ def test_a_user_may_use_their_own_sessions(argv, run):
         (["session", "env", "s1"], "session env is for"),
         (["session", "create", "s1", "--owner", "bob"], "--owner bob: you act as alice only"),
         (["session", "list", "--owner", "bob"], "--owner bob"),
+        (["session", "destroy", "s1", "--owner", "bob"], "--owner bob"),
+        (["session", "show", "s1", "--owner", "bob"], "--owner bob"),
         (["-i", "inventories/local", "session", "list"], "-i/--inventory"),
         (["session", "list", "--inventory", "/tmp/mine"], "-i/--inventory"),
         (["session", "list", "--inv", "/tmp/mine"], "-i/--inventory"),

@@ -75,3 +75,31 @@ def test_an_identity_read_says_only_whether_the_ledger_is_there():
         assert steps.step(LedgerRequest(state="identity"), store, snapshot, 5.0) == (
             store_.identity_read(snapshot, 5.0)
         )
+
+
+def test_an_owner_scoped_read_refuses_another_owners_session_and_remembers_ended_owners():
+    spec = {"name": "s1", "size": 1, "resources": {"cpu": 2}, "owner": "alice"}
+    ledger = document.empty()
+    placed = reserve(
+        LedgerRequest(spec=spec, agents=AGENTS, agent_info=[read("a1"), read("a2")]), ledger, 1000.0
+    )
+    mine = steps.shown(LedgerRequest(state="read", name="s1", owner="alice"), ledger, 1001.0, "")
+    assert mine["reservation"]["owner"] == "alice"
+    with pytest.raises(LedgerFailure, match="s1 is held by another owner, not bob") as refused:
+        steps.shown(LedgerRequest(state="read", name="s1", owner="bob"), ledger, 1001.0, "")
+    assert refused.value.fields == {"not_owner": True}
+    # A session the ledger does not know is nobody's here (the agents' labels decide).
+    unknown = steps.shown(LedgerRequest(state="read", name="s9", owner="bob"), ledger, 1001.0, "")
+    assert unknown["reservation"] is None
+    # A batch session that ended: its record keeps its owner, and the scoped read follows it.
+    session_id = placed["session_id"]
+    ended = {"state": "succeeded", "exit_code": 0}
+    steps.released(
+        LedgerRequest(state="absent", name="s1", session_id=session_id, ended=ended),
+        ledger,
+        1002.0,
+    )
+    gone = steps.shown(LedgerRequest(state="read", name="s1", owner="alice"), ledger, 1003.0, "")
+    assert gone["reservation"] is None and gone["ended"][0]["owner"] == "alice"
+    with pytest.raises(LedgerFailure, match="held by another owner"):
+        steps.shown(LedgerRequest(state="read", name="s1", owner="bob"), ledger, 1003.0, "")

@@ -8,7 +8,10 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Failure
-from ansible_collections.bai.cluster.plugins.module_utils.common.labels import LABEL_SESSION_ID
+from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
+    LABEL_OWNER,
+    LABEL_SESSION_ID,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.containers.share import Host, Share
 from ansible_collections.bai.cluster.plugins.module_utils.engine.docker_api import (
     DockerException,
@@ -32,9 +35,12 @@ def absent(
     log_dir: str = job_docker.DEFAULT_LOG_DIR,
     log_max_bytes: int = job.DEFAULT_LOG_MAX_BYTES,
     stop: bool = False,
+    owner: Optional[str] = None,
 ) -> dict[str, Any]:
     """Remove every container of ``session`` (of ``session_id`` when given) on this
-    agent, and with ``networks`` the session's networks here.
+    agent, and with ``networks`` the session's networks here. With ``owner``, only a
+    session of that owner's (Failure, removing nothing, when another owner holds one of
+    its containers here; no networks without a container of it here).
 
     A batch session's containers are stopped first (main1's runner stops the command:
     SIGTERM, SIGKILL after ``grace_s``), then their output is kept under ``log_dir``
@@ -43,6 +49,13 @@ def absent(
     found = session_containers(docker_.api, session, agent)
     if session_id:
         found = [c for c in found if c["labels"].get(LABEL_SESSION_ID) == session_id]
+    if owner is not None:
+        if any(c["labels"].get(LABEL_OWNER, "") != owner for c in found):
+            raise Failure(
+                f"session {session} on agent {agent} is held by another owner, not {owner}; "
+                f"nothing was removed"
+            )
+        networks = networks and bool(found)
     names = [c["name"] for c in found]
     batch = job_docker.batch_rows(found)
     report: Optional[dict[str, Any]] = None

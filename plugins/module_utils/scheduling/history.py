@@ -15,9 +15,14 @@ _ENDED_KEYS = ("state", "exit_code", "signal", "failed", "started", "ended", "re
 
 
 def record_end(
-    ledger: Ledger, name: str, session_id: str, end: Mapping[str, Any], now: float
+    ledger: Ledger,
+    name: str,
+    session_id: str,
+    end: Mapping[str, Any],
+    now: float,
+    owner: str = "",
 ) -> None:
-    """Remember how batch session ``name`` (``session_id``) ended - ``end`` is
+    """Remember how batch session ``name`` (``session_id``) of ``owner`` ended - ``end`` is
     job.combine's result: its state, exit code, the member that failed, when it started and
     ended, and each member's agent (where its output is kept) - at ``now``, keeping only
     the newest MAX_ENDED."""
@@ -28,6 +33,7 @@ def record_end(
         "name": name,
         "session_id": session_id,
         "removed_at": now,
+        "owner": owner,
         **{key: end.get(key) for key in _ENDED_KEYS},
     }
     for old in sorted(ended, key=lambda sid: ended[sid]["removed_at"])[:-MAX_ENDED]:

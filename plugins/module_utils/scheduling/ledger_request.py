@@ -39,6 +39,7 @@ class LedgerRequest:
     state: str = "reserved"
     name: str | None = None
     session_id: str | None = None
+    owner: str | None = None  # state=read: act for this owner only
     spec: dict[str, Any] | None = None
     agent_info: list[dict[str, Any]] | None = None
     agents: list[dict[str, Any]] | None = None

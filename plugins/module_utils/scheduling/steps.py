@@ -123,9 +123,10 @@ def released(request: LedgerRequest, ledger: Ledger, now: float) -> dict[str, An
         # A queued session is cancelled: it leaves the queue (it holds nothing else).
         queue_.dequeue(ledger, name)
         return {"changed": True, "cancelled": True, "waiting": len(queue_.queue_of(ledger))}
+    owner = str((ledger.sessions.get(name) or {}).get("owner") or "")
     released = reservations.release(ledger, name, request.session_id)
     if request.ended and request.session_id:
-        history.record_end(ledger, name, request.session_id, request.ended, now)
+        history.record_end(ledger, name, request.session_id, request.ended, now, owner)
     return {
         "changed": released or bool(request.ended and request.session_id),
         "waiting": len(queue_.queue_of(ledger)),
@@ -141,7 +142,7 @@ def shown(request: LedgerRequest, ledger: Ledger, now: float, missing: str) -> d
     name = request.name
     if name:
         entry = ledger.sessions.get(name)
-        return {
+        found = {
             **read,
             "reservation": entry,
             "time_left": reservations.time_left(entry, now) if entry else None,
@@ -149,11 +150,24 @@ def shown(request: LedgerRequest, ledger: Ledger, now: float, missing: str) -> d
             "ended": history.ends_of(ledger, name),
             "queued": (queued_view(ledger, name) if name in queue_.queue_of(ledger) else None),
         }
+        if request.owner is not None:
+            _refuse_others(name, request.owner, found)
+        return found
     return {
         **read,
         "ledger": {"sessions": ledger.sessions, "given_out": roster.given_out(ledger)},
         "queue": queue_list(ledger),
     }
+
+
+def _refuse_others(name: str, owner: str, found: Mapping[str, Any]) -> None:
+    """An owner-scoped read (O(owner)) of a session another owner holds: LedgerFailure."""
+    known = found["reservation"] or found["queued"] or (found["ended"] or [None])[0]
+    if known is not None and str(known.get("owner") or "") != owner:
+        raise LedgerFailure(
+            f"session {name} is held by another owner, not {owner}; nothing was changed",
+            not_owner=True,
+        )
 
 
 def rebuilt(
