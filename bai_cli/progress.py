@@ -85,6 +85,7 @@ STEPS: tuple[tuple[str, str], ...] = (
     ("Note the sessions to destroy", "check"),
     ("Check the session names", "check"),
     ("Look up the sessions' agents", "check"),
+    ("Stop when the ledger could not be read or refused a session", "check"),
     ("Choose the agents to clean", "check"),
     ("Remove a session's containers", "containers"),
     ("Remove a session's networks", "network"),
