@@ -128,23 +128,28 @@ class CallbackModule(CallbackBase):
         self._display.vvv(f"bai.cluster.payload_cache: {kept} new payload(s) kept")
 
 
+LOCAL = ("local", "ansible.builtin.local")
+
+
 def _all_on_controller(play) -> bool:
     """Whether every host of the inventory runs its modules on this controller from a file:
-    the local connection without pipelining (payload_bytecode says why both)."""
-    all_vars = play.get_variable_manager().get_vars(play=play)
-    hostvars = all_vars["hostvars"]
-    connection_loader.get("local", class_only=True)  # its options' definitions
-    for name in all_vars["groups"].get("all", []):
-        host = hostvars[name]
-        if host.get("ansible_connection") != "local":
-            return False
-        pipelining = host.get("ansible_pipelining")
-        variables = {} if pipelining is None else {"ansible_pipelining": pipelining}
-        if boolean(
-            C.config.get_config_value(
+    the local connection without pipelining (payload_bytecode says why both). An inventory
+    whose variables cannot be read here says no (the plain payloads always work)."""
+    try:
+        all_vars = play.get_variable_manager().get_vars(play=play)
+        hostvars = all_vars["hostvars"]
+        connection_loader.get("local", class_only=True)  # its options' definitions
+        for name in all_vars["groups"].get("all", []):
+            host = hostvars[name]
+            if host.get("ansible_connection") not in LOCAL:
+                return False
+            pipelining = host.get("ansible_pipelining")
+            variables = {} if pipelining is None else {"ansible_pipelining": pipelining}
+            value = C.config.get_config_value(
                 "pipelining", plugin_type="connection", plugin_name="local", variables=variables
-            ),
-            strict=False,
-        ):
-            return False
+            )
+            if boolean(value, strict=False):
+                return False
+    except Exception:  # a template error, an odd inventory: the plain form
+        return False
     return True
