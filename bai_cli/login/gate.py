@@ -134,15 +134,9 @@ def screen(argv: Sequence[str], who: Caller) -> list[str]:
                 "bai-cluster reads your .pub files for you"
             )
     if args.action in OWNED_ACTIONS and owner is None:
+        from ..__main__ import split_remote
+
         # Options may come anywhere after the action: before a batch command's "--".
-        head, sep, tail = _split_at_remote(argv)
-        return [*head, "--owner", who.name, *sep, *tail]
+        own, remote = split_remote(argv)
+        return [*own, "--owner", who.name, *(["--", *remote] if "--" in argv else [])]
     return argv
-
-
-def _split_at_remote(argv: list[str]) -> tuple[list[str], list[str], list[str]]:
-    """``ARGS -- COMMAND``: the arguments, the separator (if any) and the command."""
-    if "--" in argv:
-        cut = argv.index("--")
-        return argv[:cut], ["--"], argv[cut + 1 :]
-    return argv, [], []

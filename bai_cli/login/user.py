@@ -50,9 +50,9 @@ def _key_line(value: str, home: Path) -> str:
 
 def with_own_keys(argv: Sequence[str], home: Path) -> list[str]:
     """``argv`` with the user's key files read (see the module's docstring)."""
-    argv = list(argv)
-    cut = argv.index("--") if "--" in argv else len(argv)
-    head, tail = argv[:cut], argv[cut:]
+    from ..__main__ import split_remote
+
+    head, remote = split_remote(argv)
     given = False
     for i, token in enumerate(head):
         if token == OPTION and i + 1 < len(head):
@@ -67,7 +67,7 @@ def with_own_keys(argv: Sequence[str], home: Path) -> list[str]:
             if found.is_file():
                 head += [OPTION, found.read_text(encoding="utf-8").strip()]
                 break
-    return head + tail
+    return head + (["--", *remote] if "--" in argv else [])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
