@@ -76,6 +76,15 @@ def to_syslog(line: str) -> None:
     syslog.syslog(syslog.LOG_INFO, line)
 
 
+def _at_home(service_user: str) -> None:
+    """Work from the service account's home, with HOME set to it: nothing the caller's
+    current folder holds (an ansible.cfg, say) is read, and Ansible's and the payload
+    cache's folders are the account's own, whatever sudo's policy does with HOME."""
+    home = pwd.getpwnam(service_user).pw_dir
+    os.environ["HOME"] = home
+    os.chdir(home)
+
+
 def main(
     argv: Sequence[str] | None = None,
     *,
@@ -108,6 +117,7 @@ def main(
     if run is None:
         from ..__main__ import main as cli
 
+        _at_home(config.service_user)
         run = cli
     code = run(todo)
     log(log_line(who.name, todo, f"exit {code}"))

@@ -1,7 +1,7 @@
 """``bai-cluster`` on a login host, as the user who runs it: the user's own public keys
 are read here, as the user (the service account may not read their home), then the
 request goes through sudo to the service side (service.py), which checks all of it again:
-nothing here is a guard.
+nothing here is a guard. A request that does not parse (and ``--help``) ends here.
 
 - ``--authorized-key FILE.pub`` becomes the key line the file holds;
 - ``session create`` and ``session run`` without ``--authorized-key`` get the user's
@@ -16,11 +16,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import grp
 import io
 import os
+import pwd
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+
+from ..errors import EXIT_BAD_INPUT
+from .gate import Refused
+from .service import SETTINGS
 
 KEY_FILES = ("id_ed25519.pub", "id_ecdsa.pub", "id_rsa.pub")
 OPTION = "--authorized-key"
@@ -70,13 +76,45 @@ def with_own_keys(argv: Sequence[str], home: Path) -> list[str]:
     return head + (["--", *remote] if "--" in argv else [])
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def not_a_member(settings: Path, owner_uid: int = 0) -> str:
+    """Why sudo will refuse this user (in neither of the login host's groups), said
+    before asking it; "" when it will not, or when the settings cannot be read (the gate
+    then says what is wrong)."""
+    from .service import load_settings
+
+    try:
+        config = load_settings(settings, owner_uid)
+    except Refused:
+        return ""
+    me = pwd.getpwuid(os.getuid())
+    names = set()
+    for gid in os.getgrouplist(me.pw_name, me.pw_gid):
+        with contextlib.suppress(KeyError):
+            names.add(grp.getgrgid(gid).gr_name)
+    if {config.users_group, config.admins_group} & names:
+        return ""
+    return (
+        f"user {me.pw_name} may not use this cluster (not in group {config.users_group}); "
+        f"ask its administrators"
+    )
+
+
+def main(argv: Sequence[str] | None = None, settings: Path = SETTINGS) -> int:
     parser = argparse.ArgumentParser(prog="bai-cluster")
     parser.add_argument("--as", dest="service_user", required=True)
     parser.add_argument("--gate", required=True)
     parser.add_argument("request", nargs=argparse.REMAINDER)
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     request = args.request[1:] if args.request[:1] == ["--"] else args.request
+    # A request that does not parse ends here, as the user, with argparse's message (and
+    # --help is answered here); the service side checks everything again.
+    from ..__main__ import build_parser, split_remote
+
+    build_parser().parse_args(split_remote(request)[0])
+    refusal = not_a_member(settings)
+    if refusal:
+        print(f"bai-cluster: refused: {refusal}; nothing was changed", file=sys.stderr)
+        return EXIT_BAD_INPUT
     request = with_own_keys(request, Path.home())
     os.execvp("sudo", ["sudo", "-n", "-u", args.service_user, args.gate, *request])
     return 1  # pragma: no cover - execvp does not return

@@ -142,3 +142,30 @@ def test_the_log_line_quotes_what_the_user_typed():
     line = service.log_line("alice", ["session", "run", "j", "--", "echo", "x\nuser='root'"], "ok")
     assert "\n" not in line and line.count("user=") == 2  # the second is inside the quotes
     assert line.startswith("user='alice' request=")
+
+
+def test_the_user_side_asks_sudo_only_for_a_member_with_a_request_that_parses(
+    tmp_path, monkeypatch, capsys
+):
+    """Before it changes identity: a request that does not parse ends with argparse's
+    message, a user in neither group is told so; a member's request goes to sudo."""
+    execs: list[list[str]] = []
+    monkeypatch.setattr(user.os, "execvp", lambda path, argv: execs.append(argv))
+    monkeypatch.setattr(user.Path, "home", lambda: a_home(tmp_path))
+    member = {"users_group": MY_GROUP, "admins_group": "a", "service_user": "s"}
+    stranger = {"users_group": "nobody-here", "admins_group": "nor-here", "service_user": "s"}
+    argv = ["--as", "svc", "--gate", "/opt/gate", "--"]
+
+    with pytest.raises(SystemExit) as ended:
+        user.main([*argv, "session", "create"])  # no name
+    assert ended.value.code == 2 and execs == []
+    assert "the following arguments are required: name" in capsys.readouterr().err
+
+    path = settings_file(tmp_path, stranger)
+    assert user.not_a_member(path, os.geteuid()).startswith(f"user {ME.pw_name} may not use")
+    assert user.not_a_member(path, os.geteuid() + 1) == ""  # not root's: the gate says
+
+    assert user.not_a_member(settings_file(tmp_path, member), os.geteuid()) == ""
+    user.main([*argv, "session", "create", "s1"], settings=tmp_path / "none.json")
+    sudo = ["sudo", "-n", "-u", "svc", "/opt/gate"]
+    assert execs == [[*sudo, "session", "create", "s1", "--authorized-key", KEY]]
