@@ -1,11 +1,13 @@
 """Verify roles/session_housekeeping on a systemd host: the timer runs reconcile.
 
-The node doubles as the controller (create.yml mounts this checkout and its venv there):
-the role installed bai-cluster-housekeeping.timer, which runs `bai-cluster -i
-inventories/local --quiet session reconcile` against the node's own engine every 20 s
-(converge.yml). A session container that a dead create left incomplete (one of a
-session of two, unknown to the ledger) is made on the node's engine behind Ansible's
-back; a pass must remove it. A pass started while something holds the lock must skip.
+The node doubles as the controller (create.yml mounts this checkout and its venv there)
+and is a login host (test_submit_host.py): the role installed
+bai-cluster-housekeeping.timer, which runs `bai-cluster -i INVENTORY --quiet session
+reconcile` as the login host's service account, with its inventory, against the node's
+own engine (agent sysd-node, reached over SSH) every 20 s (converge.yml). A session
+container that a dead create left incomplete (one of a session of two, unknown to the
+ledger) is made on the node's engine behind Ansible's back; a pass must remove it. A pass
+started while something holds the lock must skip.
 
 Everything is read from the node: systemctl, the engine, the pass's log.
 """
@@ -22,6 +24,7 @@ LOG = "/var/log/bai-cluster/housekeeping.log"
 LEFTOVER = "mol-hk-left"
 PROBE = "bai/sysd-probe:latest"
 PREFIX = "ai.backend.cluster."
+SERVICE_USER = "bai-cluster"
 
 
 def show(host, unit: str, props: str) -> dict[str, str]:
@@ -47,13 +50,13 @@ def test_the_timer_is_enabled_and_waiting(host):
         "NeedDaemonReload": "no",
     }, timer
     service = show(host, SERVICE, "Type User ExecStart")
-    assert service["Type"] == "oneshot" and service["User"] == "root", service
+    assert service["Type"] == "oneshot" and service["User"] == SERVICE_USER, service
     assert "/usr/local/sbin/bai-cluster-housekeeping" in service["ExecStart"], service
 
 
 def test_a_pass_removes_what_a_dead_create_left(host):
     """main1 of a session of two, labelled as a create makes it, with no ledger entry:
-    reconcile removes it once every agent was read (inventories/local has one)."""
+    reconcile removes it once every agent was read (the login inventory has one)."""
     labels = {
         "session": LEFTOVER,
         "session-id": str(uuid.uuid4()),
@@ -65,7 +68,7 @@ def test_a_pass_removes_what_a_dead_create_left(host):
         "mem": str(256 * 2**20),
         "gpu": "0",
         "resource-group": "default",
-        "agent": "localhost",
+        "agent": "sysd-node",
     }
     argv = " ".join(f"--label {PREFIX}{k}={v}" for k, v in labels.items())
     made = host.run(f"docker create --name {LEFTOVER}-main1 {argv} {PROBE} /probe.txt")
@@ -101,9 +104,10 @@ def test_a_pass_skips_while_another_holds_the_lock(host):
 
 
 def test_the_pass_is_roots_and_its_log_folder_is_not_world_readable(host):
+    """The script is root's; the log's folder and the log are the passes' user's."""
     script = host.file("/usr/local/sbin/bai-cluster-housekeeping")
     assert (script.user, script.mode) == ("root", 0o755), oct(script.mode)
     folder = host.file("/var/log/bai-cluster")
-    assert (folder.user, folder.mode) == ("root", 0o750), oct(folder.mode)
+    assert (folder.user, folder.mode) == (SERVICE_USER, 0o750), oct(folder.mode)
     log = host.file(LOG)
-    assert log.is_file and log.user == "root" and log.mode == 0o640, oct(log.mode)
+    assert log.is_file and log.user == SERVICE_USER and log.mode == 0o640, oct(log.mode)
