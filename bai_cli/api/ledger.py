@@ -35,6 +35,12 @@ class Reconciled:
     ended: list[str] = field(default_factory=list)
     # Sessions whose lifetime was up: stopped (SIGTERM, then SIGKILL) and destroyed.
     lifetime_up: list[str] = field(default_factory=list)
+    # Running sessions with stopped containers: started again and their SSH mesh checked
+    # (``restarted``), or why not (``restart_failed``: name -> why); with ``check``, the
+    # sessions that would be (``stopped``).
+    restarted: list[str] = field(default_factory=list)
+    restart_failed: dict[str, str] = field(default_factory=dict)
+    stopped: list[str] = field(default_factory=list)
     rebuilt: str | None = None
     ledger_ids: list[str] = field(default_factory=list)
     check: bool = False

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from ansible_collections.bai.cluster.plugins.module_utils.containers import destroy
+from ansible_collections.bai.cluster.plugins.module_utils.containers import destroy, repair
 from ansible_collections.bai.cluster.plugins.module_utils.hosts.agent_settings import (
     declared_data_roots,
     from_hostvars,
@@ -44,6 +44,7 @@ class FilterModule(FilterTable):
         "bai_destroy_outcome": destroy.outcome,
         "bai_destroy_text": destroy.text,
         "bai_destroy_failures": destroy.failures,
+        "bai_repair_outcome": repair.outcome,
         "bai_job_result": job.job_result,
         "bai_batch_ended": job.ended_sessions,
     }

@@ -368,6 +368,24 @@ incomplete:
   returned: O(state=reconciled)
   type: list
   elements: str
+stopped:
+  description:
+    - Containers to start again, of running interactive sessions whose containers are all
+      there but some stopped (Docker did not bring them back after its engine restarted,
+      or someone stopped them), one row per agent and session - C(agent), C(session),
+      C(session_id), C(containers) (names); M(bai.cluster.bai_session_repair) starts
+      them. Not a session whose lifetime is up, nor a batch session's.
+  returned: O(state=reconciled)
+  type: list
+  elements: dict
+recheck:
+  description:
+    - For each session in RV(stopped), where to check its SSH mesh once they run -
+      C(agent) (the master's), C(session), C(session_id), C(master) (its container),
+      C(hosts) (every host of the session).
+  returned: O(state=reconciled)
+  type: list
+  elements: dict
 unchecked:
   description: Reservations on agents that were not read (kept).
   returned: O(state=reconciled)

@@ -34,6 +34,18 @@ def reconcile_lines(result: Mapping[str, Any]) -> list[str]:
             f"removed {row['containers']} container(s) {what} session {row['session']} "
             f"({row['session_id']}) on {row['agent']}"
         )
+    if result.get("stopped"):
+        lines.append(
+            f"running sessions with stopped containers (a reconcile starts them again): "
+            f"{', '.join(result['stopped'])}"
+        )
+    if result.get("restarted"):
+        lines.append(
+            f"started again, their SSH mesh checked (an engine restart or someone had "
+            f"stopped containers of them): {', '.join(result['restarted'])}"
+        )
+    for name, why in sorted((result.get("restart_failed") or {}).items()):
+        lines.append(f"session {name} was not started again: {why}")
     if result.get("unread"):
         lines.append(f"not read (see above): {', '.join(result['unread'])}")
     ended = [n for n in result.get("ended") or () if n not in (result.get("lifetime_up") or ())]

@@ -108,6 +108,26 @@ def count(lab, name, manager=None):
     return total
 
 
+def swarm_ready(manager, agent: str) -> bool:
+    code, out = on_agent(manager, "docker", "node", "inspect", "-f", "{{.Status.State}}", agent)
+    return (code, out) == (0, "ready")
+
+
+def restart_engine(lab, manager, agent: str) -> None:
+    """``service docker restart`` on an agent node (the lab's nodes have no systemd), then
+    wait until its engine is back in the swarm and the managers see it ready."""
+    code, out = on_agent(lab[agent], "service", "docker", "restart")
+    assert code == 0, out
+    wait_for(
+        lambda: (
+            on_agent(lab[agent], "docker", "info", "--format", "{{.Swarm.LocalNodeState}}")
+            == (0, "active")
+        ),
+        f"{agent}'s engine back in the swarm",
+    )
+    wait_for(lambda: swarm_ready(manager, agent), f"{agent} ready in the swarm")
+
+
 def wait_for(check, what: str, seconds: float = 90, why=lambda: "") -> None:
     """Poll ``check`` every second until it is true; fail naming ``what`` (and ``why()``)."""
     deadline = time.monotonic() + seconds

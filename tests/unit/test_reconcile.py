@@ -95,3 +95,54 @@ def test_reconcile_leaves_an_unknown_session_whose_name_another_holds():
     done = reconcile.reconcile(ledger, [read_with("a1", rows)], now=2000.0, every_agent_read=True)
     assert done.conflicts == ["s"] and ledger.sessions["s"]["session_id"] == sid
     assert ledger_text.reconcile_lines(done._asdict())[0].startswith("not adopted")
+
+
+def test_reconcile_starts_what_a_restart_left_stopped_of_a_running_interactive_session():
+    """Every container there, some stopped (an engine restart Docker did not recover
+    from): start those, one row per agent, and check the mesh again from main1. Not a
+    batch session's (stopped members are its end), not one still being created, not one
+    missing a container (incomplete), not a container someone paused."""
+    ledger = document.empty()
+    for name in ("span", "batch", "paused", "flying", "short"):
+        place(ledger, name, [info("a1", cpu=64)], now=1000.0, size=2, resources={"cpu": 1})
+    ids = {name: entry["session_id"] for name, entry in ledger.sessions.items()}
+    for name in ("span", "batch", "paused", "short"):
+        reservations.mark_ready(ledger, name, ids[name], 1000.0)
+    ledger.sessions["flying"]["expires_at"] = 5000.0
+
+    def stopped(r, state="exited"):
+        return {**r, "state": state}
+
+    batch = [row("batch", ids["batch"], h) for h in ("main1", "sub1")]
+    for r in batch:
+        r["labels"]["ai.backend.cluster.batch"] = "member"
+    reads = [
+        read_with(
+            "a1",
+            [
+                row("span", ids["span"], "main1"),
+                stopped(batch[0]),
+                batch[1],
+                row("paused", ids["paused"], "main1"),
+                stopped(row("paused", ids["paused"], "sub1"), "paused"),
+                stopped(row("flying", ids["flying"], "main1"), "created"),
+                row("flying", ids["flying"], "sub1"),
+                stopped(row("short", ids["short"], "main1")),
+            ],
+        ),
+        read_with("a2", [stopped(row("span", ids["span"], "sub1", agent="a2"), "created")]),
+    ]
+    done = reconcile.reconcile(ledger, reads, now=2000.0, every_agent_read=True)
+    assert done.stopped == [
+        {"agent": "a2", "session": "span", "session_id": ids["span"], "containers": ["span-sub1"]}
+    ]
+    assert done.recheck == [
+        {
+            "agent": "a1",
+            "session": "span",
+            "session_id": ids["span"],
+            "master": "span-main1",
+            "hosts": ["main1", "sub1"],
+        }
+    ]
+    assert done.incomplete == ["short"] and done.in_flight == ["flying"]

@@ -4,9 +4,13 @@ session, all at once, so that a session is handed over only when ``ssh sub1`` wo
     SCRIPT                  the check, run in main1 as ``bash -c SCRIPT mesh HOST...``
     broken(output, code)    the lines naming the hosts it could not reach (empty = fine)
     check(share)            run it from the master on this agent; its lines, or Failure
+    check_from(api, container, host, hosts)   the same from any container
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Failure
 from ansible_collections.bai.cluster.plugins.module_utils.containers.share import Share
@@ -42,15 +46,16 @@ def broken(output: str, code: object) -> list[str]:
 def check(share: Share) -> list[str]:
     """From the master (on this agent), one SSH login as user work to every container
     of the session; the lines of SCRIPT. Raises Failure when one fails."""
-    api = share.docker.api
     master = next(k for k in share.mine if k.rank == 0)
-    name = master.container_name
     hosts = [k.hostname for k in sorted(share.req.kernels, key=lambda k: k.rank)]
-    exec_id = api.exec_create(name, ["bash", "-c", SCRIPT, "mesh", *hosts], user="work")
+    return check_from(share.docker.api, master.container_name, master.hostname, hosts)
+
+
+def check_from(api: Any, container: str, host: str, hosts: Sequence[str]) -> list[str]:
+    """:func:`check` from container ``container`` (session host ``host``) to ``hosts``."""
+    exec_id = api.exec_create(container, ["bash", "-c", SCRIPT, "mesh", *hosts], user="work")
     out = api.exec_start(exec_id).decode("utf-8", "replace")
     failed = broken(out, api.exec_inspect(exec_id).get("ExitCode"))
     if failed:
-        raise Failure(
-            f"SSH from {master.hostname} does not reach every container: " + "; ".join(failed)
-        )
+        raise Failure(f"SSH from {host} does not reach every container: " + "; ".join(failed))
     return [line for line in out.splitlines() if line.strip()]

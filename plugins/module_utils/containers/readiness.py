@@ -4,11 +4,14 @@ start (learning a lost swarm overlay again on a worker), then sshd listening in 
     start(share, cid, image)          start one container
     check_outcomes(share, names, outcomes, what)  Failure naming those that failed
     wait_ssh(share, targets, began)   until every sshd logs that it listens
+    start_on, wait_ssh_on             the same without a share (bai_session_repair)
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Optional
 
 from ansible_collections.bai.cluster.plugins.module_utils.common.deadline import poll_until
@@ -28,14 +31,37 @@ from ansible_collections.bai.cluster.plugins.module_utils.engine.docker_api impo
 SSHD_READY = b"Server listening on"
 
 
+@dataclass(frozen=True)
+class Where:
+    """A start's session and agent: the agent for messages, the session network for the
+    overlay a swarm worker may have to learn again."""
+
+    agent: str
+    session: str
+    session_id: str
+    network: str
+
+
+def where(share: Share) -> Where:
+    req = share.req
+    return Where(req.agent, req.session, req.session_id, req.network or "")
+
+
 def start(share: Share, cid: str, image: str, attempts: int = 4) -> None:
+    """Start a container of this agent's share (:func:`start_on`)."""
+    start_on(share.docker, share.module.warn, where(share), cid, image, attempts)
+
+
+def start_on(
+    docker: Any, warn: Callable[[str], None], at: Where, cid: str, image: str, attempts: int = 4
+) -> None:
     """Start a container. On a swarm worker, after its engine restarted, Docker 20.10
     may have lost the session overlay and answer "network ... not found" (or fail to
     attach): the worker then learns the overlay again, as at a first create, from a
     helper container created on it by name (never started, removed once the start
     went through or gave up), and the start is tried again (docs/sessions.md, "After
     a restart")."""
-    api = share.docker.api
+    api = docker.api
     helpers: list[str] = []
     try:
         for attempt in range(attempts):
@@ -45,29 +71,27 @@ def start(share: Share, cid: str, image: str, attempts: int = 4) -> None:
             except DockerException as exc:
                 text = error_text(exc).lower()
                 lost = "network" in text and ("not found" in text or "attaching" in text)
-                if not (lost and share.req.network) or attempt == attempts - 1:
+                if not (lost and at.network) or attempt == attempts - 1:
                     raise
             if not helpers:
-                share.module.warn(
-                    f"agent {share.req.agent}: starting {cid[:12]} failed ({text}); "
-                    f"asking the managers for network {share.req.network} again"
+                warn(
+                    f"agent {at.agent}: starting {cid[:12]} failed ({text}); "
+                    f"asking the managers for network {at.network} again"
                 )
-                helpers.append(learn_network(share, image))
+                helpers.append(learn_network(api, at, image))
             time.sleep(1.0 + attempt)
     finally:
-        remove_containers(share.docker, helpers)
+        remove_containers(docker, helpers)
 
 
-def learn_network(share: Share, image: str) -> str:
+def learn_network(api: Any, at: Where, image: str) -> str:
     """Have this engine ask the managers for the session network: create a container
     attached to it by name; returns its id."""
-    api = share.docker.api
-    req = share.req
-    network = req.network
+    network = at.network
     helper = api.create_container(
         image,
         command=["true"],
-        labels={LABEL_SESSION: req.session, LABEL_SESSION_ID: req.session_id},
+        labels={LABEL_SESSION: at.session, LABEL_SESSION_ID: at.session_id},
         host_config=api.create_host_config(network_mode=network),
         networking_config=api.create_networking_config({network: api.create_endpoint_config()}),
         use_config_proxy=False,
@@ -89,6 +113,17 @@ def check_outcomes(share: Share, names: list[str], outcomes: list, what: str) ->
 
 
 def wait_ssh(share: Share, targets: list[tuple[str, str, Optional[int]]], began: int) -> None:
+    """Wait until every (name, id, since) of this agent's share listens (:func:`wait_ssh_on`)."""
+    wait_ssh_on(share.docker.api, share.req.agent, share.cfg.ssh_timeout, targets, began)
+
+
+def wait_ssh_on(
+    api: Any,
+    agent: str,
+    timeout: float,
+    targets: list[tuple[str, str, Optional[int]]],
+    began: int,
+) -> None:
     """Wait until every (name, id, since) logs sshd's 'Server listening on'.
 
     since is None for a container this run created; began is when this run started them.
@@ -97,24 +132,23 @@ def wait_ssh(share: Share, targets: list[tuple[str, str, Optional[int]]], began:
 
     def ready() -> bool:
         for name, (cid, since) in list(pending.items()):
-            if _listens(share, name, cid, since, began):
+            if _listens(api, agent, name, cid, since, began):
                 del pending[name]
         return not pending
 
     def expired() -> Failure:
         return Failure(
-            f"sshd did not start within {share.cfg.ssh_timeout}s in "
-            f"{', '.join(sorted(pending))} on agent {share.req.agent}; raise "
+            f"sshd did not start within {timeout:g}s in "
+            f"{', '.join(sorted(pending))} on agent {agent}; raise "
             f"ssh_timeout if the agent is slow, or check the container logs"
         )
 
-    poll_until(ready, share.cfg.ssh_timeout, expired)
+    poll_until(ready, timeout, expired)
 
 
-def _listens(share: Share, name: str, cid: str, since: Optional[int], began: int) -> bool:
+def _listens(api: Any, agent: str, name: str, cid: str, since: Optional[int], began: int) -> bool:
     """Whether sshd in container ``cid`` logged that it listens; Failure when the
     container stopped before."""
-    api = share.docker.api
     kwargs: dict[str, Any] = {"since": since} if since else {}
     logs = api.logs(cid, stdout=True, stderr=True, **kwargs)
     if SSHD_READY in logs:
@@ -129,7 +163,7 @@ def _listens(share: Share, name: str, cid: str, since: Optional[int], began: int
         or (since is None and info.get("RestartCount"))
     ):
         raise Failure(
-            f"container {name} on agent {share.req.agent} stopped (exit code "
+            f"container {name} on agent {agent} stopped (exit code "
             f"{last_exit_code(api, cid, state, began)}) before sshd came up; its log "
             f"ends: {_tail(logs)}"
         )

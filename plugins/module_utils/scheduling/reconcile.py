@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 
 from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_AGENT,
+    LABEL_BATCH,
     LABEL_HOST,
     LABEL_LEDGER,
     LABEL_LIFETIME,
@@ -33,6 +34,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.kept_reads 
 )
 
 Rows = Sequence[tuple[str, Mapping[str, Any]]]  # agent name, bai_agent_info container row
+# Container states a start brings back: not "restarting" (Docker is at it), "paused"
+# (someone paused it on purpose) or "dead" (Docker cannot start it).
+STARTABLE = ("exited", "created")
 
 
 class Reconciliation(NamedTuple):
@@ -50,6 +54,13 @@ class Reconciliation(NamedTuple):
     conflicts: list[str]  # unknown, complete, and its name is another session's: left alone
     foreign: list[str]  # "NAME (ledger ID)": another ledger counts it: left alone
     forsaken: list[str]  # released by a forced destroy: its leftovers are removed
+    # A running interactive session with every container there but some stopped (Docker
+    # did not bring them back after its engine restarted, or someone stopped them): what
+    # to start, one row per agent and session {agent, session, session_id, containers}, ...
+    stopped: list[dict[str, Any]]
+    # ... then, once per such session, where to check its SSH mesh from (its master's
+    # agent): {agent, session, session_id, master (container), hosts}.
+    recheck: list[dict[str, Any]]
 
 
 def reconcile(
@@ -76,7 +87,7 @@ def reconcile(
     """
     fresh = fresh_reads(reads)
     found = _by_session(fresh)
-    out = Reconciliation([], [], [], [], [], [], [], [], [], [])
+    out = Reconciliation([], [], [], [], [], [], [], [], [], [], [], [])
     forsaken = ledger.forsaken or {}
     known = {entry["session_id"] for entry in ledger.sessions.values()}
     for name, entry in sorted(ledger.sessions.items()):
@@ -143,6 +154,39 @@ def _settle_reserved(
             out.in_flight.append(name)  # confirmed while this run read the agents
     elif len(rows) < len(entry["kernels"]):
         out.incomplete.append(name)
+    else:
+        _stopped(name, sid, rows, out)
+
+
+def _stopped(name: str, sid: str, rows: Rows, out: Reconciliation) -> None:
+    """A ready session whose containers are all there: when some are stopped, start them
+    and check its mesh again (a batch session's stopped containers are its end, which
+    the batch rules settle; docs/sessions.md, "After a restart")."""
+    if any((row.get("labels") or {}).get(LABEL_BATCH) for _agent, row in rows):
+        return
+    per_agent: dict[str, list[str]] = {}
+    for agent, row in rows:
+        if row.get("state") in STARTABLE:
+            per_agent.setdefault(agent, []).append(str(row.get("name")))
+    if not per_agent:
+        return
+    out.stopped.extend(
+        {"agent": agent, "session": name, "session_id": sid, "containers": sorted(names)}
+        for agent, names in sorted(per_agent.items())
+    )
+    by_host = sorted(rows, key=lambda r: str((r[1].get("labels") or {}).get(LABEL_HOST, "")))
+    hosts = [str((row.get("labels") or {}).get(LABEL_HOST, "")) for _agent, row in by_host]
+    # From main1 (the master of every session without roles), else its first host by name.
+    agent, master = by_host[hosts.index("main1") if "main1" in hosts else 0]
+    out.recheck.append(
+        {
+            "agent": agent,
+            "session": name,
+            "session_id": sid,
+            "master": str(master.get("name")),
+            "hosts": hosts,
+        }
+    )
 
 
 def _settle_unknown(

@@ -206,12 +206,16 @@ def reconciled(
     inventory = list(declarations(request)) if request.agents is not None else sorted(names)
     unread = [a for a in inventory if a not in names]
     done = reconcile.reconcile(ledger, reads, now=now, every_agent_read=not unread, ledgers=ids)
+    # A session whose lifetime is up is ended below, never started again.
+    ending = reservations.lifetimes_up(ledger, now)
     return {
         "changed": bool(done.adopted or done.dropped or done.remove),
         "save": True,
         **done._asdict(),
+        "stopped": [r for r in done.stopped if r["session"] not in ending],
+        "recheck": [r for r in done.recheck if r["session"] not in ending],
         "unread": unread,
         "held": sorted(ledger.sessions),
-        "lifetime_up": reservations.lifetimes_up(ledger, now),
+        "lifetime_up": ending,
         "waiting": len(queue_.queue_of(ledger)),
     }
