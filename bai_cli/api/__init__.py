@@ -70,6 +70,7 @@ from .session import (
     session_env,
     session_output,
     show_session,
+    signal_session,
     wait_job,
 )
 from .session_model import (
@@ -137,6 +138,7 @@ __all__ = [
     "shell_command",
     "show_agent",
     "show_session",
+    "signal_session",
     "site",
     "wait_job",
 ]

@@ -38,6 +38,7 @@ LIST = "playbooks/session_list.yml"
 SHOW = "bai_cli/playbooks/session_show.yml"
 WAIT = "playbooks/session_wait.yml"
 LOGS = "bai_cli/playbooks/session_logs.yml"
+SIGNAL = "playbooks/session_signal.yml"
 
 
 SSH_PORT = f"{SSHD_PORT}/tcp"
@@ -195,6 +196,24 @@ def session_output(
     set_var(extravars, "session_owner_only", owner)
     result = run(LOGS, extravars, inventory=inventory, on_event=on_event, **kwargs)
     return dict(result.stats.get("bai_session_logs") or {})
+
+
+def signal_session(
+    name: str,
+    signal: str,
+    *,
+    owner: str | None = None,
+    inventory: str | None = None,
+    on_event: Event | None = None,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """Send ``signal`` to every member of the session at once (playbooks/session_signal.yml):
+    session, signal, members (container -> processes and at, epoch seconds). ``owner``:
+    only a session of that owner's."""
+    extravars: dict[str, Any] = {"session_name": name, "session_signal": signal}
+    set_var(extravars, "session_owner_only", owner)
+    result = run(SIGNAL, extravars, inventory=inventory, on_event=on_event, **kwargs)
+    return dict(result.stats.get("bai_session_signal") or {})
 
 
 def list_sessions(

@@ -134,7 +134,7 @@ def _add_ledger_actions(
 def _add_inspection(
     sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
 ) -> None:
-    """show, logs, env, ssh."""
+    """show, logs, signal, env, ssh."""
     show = sub.add_parser("show", parents=[common], help="containers, agents, addresses, ports")
     show.add_argument("name")
     show.add_argument("--owner", metavar="NAME", help=OWNER_ONLY)
@@ -152,6 +152,17 @@ def _add_inspection(
     logs.add_argument(
         "--follow", "-f", action="store_true", help="keep printing until the container stops"
     )
+    signal = sub.add_parser(
+        "signal",
+        parents=[common],
+        help="send a signal to every member at once",
+        description="Send SIGNAL (USR1, TERM, ...; SIG optional, or its number) to every "
+        "process of user work in every container of the session at once - not to SSH's "
+        "own processes.",
+    )
+    signal.add_argument("name")
+    signal.add_argument("signal", metavar="SIGNAL")
+    signal.add_argument("--owner", metavar="NAME", help=OWNER_ONLY)
     env = sub.add_parser("env", parents=[common], help="the containers' cluster environment")
     env.add_argument("name")
     env.add_argument("host", nargs="?", help="one container (e.g. sub1); default: all")
@@ -267,6 +278,24 @@ def logs(ctx: Context) -> int:
     return print_logs(ctx, ctx.verbose_plays())
 
 
+def signal(ctx: Context) -> int:
+    args = ctx.args
+    sent = api.signal_session(
+        args.name, args.signal, owner=args.owner, on_event=ctx.verbose_plays(), **ctx.common
+    )
+    if ctx.as_json:
+        emit_json(sent)
+        return EXIT_OK
+    members = sent.get("members") or {}
+    times = [float(m["at"]) for m in members.values() if "at" in m]
+    spread = f", sent within {1000 * (max(times) - min(times)):.0f} ms" if times else ""
+    print(
+        f"session {args.name}: {sent.get('signal')} sent to {len(members)} member(s), "
+        f"{sum(int(m.get('processes') or 0) for m in members.values())} process(es){spread}"
+    )
+    return EXIT_OK
+
+
 def env(ctx: Context) -> int:
     host = ctx.args.host
     envs = api.session_env(ctx.args.name, host, on_event=ctx.verbose_plays(), **ctx.common)
@@ -309,6 +338,7 @@ ACTIONS: dict[str, Callable[[Context], int]] = {
     "reconcile": reconcile,
     "show": show,
     "logs": logs,
+    "signal": signal,
     "env": env,
     "ssh": ssh,
 }

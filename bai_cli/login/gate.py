@@ -8,8 +8,8 @@ set), never from an argument; the request is parsed by the same parser as any
 ``bai-cluster`` command line and checked before anything runs:
 
 - members of the admin group may do everything, as the service account may;
-- members of the users group may create, run, list, show, read the logs of and destroy
-  sessions, and only as themselves: ``--owner`` is theirs (or refused), and the options
+- members of the users group may create, run, list, show, read the logs of, signal and
+  destroy sessions, and only as themselves: ``--owner`` is theirs (or refused), and the options
   that reach the inventory or Ansible (``-i``, ``-vv`` and more, which print the modules'
   arguments, ``--keep-runner-dir``) are refused, as are ``agent``, ``site``, ``lab`` and
   the other session commands;
@@ -37,7 +37,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 # What a member of the users group may ask, of the session commands.
-USER_SESSION_ACTIONS = frozenset({"create", "run", "list", "show", "logs", "destroy"})
+USER_SESSION_ACTIONS = frozenset({"create", "run", "list", "show", "logs", "signal", "destroy"})
 # The actions whose request names an owner: the caller's own name, always (all of them).
 OWNED_ACTIONS = USER_SESSION_ACTIONS
 # An OpenSSH public key line (TYPE BASE64 [COMMENT]): the caller's shim reads key files as

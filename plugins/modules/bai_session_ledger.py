@@ -23,8 +23,7 @@ description:
     manager's clock may have been ahead); every reservation time and RV(ledger_time)
     comes from it, never from the controller or an agent.
   - The step (read, place, write) takes milliseconds and never spans the creation of
-    containers. The file lock is dropped by the kernel when the process dies, so a killed
-    create blocks nobody.
+    containers; a killed create blocks nobody (the kernel drops the file lock).
   - O(state=reserved) places the session like M(bai.cluster.bai_session_plan) (same options
     O(spec) and O(agent_info), same results) with each reserved session counted by its
     reservation, not only by the running containers the agents report; a new session's
@@ -58,8 +57,8 @@ description:
   - O(state=read) returns the ledger; with O(name), only that session's reservation
     and the agents that may hold it (RV(holders)). A missing ledger reads as no
     reservation (RV(missing)); a damaged one fails.
-  - O(state=identity) only reads the ledger and returns RV(ledger_id), RV(store) and
-    RV(ledger_time) (a manager answers it only when the swarm has a quorum).
+  - O(state=identity) returns RV(ledger_id), RV(store) and RV(ledger_time) (a manager
+    answers only when the swarm has a quorum).
   - A C(creating) reservation past its expiry is settled only once fresh reads of its
     agents show what its create left (RV(need_read) names them) - dropped when they run
     nothing of it, adopted (RV(adopted)) when they run all of it, kept (counted, with a
@@ -70,9 +69,9 @@ description:
     whose agents run all of it, and a complete session the ledger does not know, are
     adopted (RV(adopted)); what a dead create left incomplete, and an unknown incomplete
     session when every agent was read, is returned in RV(remove) for the caller to remove
-    on the agents. A missing or damaged ledger is rebuilt this way (RV(rebuilt)); a
-    damaged one is kept beside it (C(PATH.damaged-EPOCH), or config
-    C(bai-session-ledger-damaged-EPOCH)).
+    on the agents, and the stopped containers of running sessions in RV(stopped). A
+    missing or damaged ledger is rebuilt this way (RV(rebuilt)); a damaged one is kept
+    beside it (C(PATH.damaged-EPOCH), or config C(bai-session-ledger-damaged-EPOCH)).
   - O(queue=true) (C(session_queue)) keeps a session that does not fit now, or that
     the owner's limits refuse for now, in the ledger's queue (PENDING, RV(queued)) with its
     request, owner, submission time and the reason it waits, in the same step that would
@@ -85,8 +84,8 @@ description:
     gives the start of at most O(limit) of them a lease (RV(start), each with a
     C(ticket)). A create given that O(ticket) starts the session and takes it out of the
     queue in the step that reserves it; if it no longer fits it stays queued, in its place.
-  - A missing or damaged ledger is never read as an empty ledger - O(state=reserved)
-    refuses while the agents run any session, and names the way to rebuild it.
+  - A missing or damaged ledger is never read as empty - O(state=reserved) refuses while
+    the agents run any session, and names the way to rebuild it.
 version_added: "1.0.0"
 author: bai-cluster developers (@bai-cluster)
 options:
@@ -147,8 +146,7 @@ options:
     default: false
   ttl:
     description:
-      - Seconds a C(creating) reservation lasts unless confirmed; longer than a create
-        may take.
+      - Seconds a C(creating) reservation lasts unless confirmed (longer than a create takes).
     type: int
     default: 900
   lock_timeout:
@@ -157,27 +155,23 @@ options:
     default: 60
   adopt_ledgers:
     description:
-      - With O(state=reconciled), identities of other session ledgers (the label
-        C(ai.backend.cluster.ledger) of their sessions' containers) whose sessions this
-        ledger takes as its own from now on - for a ledger that is gone for good (a swarm
-        made anew, a file ledger lost with its C(PATH.id)). Their sessions are then
-        adopted like any other.
+      - With O(state=reconciled), identities of other session ledgers (their containers'
+        C(ai.backend.cluster.ledger) label) gone for good (a swarm made anew, a file ledger
+        lost with its C(PATH.id)), whose sessions this ledger adopts from now on.
     type: list
     elements: str
     default: []
   ended:
     description:
       - With O(state=absent) and O(session_id), how a batch session ended (the filter
-        C(bai.cluster.bai_job_result)'s answer - its state, exit code, failed member, start
-        and end, each member's agent); the ledger remembers it (the newest 200), and
+        C(bai.cluster.bai_job_result)'s answer); the ledger remembers the newest 200, and
         O(state=read) returns it (RV(ended)) once the session is gone.
     type: dict
   left_on:
     description:
-      - With O(state=absent) and O(session_id), the agents whose part of the session was
-        not removed (a destroy forced while they did not answer). The reservation goes;
-        the session's containers there keep counting in those agents' kept reads, and
-        reconcile removes them when the agents answer again (RV(forsaken)).
+      - With O(state=absent) and O(session_id), the agents whose part of the session a
+        forced destroy left (they did not answer). The reservation goes; its containers
+        there count in those agents' kept reads until reconcile removes them (RV(forsaken)).
     type: list
     elements: str
     default: []
@@ -219,9 +213,8 @@ options:
     default: 300
   unanswered:
     description:
-      - With O(state=reserved), agents this create tried to read and that did not answer.
-        They are not placed on (RV(unavailable), "does not answer"); a session one of them
-        may hold fails, as nothing can tell a rerun from a race there.
+      - With O(state=reserved), agents this create tried to read that did not answer, so
+        not placed on (RV(unavailable)); a session one of them may hold fails.
     type: list
     elements: str
     default: []
@@ -275,9 +268,7 @@ action:
   returned: O(state=reserved)
   type: str
 reservation:
-  description:
-    - The session's ledger entry (name, session_id, state, kernels with agent and
-      resources); null when O(state=read) finds none.
+  description: The session's ledger entry (name, session_id, state, kernels); null if none.
   returned: O(state=reserved), O(state=ready), O(state=read) with O(name)
   type: dict
 ledger:
@@ -285,9 +276,7 @@ ledger:
   returned: O(state=read) without O(name)
   type: dict
 ended:
-  description:
-    - The ends of batch sessions called O(name) that the ledger remembers (O(ended)), newest
-      first.
+  description: The remembered ends of batch sessions called O(name) (O(ended)), newest first.
   returned: O(state=read) with O(name)
   type: list
   elements: dict
@@ -298,9 +287,7 @@ time_left:
   returned: O(state=read) with O(name)
   type: float
 holders:
-  description:
-    - The agents that may hold session O(name) (its reservation's, and those whose kept
-      read showed it).
+  description: The agents that may hold session O(name) (its reservation's, or a kept read's).
   returned: O(state=read) with O(name)
   type: list
   elements: str
@@ -369,20 +356,14 @@ incomplete:
   type: list
   elements: str
 stopped:
-  description:
-    - Containers to start again, of running interactive sessions whose containers are all
-      there but some stopped (Docker did not bring them back after its engine restarted,
-      or someone stopped them), one row per agent and session - C(agent), C(session),
-      C(session_id), C(containers) (names); M(bai.cluster.bai_session_repair) starts
-      them. Not a session whose lifetime is up, nor a batch session's.
+  description: Stopped containers of running interactive sessions, to start again
+    (M(bai.cluster.bai_session_repair)) - C(agent), C(session), C(session_id), C(containers).
   returned: O(state=reconciled)
   type: list
   elements: dict
 recheck:
-  description:
-    - For each session in RV(stopped), where to check its SSH mesh once they run -
-      C(agent) (the master's), C(session), C(session_id), C(master) (its container),
-      C(hosts) (every host of the session).
+  description: Where to check the mesh of each session of RV(stopped) - C(agent), C(session),
+    C(session_id), C(master) (its container), C(hosts).
   returned: O(state=reconciled)
   type: list
   elements: dict

@@ -65,14 +65,14 @@ options:
     default: []
     suboptions:
       agent:
-        description: The agent the row is for (its master's); a row for another agent is skipped.
+        description: Where its master runs; a row for another agent is skipped.
         type: str
       session:
-        description: The session name.
+        description: Whose mesh to check (the session's name).
         type: str
         required: true
       session_id:
-        description: Its session id.
+        description: The id of that session.
         type: str
         required: true
       master:

@@ -91,6 +91,10 @@ def test_only_the_service_account_runs_the_gate():
         ),
         (["session", "destroy", "s1"], ["session", "destroy", "s1", "--owner", "alice"]),
         (
+            ["session", "signal", "s1", "USR1"],
+            ["session", "signal", "s1", "USR1", "--owner", "alice"],
+        ),
+        (
             ["session", "destroy", "s1", "--owner", "alice"],
             ["session", "destroy", "s1", "--owner", "alice"],
         ),
