@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from ansible_collections.bai.cluster.plugins.module_utils.containers import destroy, repair
+from ansible_collections.bai.cluster.plugins.module_utils.containers import destroy
 from ansible_collections.bai.cluster.plugins.module_utils.hosts.agent_settings import (
     declared_data_roots,
     from_hostvars,
@@ -13,6 +13,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.hosts.agent_settings i
 from ansible_collections.bai.cluster.plugins.module_utils.jobs import job
 from ansible_collections.bai.cluster.plugins.plugin_utils.filters import Filters, FilterTable
 from ansible_collections.bai.cluster.plugins.plugin_utils.ledger_text import reconcile_lines
+from ansible_collections.bai.cluster.plugins.plugin_utils.repair_outcome import outcome
 
 
 def agents(names: Sequence[str], hostvars: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -44,7 +45,7 @@ class FilterModule(FilterTable):
         "bai_destroy_outcome": destroy.outcome,
         "bai_destroy_text": destroy.text,
         "bai_destroy_failures": destroy.failures,
-        "bai_repair_outcome": repair.outcome,
+        "bai_repair_outcome": outcome,
         "bai_job_result": job.job_result,
         "bai_batch_ended": job.ended_sessions,
     }

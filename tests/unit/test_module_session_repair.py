@@ -10,10 +10,10 @@ test_module_session_containers.py, with the isolation table in place (patched).
 from __future__ import annotations
 
 import pytest
-from ansible_collections.bai.cluster.plugins.module_utils.containers import repair
 from ansible_collections.bai.cluster.plugins.module_utils.network import isolation
 from ansible_collections.bai.cluster.plugins.modules import bai_session_repair
 from ansible_collections.bai.cluster.plugins.plugin_utils.ledger_text import reconcile_lines
+from ansible_collections.bai.cluster.plugins.plugin_utils.repair_outcome import outcome
 from docker_fake import GI, FakeEngine, api_error, run_module
 from test_module_session_containers import HOST, args_for, plan_for
 from test_module_session_containers import run as make
@@ -115,7 +115,7 @@ def test_the_outcome_over_every_agent_and_its_lines():
             }
         }
     }
-    done = repair.outcome(stopped, rechecks, started, checked)
+    done = outcome(stopped, rechecks, started, checked)
     assert done == {
         "restarted": ["fine"],
         "restart_failed": {

@@ -10,8 +10,9 @@ session's trouble is its own outcome, never another session's.
     start_stopped(host, docker, agent, rows, ...)   {session: Outcome} for this agent's rows
     recheck(api, rows, ...)                         {session: Outcome} of the mesh checks
     merge(into, checked)                            the two put together
-    outcome(stopped, recheck, started, checked)     per session, over every agent's
-                                                    results: restarted, or why not
+
+What a reconcile says of the repairs, over every agent's results, is controller-side
+(plugin_utils/repair_outcome.py).
 
 An outcome: ``started`` (container names), ``mesh`` (the check's lines) and ``error``
 (absent when all went well).
@@ -165,38 +166,3 @@ def _fail(outcome: dict[str, Any], text: str) -> None:
 
 def _said(exc: Exception) -> str:
     return error_text(exc) if isinstance(exc, DockerException) else str(exc)
-
-
-def outcome(
-    stopped: Sequence[Mapping[str, Any]],
-    rechecks: Sequence[Mapping[str, Any]],
-    started: Mapping[str, Any],
-    checked: Mapping[str, Any],
-) -> dict[str, Any]:
-    """The repair of every session of the ledger's ``stopped`` (and ``recheck``) rows,
-    from each agent's registered result (agent -> result; None where the play did not
-    run there): ``restarted`` (every container started and its mesh checked) and
-    ``restart_failed`` (session -> what went wrong)."""
-    errors: dict[str, list[str]] = {str(r["session"]): [] for r in stopped}
-    for rows, results, what in ((stopped, started, "start"), (rechecks, checked, "mesh check")):
-        for row in rows:
-            name, agent = str(row["session"]), str(row["agent"])
-            said = _result_error(results.get(agent), name, what)
-            if said:
-                errors.setdefault(name, []).append(f"{agent}: {said}")
-    return {
-        "restarted": sorted(n for n, e in errors.items() if not e),
-        "restart_failed": {n: "; ".join(e) for n, e in sorted(errors.items()) if e},
-    }
-
-
-def _result_error(result: Any, session: str, what: str) -> str:
-    """What one agent's registered result says went wrong for ``session`` ("" if nothing)."""
-    if not result:
-        return f"no {what} ran there"
-    if result.get("unreachable") or result.get("failed"):
-        return str(result.get("msg") or f"the {what} failed")
-    mine = (result.get("sessions") or {}).get(session)
-    if mine is None:
-        return f"no {what} of this session ran there"
-    return str(mine.get("error") or "")
