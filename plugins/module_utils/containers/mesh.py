@@ -2,6 +2,7 @@
 session, all at once, so that a session is handed over only when ``ssh sub1`` works.
 
     SCRIPT                  the check, run in main1 as ``bash -c SCRIPT mesh HOST...``
+    script(resolve_s)       the same, awaiting each host's name that long
     broken(output, code)    the lines naming the hosts it could not reach (empty = fine)
     check(share)            run it from the master on this agent; its lines, or Failure
     check_from(api, container, host, hosts)   the same from any container
@@ -16,10 +17,19 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.errors import F
 from ansible_collections.bai.cluster.plugins.module_utils.containers.share import Share
 
 # Prints "ok HOST" or "FAILED HOST: what ssh said" per host; exits 1 when one failed.
-SCRIPT = r"""set -u
+# A swarm overlay's names reach the other agents by gossip, which may lag a container's
+# start by seconds on a busy engine: each host's name is first awaited (RESOLVE_S at most;
+# then ssh says what is wrong), so a name not yet known is not a failed session.
+RESOLVE_S = 30
+_SCRIPT = r"""set -u
 dir=$(mktemp -d)
+known() {
+  local end=$((SECONDS + %d))
+  until getent hosts "$1" > /dev/null 2>&1 || [ "$SECONDS" -ge "$end" ]; do sleep 0.2; done
+}
 for h in "$@"; do
-  ( ssh -o BatchMode=yes -o ConnectTimeout=10 "$h" hostname > "$dir/$h" 2> "$dir/$h.err" ) &
+  ( known "$h"
+    ssh -o BatchMode=yes -o ConnectTimeout=10 "$h" hostname > "$dir/$h" 2> "$dir/$h.err" ) &
 done
 wait
 rc=0
@@ -32,6 +42,14 @@ done
 rm -rf "$dir"
 exit $rc
 """
+
+
+def script(resolve_s: int = RESOLVE_S) -> str:
+    """The check's bash, waiting up to ``resolve_s`` seconds for each host's name."""
+    return _SCRIPT % resolve_s
+
+
+SCRIPT = script()
 
 
 def broken(output: str, code: object) -> list[str]:
