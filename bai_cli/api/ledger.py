@@ -41,6 +41,10 @@ class Reconciled:
     restarted: list[str] = field(default_factory=list)
     restart_failed: dict[str, str] = field(default_factory=dict)
     stopped: list[str] = field(default_factory=list)
+    # The end signals (session_end_signal) due at this reconcile: session -> signal sent
+    # to every member, or session -> why not (sent once: the ledger marked them).
+    end_signals: dict[str, str] = field(default_factory=dict)
+    end_signal_failed: dict[str, str] = field(default_factory=dict)
     rebuilt: str | None = None
     ledger_ids: list[str] = field(default_factory=list)
     check: bool = False

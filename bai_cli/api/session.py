@@ -8,6 +8,8 @@ from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_BATCH,
+    LABEL_DEADLINE,
+    LABEL_END_SIGNAL,
     LABEL_HOST,
     LABEL_IDX,
     LABEL_KERNEL_ID,
@@ -66,6 +68,7 @@ def create_extravars(
     stop_grace_s: int | None = None,
     owner: str | None = None,
     lifetime_s: int | None = None,
+    end_signal: str | None = None,
     queue: bool | None = None,
 ) -> dict[str, Any]:
     """The variables of session_create.yml (docs/sessions.md) for these arguments; what is
@@ -92,6 +95,7 @@ def create_extravars(
     set_var(extravars, "session_network_mtu", network_mtu)
     set_var(extravars, "session_owner", owner)
     set_var(extravars, "session_lifetime_s", lifetime_s)
+    set_var(extravars, "session_end_signal", end_signal)
     if queue:
         extravars["session_queue"] = True
     check_request_numbers(extravars)
@@ -110,7 +114,7 @@ def create_session(
 ) -> Session:
     """Create (or confirm) a session; ``spec``: mode, image, resource_group, resources,
     mounts, env, roles, authorized_keys, wait_s, ssh_timeout_s, network_mtu, owner,
-    lifetime_s (see
+    lifetime_s, end_signal (see
     :func:`create_extravars`). Idempotent: the same request again returns the session
     with ``action == "exists"``."""
     extravars = create_extravars(name, size, **spec)
@@ -313,6 +317,8 @@ def details_from_stats(data: Mapping[str, Any]) -> SessionDetails:
         mode=str(_label(raw, LABEL_MODE)),
         owner=str(_label(raw, LABEL_OWNER) or ""),
         time_left=data.get("time_left"),
+        deadline=int(_label(raw, LABEL_DEADLINE)) if _label(raw, LABEL_DEADLINE) else None,
+        end_signal=str(_label(raw, LABEL_END_SIGNAL) or ""),
         network=nets[0] if nets else None,
         network_driver=None,
         containers=ordered,

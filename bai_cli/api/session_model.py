@@ -61,9 +61,13 @@ class Session:
     access: dict[str, Access] = field(default_factory=dict)
     # Who holds it (session_owner; show reads it from the labels, "" before owners).
     owner: str = ""
-    # Seconds it may still run (its lifetime, from when it started running); show reads
-    # it from the session ledger, None without a lifetime.
+    # Seconds it may still run (its lifetime, from when it was placed); show reads it
+    # from the session ledger, None without a lifetime. Its deadline (epoch seconds, also
+    # BACKENDAI_SESSION_DEADLINE in its containers) and its end signal ("USR1@300") are
+    # on its labels.
     time_left: float | None = None
+    deadline: int | None = None
+    end_signal: str = ""
     # A session PENDING in the session ledger's queue (create --queue, show): nothing of
     # it runs; its place in its resource group's queue (position), why it waits
     # (reason), resource_group, owner, size, submitted_at.

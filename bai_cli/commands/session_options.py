@@ -13,6 +13,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.session.limits import 
     Limit,
     check_number,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.session.signal_names import (
+    parse_end_signal,
+)
 
 from .common import UsageError
 
@@ -62,8 +65,13 @@ NUMERIC_OPTIONS: dict[str, tuple[str, Limit]] = {
 
 
 def check_options(args: argparse.Namespace) -> None:
-    """Every numeric option within its range, or ``UsageError`` naming the option and
-    the range (nothing is run)."""
+    """Every numeric option within its range, and ``--signal`` a signal and a lead, or
+    ``UsageError`` naming the option and what it takes (nothing is run)."""
+    if getattr(args, "signal", None) is not None:
+        try:
+            args.signal = parse_end_signal(args.signal, "--signal")
+        except SpecError as exc:
+            raise UsageError(str(exc)) from None
     for attr, (name, limit) in NUMERIC_OPTIONS.items():
         value = getattr(args, attr, None)
         if value is not None:
@@ -125,6 +133,7 @@ def create_spec(args: argparse.Namespace) -> dict[str, Any]:
         "network_mtu": args.mtu,
         "owner": args.owner,
         "lifetime_s": args.lifetime,
+        "end_signal": args.signal,
         "queue": args.queue or None,
     }
 
@@ -170,8 +179,14 @@ def add_create_options(parser: argparse.ArgumentParser) -> None:
         "--lifetime",
         type=int,
         metavar="SECONDS",
-        help="end the session this long after it started running (session_lifetime_s; "
+        help="end the session this long after it was placed (session_lifetime_s; "
         "session reconcile ends it)",
+    )
+    parser.add_argument(
+        "--signal",
+        metavar="SIG@SECONDS",
+        help="send SIG (USR1, TERM, ...) to every member that long before the lifetime "
+        "ends, e.g. USR1@300 (session_end_signal)",
     )
     parser.add_argument(
         "--queue",

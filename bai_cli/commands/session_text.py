@@ -3,6 +3,7 @@ in detail, the session list, and what a batch session's command came to."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict
 from typing import Any
 
@@ -50,7 +51,7 @@ def session_text(session: api.Session) -> list[str]:
     ]
     left = getattr(session, "time_left", None)
     if left is not None:
-        lines.append(f"  lifetime: {format_duration(left)} left (session reconcile ends it then)")
+        lines.append(f"  lifetime: {format_duration(left)} left{_ends(session)}")
     rows = [("HOST", "ROLE", "IDX", "AGENT", "CONTAINER", "KERNEL ID")]
     rows += [
         (c.host, c.role, str(c.idx), c.agent, c.container, c.kernel_id) for c in session.containers
@@ -128,3 +129,12 @@ def list_text(rows: list[api.SessionRow]) -> list[str]:
         for r in rows
     ]
     return table(head + body)
+
+
+def _ends(session: Any) -> str:
+    """When a session with a lifetime ends, and its warning before it."""
+    deadline = getattr(session, "deadline", None)
+    at = time.strftime(", until %Y-%m-%d %H:%M:%S UTC", time.gmtime(deadline)) if deadline else ""
+    signal, _at, lead = (getattr(session, "end_signal", "") or "").partition("@")
+    warned = f"; {signal} {lead} s before" if signal else ""
+    return f"{at} (session reconcile ends it then{warned})"

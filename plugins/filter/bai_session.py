@@ -13,7 +13,10 @@ from ansible_collections.bai.cluster.plugins.module_utils.hosts.agent_settings i
 from ansible_collections.bai.cluster.plugins.module_utils.jobs import job
 from ansible_collections.bai.cluster.plugins.plugin_utils.filters import Filters, FilterTable
 from ansible_collections.bai.cluster.plugins.plugin_utils.ledger_text import reconcile_lines
-from ansible_collections.bai.cluster.plugins.plugin_utils.repair_outcome import outcome
+from ansible_collections.bai.cluster.plugins.plugin_utils.repair_outcome import (
+    outcome,
+    signal_outcome,
+)
 
 
 def agents(names: Sequence[str], hostvars: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -46,6 +49,7 @@ class FilterModule(FilterTable):
         "bai_destroy_text": destroy.text,
         "bai_destroy_failures": destroy.failures,
         "bai_repair_outcome": outcome,
+        "bai_signal_outcome": signal_outcome,
         "bai_job_result": job.job_result,
         "bai_batch_ended": job.ended_sessions,
     }

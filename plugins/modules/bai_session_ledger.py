@@ -281,9 +281,7 @@ ended:
   type: list
   elements: dict
 time_left:
-  description:
-    - Seconds session O(name) may still run (its lifetime, counted from when it started
-      running); null without a lifetime.
+  description: Seconds session O(name) may still run, to its C(deadline); null without a lifetime.
   returned: O(state=read) with O(name)
   type: float
 holders:
@@ -412,13 +410,15 @@ held:
   type: list
   elements: str
 lifetime_up:
-  description:
-    - The sessions whose lifetime is up (C(session_lifetime_s), or the owner's longest
-      under O(policies)), counted by the ledger's clock from when each started running;
-      the caller ends them (playbooks/session_reconcile.yml destroys them).
+  description: The sessions past their C(deadline) (the ledger's clock); the caller ends them.
   returned: O(state=reconciled)
   type: list
   elements: str
+end_signals:
+  description: Per agent, the end signals due now (C(agent), C(session), C(session_id), C(signal)).
+  returned: O(state=reconciled)
+  type: list
+  elements: dict
 unread:
   description: Agents of O(agents) without a read in O(agent_info).
   returned: O(state=reconciled)

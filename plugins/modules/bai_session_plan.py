@@ -70,10 +70,16 @@ options:
     type: raw
   lifetime_s:
     description:
-      - Seconds the session may run, counted from when it started running (0 or unset - no
-        limit of its own; the owner's longest under
+      - Seconds the session may run, counted from when the ledger placed it (0 or unset -
+        no limit of its own; the owner's longest under
         O(bai.cluster.bai_session_ledger#module:policies) then applies). Reconcile ends a
         session whose lifetime is up. Kept in RV(spec), not in RV(spec_hash).
+    type: raw
+  end_signal:
+    description:
+      - C(SIG@SECONDS), a warning before the lifetime ends - reconcile sends signal SIG
+        (C(USR1), C(TERM), ... as M(bai.cluster.bai_session_signal) does) to every member
+        that many seconds (1 to 86400) before it. Kept in RV(spec), not in RV(spec_hash).
     type: raw
   spec:
     description:
@@ -203,6 +209,7 @@ ARGUMENT_SPEC = {
     "command": {"type": "raw"},
     "owner": {"type": "raw"},
     "lifetime_s": {"type": "raw"},
+    "end_signal": {"type": "raw"},
     "spec": {"type": "dict"},
     "data_roots": {"type": "list", "elements": "str"},
 }

@@ -98,6 +98,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.engine.docker_api impo
     session_containers,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.engine.runner import run_module, says
+from ansible_collections.bai.cluster.plugins.module_utils.session.signal_names import signal_name
 
 
 def main() -> None:
@@ -114,7 +115,7 @@ def main() -> None:
     p = module.params
 
     def run() -> dict:
-        name = signals.signal_name(p["signal"])
+        name = signal_name(p["signal"])
         docker_ = connect(module)
         rows = [
             c

@@ -46,6 +46,10 @@ def reconcile_lines(result: Mapping[str, Any]) -> list[str]:
         )
     for name, why in sorted((result.get("restart_failed") or {}).items()):
         lines.append(f"session {name} was not started again: {why}")
+    for name, signal in sorted((result.get("end_signals") or {}).items()):
+        lines.append(f"session {name}: its end signal ({signal}) sent to every member")
+    for name, why in sorted((result.get("end_signal_failed") or {}).items()):
+        lines.append(f"session {name}: its end signal was not sent: {why}")
     if result.get("unread"):
         lines.append(f"not read (see above): {', '.join(result['unread'])}")
     ended = [n for n in result.get("ended") or () if n not in (result.get("lifetime_up") or ())]

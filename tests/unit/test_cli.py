@@ -126,6 +126,9 @@ def test_roles_parse_into_session_roles():
         ("--mount", "/a:/b:rx", "ro or rw"),
         ("--role", "worker", "KEY=VALUE"),
         ("--role", "worker=2,colour=red", "unknown key"),
+        ("--signal", "USR1", "SIG@SECONDS"),
+        ("--signal", "KILL@60", "one of HUP"),
+        ("--signal", "USR1@0", "--signal (its SECONDS): got 0"),
     ],
 )
 def test_malformed_options_exit_2_before_anything_runs(option, value, needle, capsys, monkeypatch):

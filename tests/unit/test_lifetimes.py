@@ -53,20 +53,31 @@ def test_the_lifetime_is_in_the_spec_and_on_the_labels_but_not_in_the_hash():
         spec(lifetime_s=-1)
 
 
-def test_it_counts_from_when_the_session_started_running_never_its_submission():
+def test_it_counts_from_when_the_session_was_placed_never_its_submission():
+    """Placed (reserved) at 100: its agents' share is its from then, and its deadline is
+    100 + 60; nothing is counted down until it runs."""
     entry = reservations.reservation(planned(lifetime_s=60), now=100.0, ttl=900)
     ledger = ledger_of(sessions={"s1": entry})
-    assert entry["lifetime_s"] == 60
-    # Reserved at 100 and still being created at 1000: not running, nothing counted.
+    assert (entry["lifetime_s"], entry["deadline"]) == (60, 160)
     assert (
-        reservations.time_left(entry, 1000.0) is None
-        and reservations.lifetimes_up(ledger, 1000.0) == []
+        reservations.time_left(entry, 104.0) is None
+        and reservations.lifetimes_up(ledger, 104.0) == []
     )
-    reservations.mark_ready(ledger, "s1", entry["session_id"], 1000.0)
-    assert reservations.time_left(entry, 1030.0) == 30.0
-    assert reservations.lifetimes_up(ledger, 1059.9) == []
-    assert reservations.lifetimes_up(ledger, 1060.0) == ["s1"]
+    reservations.mark_ready(ledger, "s1", entry["session_id"], 104.0)
+    assert reservations.time_left(entry, 130.0) == 30.0
+    assert reservations.lifetimes_up(ledger, 159.9) == []
+    assert reservations.lifetimes_up(ledger, 160.0) == ["s1"]
     assert reservations.time_left(entry, 5000.0) == 0.0
+
+
+def test_a_fractional_placement_time_rounds_the_deadline_up_to_a_whole_second():
+    entry = reservations.reservation(planned(lifetime_s=60), now=100.25, ttl=900)
+    assert entry["deadline"] == 161
+
+
+def test_an_entry_from_before_deadlines_counts_from_when_it_started_running():
+    entry = {"state": document.READY, "ready_at": 1000.0, "lifetime_s": 60}
+    assert reservations.time_left(entry, 1030.0) == 30.0
 
 
 def test_a_session_without_a_lifetime_never_ends_by_it():
@@ -81,19 +92,20 @@ def test_a_ledger_rebuilt_from_the_labels_gets_the_lifetime_back():
     rows = [("a1", {"name": k["container_name"], "labels": k["labels"]}) for k in plan["kernels"]]
     entry = reconcile.adopted("s1", plan["session_id"], rows, now=5.0)
     assert (entry["lifetime_s"], entry["owner"]) == (90, "erin")
+    assert "deadline" not in entry  # the plan's labels: before the ledger gave it one
 
 
 def test_list_gives_the_time_left_at_the_ledgers_time():
     plan = planned(lifetime_s=3600)
     entry = reservations.reservation(plan, now=0.0, ttl=900)
-    reservations.mark_ready(ledger_of(sessions={"s1": entry}), "s1", entry["session_id"], 100.0)
+    reservations.mark_ready(ledger_of(sessions={"s1": entry}), "s1", entry["session_id"], 3.0)
     containers = [
         {"agent": "a1", "name": k["container_name"], "state": "running", "labels": k["labels"]}
         for k in plan["kernels"]
     ]
     (row,) = summarize_sessions(containers, {"s1": entry}, now=400.0)
-    assert (row["lifetime_s"], row["time_left"]) == (3600, 3300.0)
-    assert format_table([row])[1].endswith("running (55m left)")
+    assert (row["lifetime_s"], row["time_left"]) == (3600, 3200.0)
+    assert format_table([row])[1].endswith("running (53m left)")
     (unknown,) = summarize_sessions(containers, {"s1": entry})
     assert unknown["time_left"] is None
 

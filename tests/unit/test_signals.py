@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import SpecError
-from ansible_collections.bai.cluster.plugins.module_utils.containers import signals
+from ansible_collections.bai.cluster.plugins.module_utils.session import signal_names
 from ansible_collections.bai.cluster.plugins.modules import bai_session_signal
 from docker_fake import GI, FakeEngine, run_module
 from test_module_session_containers import args_for, plan_for
@@ -21,13 +21,13 @@ from test_module_session_containers import run as make
     [("USR1", "USR1"), ("SIGUSR1", "USR1"), ("sigterm", "TERM"), ("10", "USR1"), (" 2 ", "INT")],
 )
 def test_a_signal_is_named_by_name_with_or_without_sig_or_number(given, name):
-    assert signals.signal_name(given) == name
+    assert signal_names.signal_name(given) == name
 
 
 @pytest.mark.parametrize("given", ["KILL", "SIGKILL", "9", "0", "99", "USR1; rm -rf /", ""])
 def test_kill_unknown_signals_and_anything_else_are_refused(given):
     with pytest.raises(SpecError, match="signal"):
-        signals.signal_name(given)
+        signal_names.signal_name(given)
 
 
 def test_the_module_names_the_running_members_in_check_mode_and_refuses_a_bad_signal(tmp_path):

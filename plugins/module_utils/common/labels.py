@@ -47,6 +47,11 @@ LABEL_BATCH = PREFIX + "batch"
 # ledger rebuilt from the labels gets each session's owner back. Absent on sessions made
 # before owners existed.
 LABEL_OWNER = PREFIX + "owner"
-# Seconds the session may run from when it started (session_lifetime_s, or the owner's
+# Seconds the session may run from when it was placed (session_lifetime_s, or the owner's
 # longest under bai_session_policies); absent: no limit. Reconcile ends it when it is up.
 LABEL_LIFETIME = PREFIX + "lifetime-s"
+# When it ends (epoch seconds, the ledger's clock): placed + lifetime; also the containers'
+# BACKENDAI_SESSION_DEADLINE. A ledger rebuilt from the labels keeps it.
+LABEL_DEADLINE = PREFIX + "deadline"
+# The warning before the end (session_end_signal): "USR1@300".
+LABEL_END_SIGNAL = PREFIX + "end-signal"

@@ -13,7 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Failure
-from ansible_collections.bai.cluster.plugins.module_utils.common.labels import LABEL_AGENT_ID
+from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
+    LABEL_AGENT_ID,
+    LABEL_DEADLINE,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.containers.share import Share
 from ansible_collections.bai.cluster.plugins.module_utils.jobs import job
 from ansible_collections.bai.cluster.plugins.module_utils.network import session_network
@@ -58,6 +61,7 @@ def environment(share: Share, kernel: PlannedKernel, image_vars: dict[str, str])
         mode=req.mode,
         user_env={str(k): str(v) for k, v in req.env.items()},
         image_env=image_vars,
+        deadline=kernel.labels.get(LABEL_DEADLINE),
     )
     return {**image_vars, **toolkit, **share.gpus.get(kernel.hostname, ({}, {}))[1]}
 

@@ -5,28 +5,23 @@ but not SSH's own processes (sshd, and the ``ssh`` clients a command such as mpi
 keeps open to the other members: a signal they do not expect would end them, and with
 them the remote side).
 
-    SIGNALS                      the signals one may send (names without SIG)
-    signal_name(text)            "USR1" from "USR1", "SIGUSR1", "usr1" or "10"; SpecError
+    SCRIPT                       what runs in each container
     deliver(api, rows, name, workers)  {container: {processes, at} or {error}}
+
+Which signals one may send: session/signal_names.py (pure; the controller checks them).
 """
 
 from __future__ import annotations
 
-import signal as _signal
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ansible_collections.bai.cluster.plugins.module_utils.common.errors import SpecError
 from ansible_collections.bai.cluster.plugins.module_utils.engine.docker_api import (
     DockerException,
     error_text,
     parallel,
 )
-
-# What a session's user may want to say to their processes (a checkpoint request, a
-# stop, a pause). Not KILL: destroy ends a session.
-SIGNALS = ("HUP", "INT", "QUIT", "USR1", "USR2", "ALRM", "TERM", "CONT", "STOP", "TSTP", "WINCH")
 
 # Run in the container as root with the signal's name as $1; prints how many processes
 # got it. /proc, bash and coreutils' stat only: every session image has them.
@@ -42,21 +37,6 @@ for d in /proc/[0-9]*; do
 done
 echo "$n"
 """
-
-
-def signal_name(text: str) -> str:
-    """The name of a signal one may send (``SIGNALS``), from a name with or without
-    SIG, in any case, or its number; SpecError otherwise."""
-    raw = str(text).strip().upper()
-    if raw.isdigit():
-        try:
-            raw = _signal.Signals(int(raw)).name
-        except ValueError:
-            raise SpecError(f"signal {text!r}: no such signal number") from None
-    name = raw[3:] if raw.startswith("SIG") else raw
-    if name not in SIGNALS:
-        raise SpecError(f"signal {text!r}: one of {', '.join(SIGNALS)} (or SIG and the name)")
-    return name
 
 
 def deliver(

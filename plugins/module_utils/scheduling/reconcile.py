@@ -9,6 +9,8 @@ from typing import Any, NamedTuple
 from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_AGENT,
     LABEL_BATCH,
+    LABEL_DEADLINE,
+    LABEL_END_SIGNAL,
     LABEL_HOST,
     LABEL_LEDGER,
     LABEL_LIFETIME,
@@ -246,12 +248,16 @@ def adopted(name: str, session_id: str, rows: Rows, now: float) -> dict[str, Any
             }
         )
     owner, lifetime = _label(rows, LABEL_OWNER), _label(rows, LABEL_LIFETIME)
+    deadline, end_signal = _label(rows, LABEL_DEADLINE), _label(rows, LABEL_END_SIGNAL)
     return {
         "name": name,
         "session_id": session_id,
         "spec_hash": _label(rows, LABEL_SPEC_HASH),
         **({"owner": owner} if owner else {}),
         **({"lifetime_s": int(lifetime)} if lifetime.isdigit() and int(lifetime) else {}),
+        # When it ends, as its create's placement said: a rebuilt ledger does not restart it.
+        **({"deadline": int(deadline)} if deadline.isdigit() else {}),
+        **({"end_signal": end_signal} if end_signal else {}),
         "state": READY,
         "reserved_at": now,
         "expires_at": None,

@@ -12,6 +12,7 @@ with a lifetime ends when it is up (:func:`time_left`, :func:`lifetimes_up`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -78,14 +79,17 @@ def _containers_found(
 
 def reservation(plan: Mapping[str, Any], *, now: float, ttl: float) -> dict[str, Any]:
     """The ledger entry for a plan (bai_session_plan's result) that is about to be made;
-    its owner, when the spec names one, is what per-owner limits count, and its lifetime
-    is counted from ``ready_at``."""
+    its owner, when the spec names one, is what per-owner limits count; its lifetime ends
+    at its ``deadline``, from ``now``, and its end signal (``USR1@300``) goes out that long
+    before (end_signals.py)."""
     given = plan.get("spec") or {}
+    lifetime = given.get("lifetime_s")
     return {
         "name": plan["summary"]["name"],
         "session_id": plan["session_id"],
         "spec_hash": plan["spec_hash"],
-        **{key: given[key] for key in ("owner", "lifetime_s") if given.get(key)},
+        **{key: given[key] for key in ("owner", "lifetime_s", "end_signal") if given.get(key)},
+        **({"deadline": deadline(now, float(lifetime))} if lifetime else {}),
         "state": CREATING,
         "reserved_at": now,
         "expires_at": now + ttl,
@@ -150,16 +154,28 @@ def forsake(ledger: Ledger, name: str, session_id: str, left_on: Sequence[str], 
 # --- Lifetimes (session_lifetime_s) --------------------------------------------------
 
 
+def deadline(now: float, lifetime_s: float) -> int:
+    """When a session placed at ``now`` with a lifetime ends (whole epoch seconds): its
+    containers' BACKENDAI_SESSION_DEADLINE and LABEL_DEADLINE."""
+    return math.ceil(now + lifetime_s)
+
+
 def time_left(entry: Mapping[str, Any], now: float) -> float | None:
-    """Seconds session ``entry`` may still run (0 when its lifetime is up), counted from
-    when it started running (``ready_at``, never its submission); None without a lifetime
-    or before it runs."""
+    """Seconds session ``entry`` may still run (0 when its lifetime is up), up to its
+    ``deadline``: counted from when it was placed (its agents' share was its from then),
+    never its submission. An entry from before deadlines counts from ``ready_at``. None
+    without a lifetime or before it runs."""
     lifetime = float(entry.get("lifetime_s") or 0)
-    started = entry.get("ready_at")
-    if not lifetime or entry.get("state") != READY or started is None:
+    if not lifetime or entry.get("state") != READY:
         return None
+    end = entry.get("deadline")
+    if end is None:
+        started = entry.get("ready_at")
+        if started is None:
+            return None
+        end = float(started) + lifetime
     # Never more than the lifetime, whatever a clock said when it started.
-    return min(lifetime, max(0.0, round(float(started) + lifetime - now, 3)))
+    return min(lifetime, max(0.0, round(float(end) - now, 3)))
 
 
 def lifetimes_up(ledger: Ledger, now: float) -> list[str]:

@@ -22,6 +22,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
     SessionConflict,
     SpecError,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.common.labels import LABEL_DEADLINE
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import availability as avail
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import (
     document,
@@ -386,6 +387,7 @@ def _commit(
             entry["submitted_at"] = queued["submitted_at"]
         ledger.sessions[spec.name] = entry
         changed = True
+    plan = with_deadline(plan, ledger.sessions[spec.name].get("deadline"))
     return {
         **plan,
         "changed": changed,
@@ -394,3 +396,14 @@ def _commit(
         "adopted": create.adopted,
         "save": bool(create.fresh),
     }
+
+
+def with_deadline(plan: dict[str, Any], deadline: Any) -> dict[str, Any]:
+    """The plan with its session's deadline (the ledger's, a rerun's too) on every
+    container's labels, whence the containers' BACKENDAI_SESSION_DEADLINE."""
+    if deadline is None:
+        return plan
+    kernels = [
+        {**k, "labels": {**k["labels"], LABEL_DEADLINE: str(deadline)}} for k in plan["kernels"]
+    ]
+    return {**plan, "kernels": kernels, "deadline": deadline}

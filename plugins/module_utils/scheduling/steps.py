@@ -17,6 +17,7 @@ from typing import Any
 from ansible_collections.bai.cluster.plugins.module_utils.engine.common import error_text
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import (
     document,
+    end_signals,
     history,
     kept_reads,
     reconcile,
@@ -208,8 +209,9 @@ def reconciled(
     done = reconcile.reconcile(ledger, reads, now=now, every_agent_read=not unread, ledgers=ids)
     # A session whose lifetime is up is ended below, never started again.
     ending = reservations.lifetimes_up(ledger, now)
+    warned = end_signals.due(ledger, now)
     return {
-        "changed": bool(done.adopted or done.dropped or done.remove),
+        "changed": bool(done.adopted or done.dropped or done.remove or warned),
         "save": True,
         **done._asdict(),
         "stopped": [r for r in done.stopped if r["session"] not in ending],
@@ -217,5 +219,6 @@ def reconciled(
         "unread": unread,
         "held": sorted(ledger.sessions),
         "lifetime_up": ending,
+        "end_signals": warned,
         "waiting": len(queue_.queue_of(ledger)),
     }

@@ -74,6 +74,7 @@ def cluster_env(
     mode: str,
     user_env: Mapping[str, str],
     image_env: Mapping[str, str],
+    deadline: str | None = None,
 ) -> dict[str, str]:
     """Environment for ``kernel``'s container: ``{**user_env, **toolkit_values}``.
 
@@ -89,6 +90,8 @@ def cluster_env(
       through the caller's merge. TF_CONFIG's P is the effective MASTER_PORT when that
       was preset to a valid port, so the two never disagree.
     * WORLD_SIZE, RANK and LOCAL_RANK are never set (torchrun sets them per process).
+    * BACKENDAI_SESSION_DEADLINE: ``deadline`` (epoch seconds), when the session has a
+      lifetime.
     """
     if mode not in MODES:
         raise SpecError(f"mode: got {mode!r}; allowed: {', '.join(MODES)}")
@@ -111,6 +114,8 @@ def cluster_env(
             "BACKENDAI_SESSION_NAME": session_name,
         }
     )
+    if deadline:
+        env["BACKENDAI_SESSION_DEADLINE"] = deadline
     if len(hosts) > 1:
         env.update(_dist_env(hosts, kernel.hostname, user_env, image_env))
     return env

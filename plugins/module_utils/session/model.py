@@ -99,9 +99,12 @@ class SessionSpec:
     # before owners.
     # Not part of the spec's hash: who holds a session is not what it is.
     owner: str = ""
-    # Seconds the session may run, from when it started running (0: no limit); like the
+    # Seconds the session may run, from when it was placed (0: no limit); like the
     # owner, not part of the hash.
     lifetime_s: int = 0
+    # The warning before the lifetime ends, "USR1@300" (session/signal_names.py); "" for
+    # none. Not part of the hash either.
+    end_signal: str = ""
 
     @property
     def size(self) -> int:

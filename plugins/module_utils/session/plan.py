@@ -20,6 +20,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_AGENT,
     LABEL_BATCH,
     LABEL_CPU,
+    LABEL_END_SIGNAL,
     LABEL_GPU,
     LABEL_GPU_DEVICES,
     LABEL_HOST,
@@ -83,6 +84,8 @@ def session_labels(spec: SessionSpec, *, session_id: str) -> dict[str, str]:
         labels[LABEL_OWNER] = spec.owner
     if spec.lifetime_s:
         labels[LABEL_LIFETIME] = str(spec.lifetime_s)
+    if spec.end_signal:
+        labels[LABEL_END_SIGNAL] = spec.end_signal
     return labels
 
 

@@ -48,6 +48,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.session.model import (
 )
 from ansible_collections.bai.cluster.plugins.module_utils.session.mounts import destination_error
 from ansible_collections.bai.cluster.plugins.module_utils.session.naming import parse_session_name
+from ansible_collections.bai.cluster.plugins.module_utils.session.signal_names import (
+    parse_end_signal,
+)
 
 DEFAULT_IMAGE = "bai/session:latest"
 SSH_PORT = 2200
@@ -78,10 +81,11 @@ SPEC_KEYS = (
     "command",
     "owner",
     "lifetime_s",
+    "end_signal",
 )
 # Given, but not part of the hash: who holds a session and how long it may run are not
 # what it is, so a rerun by anyone, with any lifetime, matches the session.
-UNHASHED_KEYS = ("owner", "lifetime_s")
+UNHASHED_KEYS = ("owner", "lifetime_s", "end_signal")
 _ROLE_KEYS = ("role", "replicas", "image", "resources")
 _MOUNT_KEYS = ("src", "dst", "readonly")
 
@@ -91,11 +95,11 @@ def normalize_spec(raw: Mapping[str, Any]) -> SessionSpec:
 
     Keys: name (required), size, mode, image, resource_group, env, resources, mounts,
     roles, type (interactive or batch), command (a batch session's), owner (who holds
-    it, module_utils/scheduling/policies.py) and lifetime_s (seconds it may run, 0: no limit). A key
-    whose
-    value is None counts as absent, so playbooks can pass optional
-    variables through unconditionally. ``size`` is required unless ``roles`` is given;
-    if both are given they must agree.
+    it, module_utils/scheduling/policies.py), lifetime_s (seconds it may run, 0: no
+    limit) and end_signal (SIG@SECONDS: that signal that long before the lifetime ends).
+    A key whose value is None counts as absent, so playbooks can pass optional variables
+    through unconditionally. ``size`` is required unless ``roles`` is given; if both are
+    given they must agree.
     """
     raw = require_mapping(raw, "session")
     reject_unknown(raw, SPEC_KEYS, "session")
@@ -120,8 +124,9 @@ def normalize_spec(raw: Mapping[str, Any]) -> SessionSpec:
     owner = check_owner(given["owner"]) if "owner" in given else ""
     lifetime = parse_count(given.get("lifetime_s", 0), "lifetime_s", 0)
     check_number("lifetime_s", lifetime, LIMITS["session_lifetime_s"])
+    end_signal = parse_end_signal(given["end_signal"]) if given.get("end_signal") else ""
     spec = SessionSpec(
-        name, mode, group, roles, env, mounts, session_type, command, owner, lifetime
+        name, mode, group, roles, env, mounts, session_type, command, owner, lifetime, end_signal
     )
     _check_total_size(spec)
     _check_unique_hostnames(spec)
@@ -373,6 +378,8 @@ def spec_canonical(spec: SessionSpec) -> dict[str, Any]:
         canonical["owner"] = spec.owner
     if spec.lifetime_s:
         canonical["lifetime_s"] = spec.lifetime_s
+    if spec.end_signal:
+        canonical["end_signal"] = spec.end_signal
     return canonical
 
 

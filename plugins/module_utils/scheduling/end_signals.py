@@ -1,0 +1,46 @@
+"""The warning before a session's lifetime ends (``session_end_signal``, Slurm's
+``--signal SIG@SECONDS``; docs/sessions.md, "Lifetimes"): at a reconcile, which running
+sessions' signal is due, each marked sent in the ledger in the same transaction, so it
+goes out once whoever runs the next pass.
+
+    EARLY_S                    how much sooner than asked a pass sends it
+    due(ledger, now, early_s)  one row per agent of each session whose signal is due
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import Ledger
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.reservations import time_left
+from ansible_collections.bai.cluster.plugins.module_utils.session.signal_names import (
+    end_signal_parts,
+)
+
+# The housekeeping pass starts 60 s after the previous one ended, and a pass takes some
+# seconds: a signal is sent at the first pass that finds at most SECONDS + EARLY_S left,
+# so it comes no later than asked while the passes run on time, and at most EARLY_S
+# sooner (Slurm's own --signal may come up to 60 s early, for the same reason).
+EARLY_S = 90
+
+
+def due(ledger: Ledger, now: float, early_s: float = EARLY_S) -> list[dict[str, Any]]:
+    """The running sessions whose end signal is due at ``now`` (the ledger's clock): one
+    row per agent (``agent``, ``session``, ``session_id``, ``signal``), and each such
+    session marked ``end_signal_at``. A session whose lifetime is already up gets none:
+    its stop's SIGTERM is what comes now."""
+    rows: list[dict[str, Any]] = []
+    for name, entry in sorted(ledger.sessions.items()):
+        text = entry.get("end_signal")
+        if not text or entry.get("end_signal_at") is not None:
+            continue
+        left = time_left(entry, now)
+        signal, lead = end_signal_parts(str(text))
+        if not left or left > lead + early_s:
+            continue
+        entry["end_signal_at"] = now
+        rows.extend(
+            {"agent": agent, "session": name, "session_id": entry["session_id"], "signal": signal}
+            for agent in sorted({str(k["agent"]) for k in entry["kernels"]})
+        )
+    return rows
