@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ansible_collections.bai.cluster.plugins.module_utils.jobs import ends
+
 from ..errors import BaiClusterError
 from .ledger import Scheduled
 
@@ -177,7 +179,8 @@ class SessionRow:
 class JobResult:
     """What a batch session's command came to (playbooks/session_wait.yml; the session
     ledger's record once the session is gone). ``state``: starting, running, ending, or
-    one of the ends - succeeded, failed, cancelled, lost, timeout (its lifetime was up).
+    one of the ends - succeeded, failed, cancelled, lost, timeout (its lifetime was up),
+    preempted (a forced drain stopped it).
     ``failed``: the first member that
     failed (host, agent, exit_code, signal, oom_killed, why)."""
 
@@ -192,15 +195,10 @@ class JobResult:
 
     @property
     def exit_status(self) -> int:
-        """The exit code ``session run`` exits with: the command's; 130 when it was
-        cancelled; 1 when it failed without an exit code of its own (a member was lost)."""
-        if self.state == "succeeded":
-            return 0
-        if self.state == "cancelled":
-            return 130
-        if self.exit_code and 0 < self.exit_code < 256:
-            return int(self.exit_code)
-        return 1
+        """The exit code ``session run`` exits with (module_utils/jobs/ends.py): the
+        command's when it failed (1 without one of its own); 0 succeeded, 130 cancelled,
+        124 timeout, 75 preempted, 69 lost."""
+        return ends.exit_status(self.state, self.exit_code)
 
     @classmethod
     def from_data(cls, name: str, data: Mapping[str, Any]) -> JobResult:

@@ -10,7 +10,8 @@ from ansible_collections.bai.cluster.plugins.module_utils.hosts.agent_settings i
     declared_data_roots,
     from_hostvars,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.jobs import job
+from ansible_collections.bai.cluster.plugins.module_utils.jobs import ends, job
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.end_signals import warnings
 from ansible_collections.bai.cluster.plugins.plugin_utils.filters import Filters, FilterTable
 from ansible_collections.bai.cluster.plugins.plugin_utils.ledger_text import reconcile_lines
 from ansible_collections.bai.cluster.plugins.plugin_utils.repair_outcome import (
@@ -51,5 +52,7 @@ class FilterModule(FilterTable):
         "bai_repair_outcome": outcome,
         "bai_signal_outcome": signal_outcome,
         "bai_job_result": job.job_result,
+        "bai_job_end": ends.toolkit_end,
+        "bai_end_warnings": warnings,
         "bai_batch_ended": job.ended_sessions,
     }

@@ -1,6 +1,6 @@
 """Session lifetimes (session_lifetime_s, docs/sessions.md) on this machine's engine
-(``inventories/local``), end to end: the lifetime is counted from when the session started
-running, list gives the time left, a reconcile before it is up ends nothing, and the one
+(``inventories/local``), end to end: the lifetime is counted from when the session was
+placed, list gives the time left, a reconcile before it is up ends nothing, and the one
 after it stops the session (SIGTERM, which a ``trap`` in the command sees, then SIGKILL
 after the grace) and removes it; a batch session ends with the state timeout and its
 output, the trap's line included, is kept. An owner's longest lifetime

@@ -77,7 +77,9 @@ CANCELLED = "cancelled"
 LOST = "lost"
 # Ended by its lifetime (session_lifetime_s): reconcile stopped it.
 TIMEOUT = "timeout"
-TERMINAL = (SUCCEEDED, FAILED, CANCELLED, LOST, TIMEOUT)
+# Stopped by the toolkit for the cluster's sake: a forced drain of an agent it used.
+PREEMPTED = "preempted"
+TERMINAL = (SUCCEEDED, FAILED, CANCELLED, LOST, TIMEOUT, PREEMPTED)
 # Container states in which a member has not stopped.
 _LIVE = ("created", "running", "restarting", "paused", "removing")
 

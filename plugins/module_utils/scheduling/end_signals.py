@@ -5,10 +5,12 @@ goes out once whoever runs the next pass.
 
     EARLY_S                    how much sooner than asked a pass sends it
     due(ledger, now, early_s)  one row per agent of each session whose signal is due
+    warnings(sessions, names, cap_s)  a forced drain's: the rows and the longest lead
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import Ledger
@@ -39,8 +41,31 @@ def due(ledger: Ledger, now: float, early_s: float = EARLY_S) -> list[dict[str, 
         if not left or left > lead + early_s:
             continue
         entry["end_signal_at"] = now
-        rows.extend(
-            {"agent": agent, "session": name, "session_id": entry["session_id"], "signal": signal}
-            for agent in sorted({str(k["agent"]) for k in entry["kernels"]})
-        )
+        rows.extend(_rows(name, entry, signal))
     return rows
+
+
+def warnings(
+    sessions: Mapping[str, Mapping[str, Any]], names: Iterable[str], cap_s: Any
+) -> dict[str, Any]:
+    """What a forced drain (the filter bai_end_warnings) sends before it stops sessions
+    ``names`` (the ledger's ``sessions``): ``rows`` as :func:`due` gives them, for each
+    that asked for an end signal, and ``lead_s``, the longest lead among them, at most
+    ``cap_s`` (the drain's own timeout); 0 when none asked."""
+    rows: list[dict[str, Any]] = []
+    lead_s = 0
+    for name in sorted(set(names)):
+        entry = sessions.get(name) or {}
+        if not entry.get("end_signal") or not entry.get("kernels"):
+            continue
+        signal, lead = end_signal_parts(str(entry["end_signal"]))
+        rows.extend(_rows(name, entry, signal))
+        lead_s = max(lead_s, lead)
+    return {"rows": rows, "lead_s": min(lead_s, int(float(cap_s)))}
+
+
+def _rows(name: str, entry: Mapping[str, Any], signal: str) -> list[dict[str, Any]]:
+    return [
+        {"agent": agent, "session": name, "session_id": entry["session_id"], "signal": signal}
+        for agent in sorted({str(k["agent"]) for k in entry["kernels"]})
+    ]
