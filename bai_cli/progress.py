@@ -31,6 +31,8 @@ STEPS: tuple[tuple[str, str], ...] = (
     ("Read capacity and this session's containers", "placing"),
     ("Read the agents and place", "placing"),
     ("Note the agents the ledger asks to read", "placing"),
+    ("Note the plan and the agents the ledger asks to read", "placing"),
+    ("Take a rerun's plan from the reads", "placing"),
     ("Fail when an agent was not read", "placing"),
     ("Note the agents that did not answer", "placing"),
     ("Fail when an agent's declaration is wrong", "placing"),

@@ -11,7 +11,6 @@ from ansible_collections.bai.cluster.plugins.module_utils.hosts.agent_settings i
     from_hostvars,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.jobs import ends, job
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.end_signals import warnings
 from ansible_collections.bai.cluster.plugins.plugin_utils.filters import Filters, FilterTable
 from ansible_collections.bai.cluster.plugins.plugin_utils.ledger_text import reconcile_lines
 from ansible_collections.bai.cluster.plugins.plugin_utils.repair_outcome import (
@@ -37,6 +36,20 @@ def agents(names: Sequence[str], hostvars: Mapping[str, Any]) -> list[dict[str, 
     return out
 
 
+def end_warnings(*args: Any) -> dict[str, Any]:
+    """scheduling/end_signals.py's warnings, imported when a drain needs it."""
+    from ansible_collections.bai.cluster.plugins.module_utils.scheduling import end_signals
+
+    return end_signals.warnings(*args)
+
+
+def rerun_plan(*args: Any) -> Any:
+    """scheduling/rerun.py's plan, imported when a create rereads its agents."""
+    from ansible_collections.bai.cluster.plugins.module_utils.scheduling import rerun
+
+    return rerun.rerun_plan(*args)
+
+
 class FilterModule(FilterTable):
     """Ansible entry point."""
 
@@ -53,6 +66,7 @@ class FilterModule(FilterTable):
         "bai_signal_outcome": signal_outcome,
         "bai_job_result": job.job_result,
         "bai_job_end": ends.toolkit_end,
-        "bai_end_warnings": warnings,
+        "bai_end_warnings": end_warnings,
+        "bai_rerun_plan": rerun_plan,
         "bai_batch_ended": job.ended_sessions,
     }

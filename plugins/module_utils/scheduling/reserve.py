@@ -22,7 +22,6 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
     SessionConflict,
     SpecError,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.common.labels import LABEL_DEADLINE
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import availability as avail
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import (
     document,
@@ -36,6 +35,10 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger_requ
     LedgerFailure,
     LedgerRequest,
     declarations,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.plan_answer import (
+    decorated,
+    with_deadline,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.policies import (
     lifetime,
@@ -59,7 +62,6 @@ from ansible_collections.bai.cluster.plugins.module_utils.session.plan import (
 )
 from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
     normalize_spec,
-    spec_canonical,
     spec_hash,
 )
 
@@ -194,18 +196,36 @@ def _by_inventory(
     # A waiting create (final) reads only what an expired reservation needs.
     overdue = [a for a in kept_reads.overdue_agents(ledger, now) if a not in read and a not in away]
     need = overdue if create.final else found.read
+    held = ledger.sessions.get(spec.name)
     if need:
-        return create.ask_to_read(need, now)
+        return _asking(create, need, now, held)
     # Only a fresh read of its agents tells a rerun from a race: a session this run
     # has not seen is read first (a waiting run meets it once the other run made it).
     holding = kept_reads.holders(ledger, spec.name) - read
-    held = ledger.sessions.get(spec.name)
     if holding and not (held and held.get("state") == document.CREATING):
-        return create.ask_to_read(sorted(holding), now)
+        return _asking(create, sorted(holding), now, held)
     create.records = ledger.agents or {}
     create.kept, create.hinted = found.kept, found.hinted
     create.unavailable = {**found.unavailable, **create.unavailable}
     return None
+
+
+def _asking(
+    create: _Create, agents: list[str], now: float, held: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """Ask to read ``agents``. A rerun of the session the ledger holds, confirmed, with
+    this very request: its entry goes with the question, and when the reads show the
+    session whole and running the caller takes the plan from them (rerun.py), with no
+    second transaction; anything else comes back here."""
+    asked = create.ask_to_read(agents, now)
+    if (
+        held
+        and held.get("state") == document.READY
+        and held.get("spec_hash") == spec_hash(create.spec)
+        and not create.final
+    ):
+        asked["rerun"] = {**held, "name": create.spec.name}
+    return asked
 
 
 def _by_reads(ledger: Ledger, create: _Create, away: Mapping[str, str]) -> None:
@@ -366,16 +386,13 @@ def _commit(
     """Reserve what the plan gives out (a session made before the ledger is taken in as
     it is; a scheduled start leaves the queue in this very step)."""
     spec, queued = create.spec, create.queued
-    plan = {
-        **plan,
-        "requested_mode": spec.mode,
-        "spec": spec_canonical(spec),
-        "spec_hash": spec_hash(spec),
-        "size": spec.size,
-        "read": sorted(create.read) if request.agents is not None else None,
-        "kept": create.kept,
-        "unavailable": sorted(create.unavailable),
-    }
+    plan = decorated(
+        plan,
+        spec,
+        read=sorted(create.read) if request.agents is not None else None,
+        kept=create.kept,
+        unavailable=sorted(create.unavailable),
+    )
     # Keeping the agents' reads is bookkeeping, not a change to the cluster.
     changed = bool(create.dropped or create.adopted)
     if spec.name not in ledger.sessions:
@@ -396,14 +413,3 @@ def _commit(
         "adopted": create.adopted,
         "save": bool(create.fresh),
     }
-
-
-def with_deadline(plan: dict[str, Any], deadline: Any) -> dict[str, Any]:
-    """The plan with its session's deadline (the ledger's, a rerun's too) on every
-    container's labels, whence the containers' BACKENDAI_SESSION_DEADLINE."""
-    if deadline is None:
-        return plan
-    kernels = [
-        {**k, "labels": {**k["labels"], LABEL_DEADLINE: str(deadline)}} for k in plan["kernels"]
-    ]
-    return {**plan, "kernels": kernels, "deadline": deadline}

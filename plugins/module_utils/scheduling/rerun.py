@@ -1,0 +1,122 @@
+"""A rerun of a create that finds its session whole (docs/sessions.md, "Reruns and
+idempotency"), decided on the controller from the agents' reads: no second ledger
+transaction.
+
+The ledger's first answer to a create of a session it holds, confirmed, asks to read the
+session's agents and carries its entry (``rerun``). When those reads show every container
+of that very session there and running, nothing is to be placed, reserved or made, and
+:func:`rerun_plan` gives the plan the ledger's second answer would have given (the same
+code: plan.plan_session on the containers, reserve.decorated, reserve.with_deadline).
+Anything else - a read missing, a container stopped or gone, another session or ledger
+on those agents - gives None, and the create asks the ledger again, which decides (and
+refuses) as before.
+
+    rerun_plan(spec, reads, answer)   the plan, or None
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any, Optional
+
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
+    SessionConflict,
+    SpecError,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
+    LABEL_LEDGER,
+    LABEL_SESSION_ID,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.plan_answer import (
+    decorated,
+    with_deadline,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.session.plan import plan_session
+from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
+    normalize_spec,
+    spec_hash,
+)
+
+
+def rerun_plan(
+    spec_raw: Mapping[str, Any], reads: Sequence[Mapping[str, Any]], answer: Mapping[str, Any]
+) -> Optional[dict[str, Any]]:
+    """The plan of a rerun whose session the reads show whole and running (the filter
+    bai_rerun_plan): ``spec_raw`` the request's spec, ``reads`` the registered
+    bai_agent_info results of the agents ``answer`` (the ledger's first answer, with
+    ``rerun``, ``need_read`` and ``ledger_ids``) asked for. None when the ledger must
+    decide."""
+    entry = answer.get("rerun")
+    if not entry:
+        return None
+    asked = set(answer.get("need_read") or ())
+    good = [
+        r
+        for r in reads
+        if "agent" in r
+        and str(r["agent"].get("name")) in asked
+        and not (r.get("failed") or r.get("unreachable"))
+    ]
+    if not asked or {str(r["agent"].get("name")) for r in good} != asked or len(good) != len(asked):
+        return None
+    try:
+        spec = normalize_spec(dict(spec_raw))
+    except SpecError:
+        return None
+    if spec_hash(spec) != entry.get("spec_hash"):
+        return None
+    ids = answer.get("ledger_ids") or ()
+    existing = [row for r in good for row in r.get("containers") or ()]
+    if not _whole(existing, entry, ids) or _foreign(good, ids):
+        return None
+    try:
+        plan = plan_session(spec, [], existing)
+    except (SessionConflict, SpecError):
+        return None
+    if not plan["ready"] or plan["session_id"] != entry["session_id"]:
+        return None
+    # What the ledger holds of it: a rerun with another lifetime finds the session as it is.
+    spec = replace(
+        spec,
+        lifetime_s=spec.lifetime_s or int(entry.get("lifetime_s") or 0),
+        end_signal=spec.end_signal or str(entry.get("end_signal") or ""),
+    )
+    plan = decorated(plan, spec, read=sorted(asked), kept=[], unavailable=[])
+    plan = with_deadline(plan, entry.get("deadline"))
+    return {
+        **plan,
+        "changed": False,
+        "reservation": dict(entry),
+        "dropped": [],
+        "adopted": [],
+        "save": False,
+        "ledger_ids": list(answer.get("ledger_ids") or ()),
+        "ledger_time": answer.get("ledger_time"),
+        "rerun": True,
+    }
+
+
+def _whole(
+    existing: Sequence[Mapping[str, Any]], entry: Mapping[str, Any], ids: Sequence[str]
+) -> bool:
+    """Every container of the entry's session there and running, none of another
+    instance of it, none counted by another ledger."""
+    if len(existing) != len(entry.get("kernels") or ()):
+        return False
+    for row in existing:
+        labels = row.get("labels") or {}
+        if labels.get(LABEL_SESSION_ID) != entry.get("session_id") or row.get("state") != "running":
+            return False
+        if labels.get(LABEL_LEDGER) and labels[LABEL_LEDGER] not in ids:
+            return False
+    return True
+
+
+def _foreign(reads: Sequence[Mapping[str, Any]], ids: Sequence[str]) -> bool:
+    """Another ledger's session on these agents: the ledger refuses (refusals.py)."""
+    return any(
+        row.get("ledger") and row["ledger"] not in ids
+        for r in reads
+        for row in (r.get("sessions") or {}).values()
+    )
