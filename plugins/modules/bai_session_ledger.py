@@ -271,6 +271,10 @@ reservation:
   description: The session's ledger entry (name, session_id, state, kernels); null if none.
   returned: O(state=reserved), O(state=ready), O(state=read) with O(name)
   type: dict
+rerun:
+  description: With RV(need_read) for a confirmed session and the same request, its entry.
+  returned: O(state=reserved), when it reads a confirmed session's agents
+  type: dict
 ledger:
   description: Every reservation by session name, and per agent what they give out.
   returned: O(state=read) without O(name)
@@ -310,10 +314,8 @@ read:
   elements: str
 unavailable:
   description:
-    - Agents not placed on - paused or drained (M(bai.cluster.bai_agent_availability) -
-      by the ledger's record, the agent's own in its fresh read, or its swarm node's
-      availability) or down in the swarm's node list. A PENDING failure lists those of
-      the session's resource group too, and its message says why each was passed over.
+    - Agents not placed on - paused or drained (M(bai.cluster.bai_agent_availability), by
+      any record of it) or down in the swarm's node list; a PENDING failure says why.
   returned: O(state=reserved), placed or PENDING
   type: list
   elements: str
@@ -323,9 +325,7 @@ kept:
   type: list
   elements: str
 dropped:
-  description:
-    - Reservations this run dropped - past their expiry or confirmed, and their agents run
-      nothing of them (or part of one past its expiry, with O(state=reconciled)).
+  description: Reservations this run dropped (their agents run nothing of them, or part, reconciled).
   returned: O(state=reserved), O(state=reconciled)
   type: list
   elements: str
