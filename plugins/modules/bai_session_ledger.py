@@ -325,7 +325,7 @@ kept:
   type: list
   elements: str
 dropped:
-  description: Reservations this run dropped (their agents run nothing of them, or part, reconciled).
+  description: Reservations this run dropped (their agents run nothing of them, or part).
   returned: O(state=reserved), O(state=reconciled)
   type: list
   elements: str
