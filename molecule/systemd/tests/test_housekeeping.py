@@ -103,6 +103,20 @@ def test_a_pass_skips_while_another_holds_the_lock(host):
     assert result == {"Result": "success", "ExecMainStatus": "0"}, result
 
 
+def test_a_lock_file_root_made_stops_no_pass(host):
+    """Someone ran a pass (or flock) as root first, so the lock file is root's: the
+    pass, as the service account, only reads it, and runs."""
+    host.check_output("rm -f %s && install -m 0644 -o root -g root /dev/null %s", LOCK, LOCK)
+    before = len(log_text(host))
+    done = host.run("systemctl start %s", SERVICE)
+    assert done.rc == 0, done.stderr
+    result = show(host, SERVICE, "Result ExecMainStatus")
+    assert result == {"Result": "success", "ExecMainStatus": "0"}, result
+    new = log_text(host)[before:]
+    assert "start: bai-cluster" in new and "pass skipped" not in new, new
+    assert host.file(LOCK).user == "root"
+
+
 def test_the_pass_is_roots_and_its_log_folder_is_not_world_readable(host):
     """The script is root's; the log's folder and the log are the passes' user's."""
     script = host.file("/usr/local/sbin/bai-cluster-housekeeping")
