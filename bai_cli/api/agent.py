@@ -17,6 +17,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.session.limits import 
 
 from ..errors import BaiClusterError
 from .base import Event, current_user, flag, run, set_var
+from .ledger import Scheduled, schedule_sessions
 
 AGENT_LIST = "playbooks/agent_list.yml"
 AGENT_AVAILABILITY = "playbooks/agent_availability.yml"
@@ -76,6 +77,10 @@ class Drained:
     forced: bool = False
     destroyed: list[dict[str, Any]] = field(default_factory=list)
     availability: AgentAvailability | None = None
+    # Forced: the batch sessions whose gang starts again (session_restarts): name ->
+    # attempt, reason; and the scheduler pass that then started what fits elsewhere.
+    restarted: dict[str, Any] = field(default_factory=dict)
+    schedule: Scheduled | None = None
 
 
 @dataclass
@@ -196,6 +201,12 @@ def drain_agent(
         raise BaiClusterError("failed", "agent_drain.yml recorded no outcome")
     marked = result.stats.get("bai_agent_availability")
     forced = flag(data.get("forced"))
+    # Batch sessions the drain stopped whose gang starts again (session_restarts) wait at
+    # the head of the queue: a scheduler pass starts them elsewhere now, as after a destroy.
+    restarted = dict(result.stats.get("bai_sessions_restarted") or {}) if forced else {}
+    schedule = None
+    if int(result.stats.get("bai_queue_waiting") or 0) > 0 and restarted:
+        schedule = schedule_sessions(inventory=inventory, on_event=on_event, **kwargs)
     return Drained(
         name=str(data.get("name") or name),
         left=[str(s) for s in data.get("left") or []],
@@ -204,6 +215,8 @@ def drain_agent(
         if forced
         else [],
         availability=AgentAvailability.from_stats(marked) if marked else None,
+        restarted=restarted,
+        schedule=schedule,
     )
 
 

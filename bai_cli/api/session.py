@@ -15,6 +15,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_KERNEL_ID,
     LABEL_MODE,
     LABEL_OWNER,
+    LABEL_RESTART_COUNT,
     LABEL_ROLE,
     LABEL_SESSION_ID,
 )
@@ -69,6 +70,8 @@ def create_extravars(
     owner: str | None = None,
     lifetime_s: int | None = None,
     end_signal: str | None = None,
+    restarts: int | None = None,
+    restart_on: str | None = None,
     queue: bool | None = None,
 ) -> dict[str, Any]:
     """The variables of session_create.yml (docs/sessions.md) for these arguments; what is
@@ -96,6 +99,8 @@ def create_extravars(
     set_var(extravars, "session_owner", owner)
     set_var(extravars, "session_lifetime_s", lifetime_s)
     set_var(extravars, "session_end_signal", end_signal)
+    set_var(extravars, "session_restarts", restarts)
+    set_var(extravars, "session_restart_on", restart_on)
     if queue:
         extravars["session_queue"] = True
     check_request_numbers(extravars)
@@ -114,7 +119,7 @@ def create_session(
 ) -> Session:
     """Create (or confirm) a session; ``spec``: mode, image, resource_group, resources,
     mounts, env, roles, authorized_keys, wait_s, ssh_timeout_s, network_mtu, owner,
-    lifetime_s, end_signal (see
+    lifetime_s, end_signal, restarts, restart_on (see
     :func:`create_extravars`). Idempotent: the same request again returns the session
     with ``action == "exists"``."""
     extravars = create_extravars(name, size, **spec)
@@ -160,6 +165,7 @@ def destroy_session(
         left_on=list(data.get("left_on") or []),
         job=data.get("job") or None,
         cancelled=bool(data.get("cancelled")),
+        restarted=dict(result.stats.get("bai_session_restarted") or {}) or None,
     )
     if int(result.stats.get("bai_queue_waiting") or 0) > 0:
         done.schedule = schedule_sessions(inventory=inventory, on_event=on_event, **kwargs)
@@ -187,6 +193,7 @@ def session_output(
     name: str,
     host: str = "main1",
     *,
+    attempt: int | None = None,
     owner: str | None = None,
     inventory: str | None = None,
     on_event: Event | None = None,
@@ -194,9 +201,11 @@ def session_output(
 ) -> dict[str, Any]:
     """What ``host`` of the session printed (for main1 of a batch session: its command's
     output): from its container, or once a batch session is gone what its agent kept.
-    Returns output, source (container or kept), agent, session_id. ``owner``: only a
-    session of that owner's."""
+    Returns output, source (container or kept), agent, session_id, attempt. ``attempt``:
+    a batch session that restarted, that attempt's (0 the first; default the newest).
+    ``owner``: only a session of that owner's."""
     extravars: dict[str, Any] = {"session_name": name, "logs_host": host}
+    set_var(extravars, "logs_attempt", attempt)
     set_var(extravars, "session_owner_only", owner)
     result = run(LOGS, extravars, inventory=inventory, on_event=on_event, **kwargs)
     return dict(result.stats.get("bai_session_logs") or {})
@@ -333,6 +342,8 @@ def details_from_stats(data: Mapping[str, Any]) -> SessionDetails:
         env=env,
         type="batch" if _label(raw, LABEL_BATCH) else "interactive",
         job=data.get("job") or None,
+        attempt=int(count) if (count := str(_label(raw, LABEL_RESTART_COUNT))).isdigit() else None,
+        attempts=list(data.get("attempts") or []),
     )
 
 
@@ -381,6 +392,8 @@ def _without_containers(name: str, data: Mapping[str, Any]) -> SessionDetails:
             type=str(queued.get("type") or "interactive"),
             owner=str(queued.get("owner") or ""),
             pending=queued,
+            attempt=queued.get("attempt"),
+            attempts=list(queued.get("attempts") or []),
         )
     if ended:
         # A batch session that is gone: the newest end the ledger remembers.
@@ -393,6 +406,8 @@ def _without_containers(name: str, data: Mapping[str, Any]) -> SessionDetails:
             containers=[],
             type="batch",
             job=dict(ended[0]),
+            attempt=ended[0].get("attempt"),
+            attempts=list(ended[0].get("attempts") or []),
         )
     raise BaiClusterError("not_found", f"no session {name} on any agent")
 

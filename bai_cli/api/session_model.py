@@ -221,6 +221,9 @@ class Destroyed:
     cancelled: bool = False
     # The scheduler pass that followed, while sessions are queued.
     schedule: Scheduled | None = None
+    # A batch session whose gang starts again (session_restarts): attempt (the next
+    # one's number) and reason; it waits at the head of the queue.
+    restarted: dict[str, Any] | None = None
 
 
 @dataclass
@@ -233,6 +236,10 @@ class SessionDetails(Session):
     # A batch session: what its command came to so far (or, once the session is gone and
     # ``containers`` is empty, how it ended, as the session ledger remembers it).
     job: dict[str, Any] | None = None
+    # A batch session that may restart (session_restarts): this attempt's number (0 the
+    # first), and the ends of the earlier ones (attempt, state, exit_code, ...).
+    attempt: int | None = None
+    attempts: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def state(self) -> str:

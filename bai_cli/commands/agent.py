@@ -130,6 +130,13 @@ def drain_text(done: api.Drained) -> list[str]:
         for row in done.destroyed:
             count = len(row.get("containers") or [])
             lines.append(f"  destroyed session {row.get('name')}: {count} container(s)")
+            again = done.restarted.get(str(row.get("name")))
+            if again:
+                started = done.schedule is not None and row.get("name") in done.schedule.started
+                lines.append(
+                    f"    its gang starts again (attempt {again.get('attempt')}): "
+                    + ("started elsewhere" if started else "queued at the head of its group")
+                )
     else:
         lines.append("  no sessions left on it")
     lines.append(f"  no new sessions there until: bai-cluster agent activate {done.name}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from dataclasses import asdict
 from typing import Any
 
@@ -14,6 +15,9 @@ from ..progress import SessionProgress
 from .common import Context, UsageError, emit_json
 from .session_options import create_spec
 from .session_text import job_text, session_text
+
+# How often ``session run`` asks for a scheduler pass while its gang waits to start again.
+RESTART_POLL_S = 5
 
 
 def follow_output(details: api.Session, host: str | None, to_stderr: bool = False) -> int:
@@ -56,8 +60,18 @@ def run_batch(ctx: Context) -> int:
             "session run --queue needs --detach: a queued batch session starts later, when "
             "a scheduler pass finds room, and its command then runs detached"
         )
+    if args.restarts and (args.keep or args.keep_on_failure):
+        raise UsageError(
+            "session run --restarts cannot keep the session (--keep, --keep-on-failure): "
+            "a gang that starts again replaces it"
+        )
     spec = create_spec(args)
-    spec.update(command=" ".join(remote), stop_grace_s=args.grace)
+    spec.update(
+        command=" ".join(remote),
+        stop_grace_s=args.grace,
+        restarts=args.restarts,
+        restart_on=args.restart_on,
+    )
     steps = SessionProgress(ctx.verbose)
     quiet = None if ctx.verbose else (lambda event: None)
     try:
@@ -70,16 +84,7 @@ def run_batch(ctx: Context) -> int:
         )
         if session.pending is not None or args.detach:
             return print_started(ctx, session)
-        # The create's summary says where main1 runs and how its agent is reached.
-        follow_output(session, None, to_stderr=ctx.as_json)
-        # main1 has stopped: the command ended. Kept: wait until every member stopped
-        # too; else the destroy stops them at once and says what the command came to.
-        keep = args.keep or args.keep_on_failure
-        job = api.wait_job(args.name, on_event=quiet, **common) if keep else None
-        if job is None or (args.keep_on_failure and job.state == "succeeded"):
-            done = api.destroy_session(args.name, on_event=quiet, **common)
-            keep = False
-            job = job or ended_job(args.name, done, quiet, common)
+        job, keep = follow_attempts(ctx, session, quiet)
     except KeyboardInterrupt:
         print(
             f"interrupted: stopping the command and destroying session {args.name}",
@@ -98,6 +103,52 @@ def run_batch(ctx: Context) -> int:
         )
         print(f"{job_text(args.name, job)}; session {where}", file=sys.stderr)
     return job.exit_status
+
+
+def follow_attempts(ctx: Context, session: api.Session, quiet: Any) -> tuple[api.JobResult, bool]:
+    """Print the command's output until main1 stops, then destroy the session (unless
+    kept); while its gang starts again (--restarts), follow each new attempt. Returns
+    the last attempt's end, and whether the session is kept."""
+    args, common = ctx.args, ctx.common
+    while True:
+        # The create's summary says where main1 runs and how its agent is reached.
+        follow_output(session, None, to_stderr=ctx.as_json)
+        # main1 has stopped: the command ended. Kept: wait until every member stopped
+        # too; else the destroy stops them at once and says what the command came to.
+        keep = args.keep or args.keep_on_failure
+        job = api.wait_job(args.name, on_event=quiet, **common) if keep else None
+        if job is not None and not (args.keep_on_failure and job.state == "succeeded"):
+            return job, keep
+        done = api.destroy_session(args.name, on_event=quiet, **common)
+        job = job or ended_job(args.name, done, quiet, common)
+        if not done.restarted:
+            return job, False
+        # Its gang starts again: follow the new attempt.
+        print(f"{job_text(args.name, job)}; {restart_text(done)}", file=sys.stderr)
+        again = next_attempt(args.name, quiet, common)
+        if again is None:
+            return job, False
+        session = again
+
+
+def restart_text(done: api.Destroyed) -> str:
+    again = done.restarted or {}
+    return f"its gang starts again (attempt {again.get('attempt')}): {again.get('reason')}"
+
+
+def next_attempt(name: str, events: Any, common: dict[str, Any]) -> api.Session | None:
+    """The new attempt of batch session ``name`` once its containers run: while it waits
+    in the queue, a scheduler pass every RESTART_POLL_S (as the housekeeping timer's); None
+    when it is gone (destroyed meanwhile)."""
+    while True:
+        details = api.show_session(name, on_event=events, **common)
+        if details.pending is None:
+            return details if details.containers else None
+        api.schedule_sessions(on_event=events, **common)
+        details = api.show_session(name, on_event=events, **common)
+        if details.pending is None:
+            return details if details.containers else None
+        time.sleep(RESTART_POLL_S)
 
 
 def print_started(ctx: Context, session: api.Session) -> int:
@@ -121,12 +172,14 @@ def print_started(ctx: Context, session: api.Session) -> int:
 def print_logs(ctx: Context, events: Any) -> int:
     """``session logs NAME [--member HOST] [--follow]``."""
     args, common = ctx.args, ctx.common
-    if args.follow:
+    if args.follow and args.attempt is None:
         details = api.show_session(args.name, owner=args.owner, on_event=events, **common)
         if details.containers:
             return follow_output(details, args.member)
         print(f"session {args.name} is gone: printing what was kept of it", file=sys.stderr)
-    data = api.session_output(args.name, args.member, owner=args.owner, on_event=events, **common)
+    data = api.session_output(
+        args.name, args.member, attempt=args.attempt, owner=args.owner, on_event=events, **common
+    )
     if ctx.as_json:
         emit_json(data)
         return EXIT_OK

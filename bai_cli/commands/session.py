@@ -83,6 +83,19 @@ def _add_create_and_run(
         metavar="SECONDS",
         help="a stopped command gets SIGTERM, then SIGKILL after this long (default 10)",
     )
+    run.add_argument(
+        "--restarts",
+        type=int,
+        metavar="N",
+        help="start the whole gang again, at most N times, after an agent was lost, a drain, "
+        "or a member was gone or killed by a signal or for memory (session_restarts)",
+    )
+    run.add_argument(
+        "--restart-on",
+        metavar="CODE[,CODE...]",
+        help="exit codes of the command that restart the gang too, e.g. 75 "
+        "(session_restart_on; needs --restarts)",
+    )
 
 
 def _add_ledger_actions(
@@ -151,6 +164,12 @@ def _add_inspection(
     logs.add_argument("--member", default="main1", metavar="HOST", help="e.g. sub1")
     logs.add_argument(
         "--follow", "-f", action="store_true", help="keep printing until the container stops"
+    )
+    logs.add_argument(
+        "--attempt",
+        type=int,
+        metavar="K",
+        help="a batch session that restarted: attempt K's output (0 the first; default the last)",
     )
     signal = sub.add_parser(
         "signal",

@@ -13,6 +13,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.session.limits import 
     Limit,
     check_number,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.session.restart_policy import (
+    parse_restart_policy,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.session.signal_names import (
     parse_end_signal,
 )
@@ -61,6 +64,7 @@ NUMERIC_OPTIONS: dict[str, tuple[str, Limit]] = {
     "ssh_timeout": ("session_ssh_timeout_s", LIMITS["session_ssh_timeout_s"]),
     "mtu": ("session_network_mtu", LIMITS["session_network_mtu"]),
     "grace": ("session_stop_grace_s", LIMITS["session_stop_grace_s"]),
+    "restarts": ("session_restarts", LIMITS["session_restarts"]),
 }
 
 
@@ -72,6 +76,13 @@ def check_options(args: argparse.Namespace) -> None:
             args.signal = parse_end_signal(args.signal, "--signal")
         except SpecError as exc:
             raise UsageError(str(exc)) from None
+    if getattr(args, "restart_on", None) is not None:
+        try:
+            parse_restart_policy(
+                {"restarts": args.restarts or 0, "restart_on": args.restart_on}, "batch"
+            )
+        except SpecError as exc:
+            raise UsageError(f"--restart-on: {exc}") from None
     for attr, (name, limit) in NUMERIC_OPTIONS.items():
         value = getattr(args, attr, None)
         if value is not None:

@@ -67,11 +67,12 @@ def session_text(session: api.Session) -> list[str]:
 
 def details_text(details: api.SessionDetails) -> list[str]:
     if details.pending is not None:
-        return pending_text(details)
+        return pending_text(details) + attempts_text(details)
     if not details.containers and details.job:
         return [
             job_text(details.name, details.job) + f" (id {details.session_id}; removed: its "
-            f"output: bai-cluster session logs {details.name} [--member HOST])"
+            f"output: bai-cluster session logs {details.name} [--member HOST])",
+            *attempts_text(details),
         ]
     lines = [
         f"session {details.name} ({details.state}): id {details.session_id}, {details.mode}, "
@@ -89,6 +90,23 @@ def details_text(details: api.SessionDetails) -> list[str]:
         lines.append(f"  through the app proxy: {details.appproxy_route['ssh']}")
     if details.job:
         lines.append("  " + job_text(details.name, details.job))
+    return lines + attempts_text(details)
+
+
+def attempts_text(details: api.SessionDetails) -> list[str]:
+    """A batch session that restarted: a line per attempt, oldest first."""
+    if details.attempt is None and not details.attempts:
+        return []
+    lines = [f"  attempts (restarts: {len(details.attempts)}):"]
+    for earlier in details.attempts:
+        text = job_text(details.name, earlier).split(": ", 1)[1]
+        lines.append(
+            f"    {earlier.get('attempt')}: {text}; started again: "
+            f"{earlier.get('restarted_because') or '?'}"
+        )
+    now = details.attempt if details.attempt is not None else len(details.attempts)
+    state = "waiting to start again" if details.pending is not None else "the last one"
+    lines.append(f"    {now}: {state} (logs: bai-cluster session logs {details.name} --attempt K)")
     return lines
 
 

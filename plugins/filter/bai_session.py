@@ -10,7 +10,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.hosts.agent_settings i
     declared_data_roots,
     from_hostvars,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.jobs import ends, job
+from ansible_collections.bai.cluster.plugins.module_utils.jobs import attempts, ends, job
 from ansible_collections.bai.cluster.plugins.plugin_utils.filters import Filters, FilterTable
 from ansible_collections.bai.cluster.plugins.plugin_utils.ledger_text import reconcile_lines
 from ansible_collections.bai.cluster.plugins.plugin_utils.repair_outcome import (
@@ -69,4 +69,5 @@ class FilterModule(FilterTable):
         "bai_end_warnings": end_warnings,
         "bai_rerun_plan": rerun_plan,
         "bai_batch_ended": job.ended_sessions,
+        "bai_logs_where": attempts.logs_where,
     }

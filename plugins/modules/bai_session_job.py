@@ -50,6 +50,12 @@ options:
     description: Where a destroyed batch session's output was kept on this agent.
     type: path
     default: /var/lib/bai-cluster/logs
+  attempt:
+    description:
+      - A batch session that restarted (its gang started again, C(session_restarts)) -
+        only that attempt's containers (0 the first), or with O(state=output) its kept
+        output. Omitted, any.
+    type: int
   wait:
     description: With O(state=started), seconds to wait for the runner to record the start.
     type: int
@@ -124,6 +130,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.common import compile_
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Failure
 from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_HOST,
+    LABEL_RESTART_COUNT,
     LABEL_SESSION_ID,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.engine.common import DOCKER_ARGUMENT_SPEC
@@ -142,6 +149,8 @@ def run(module: AnsibleModule, api) -> dict:
     rows = session_containers(api, p["session"], p["agent"])
     if p["session_id"]:
         rows = [r for r in rows if r["labels"].get(LABEL_SESSION_ID) == p["session_id"]]
+    if p["attempt"] is not None:  # a batch session that restarted: that attempt's only
+        rows = [r for r in rows if r["labels"].get(LABEL_RESTART_COUNT) == str(p["attempt"])]
     batch = job_docker.batch_rows(rows)
     if p["state"] == "output":
         row = next((r for r in rows if r["labels"].get(LABEL_HOST) == p["host"]), None)
@@ -154,7 +163,9 @@ def run(module: AnsibleModule, api) -> dict:
             }
         if not p["session_id"]:
             raise Failure(f"session {p['session']}: no container {p['host']} on this agent")
-        kept = job_docker.kept_output(p["log_dir"], p["session"], p["session_id"], p["host"])
+        kept = job_docker.kept_output(
+            p["log_dir"], p["session"], p["session_id"], p["host"], p["attempt"]
+        )
         if kept is None:
             raise Failure(
                 f"session {p['session']} ({p['session_id']}): nothing of {p['host']} was kept "
@@ -188,6 +199,7 @@ def main() -> None:
             "host": {"type": "str", "default": "main1"},
             "agent": {"type": "str", "default": ""},
             "log_dir": {"type": "path", "default": job_docker.DEFAULT_LOG_DIR},
+            "attempt": {"type": "int"},
             "wait": {"type": "int", "default": 10},
             **DOCKER_ARGUMENT_SPEC,
         },

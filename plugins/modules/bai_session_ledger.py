@@ -165,7 +165,8 @@ options:
     description:
       - With O(state=absent) and O(session_id), how a batch session ended (the filter
         C(bai.cluster.bai_job_result)'s answer); the ledger remembers the newest 200, and
-        O(state=read) returns it (RV(ended)) once the session is gone.
+        O(state=read) returns it (RV(ended)) once the session is gone - or it queues the
+        session again at the head, same id, when its C(restarts) count it (RV(restarted)).
     type: dict
   left_on:
     description:
@@ -262,9 +263,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 action:
-  description:
-    - C(create) or C(exists), as M(bai.cluster.bai_session_plan) returns it; the other
-      results of that module come with it (O(state=reserved)).
+  description: C(create) or C(exists), with the other results of M(bai.cluster.bai_session_plan).
   returned: O(state=reserved)
   type: str
 reservation:
@@ -284,6 +283,10 @@ ended:
   returned: O(state=read) with O(name)
   type: list
   elements: dict
+restarted:
+  description: A batch session that starts again (its spec's C(restarts)) - C(attempt), C(reason).
+  returned: O(state=absent), when O(ended) is an end its policy counts and restarts are left
+  type: dict
 time_left:
   description: Seconds session O(name) may still run, to its C(deadline); null without a lifetime.
   returned: O(state=read) with O(name)
@@ -371,16 +374,12 @@ unchecked:
   type: list
   elements: str
 spared:
-  description:
-    - Incomplete sessions the ledger does not know, not removed because some agent was
-      not read (their other part may be there).
+  description: Incomplete sessions the ledger does not know, kept as an agent was not read.
   returned: O(state=reconciled)
   type: list
   elements: str
 foreign:
-  description:
-    - Sessions that another ledger counts (C(NAME (ledger ID))), left alone; see
-      O(adopt_ledgers).
+  description: Sessions another ledger counts (C(NAME (ledger ID))), left alone (O(adopt_ledgers)).
   returned: O(state=reconciled)
   type: list
   elements: str

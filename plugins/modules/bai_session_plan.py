@@ -81,6 +81,18 @@ options:
         (C(USR1), C(TERM), ... as M(bai.cluster.bai_session_signal) does) to every member
         that many seconds (1 to 86400) before it. Kept in RV(spec), not in RV(spec_hash).
     type: raw
+  restarts:
+    description:
+      - How many times a batch session's gang may start again (0 to 100) after an end
+        that counts - an agent lost, a drain, a member gone, killed by a signal or for
+        memory, or an exit code O(restart_on) names. Kept in RV(spec), not in
+        RV(spec_hash).
+    type: raw
+  restart_on:
+    description:
+      - Exit codes (1 to 255; a list, or a string C(3,75)) that restart the gang as well.
+        Needs O(restarts). Kept in RV(spec), not in RV(spec_hash).
+    type: raw
   spec:
     description:
       - A spec in canonical form (RV(spec) of an earlier call), instead of the separate
@@ -210,6 +222,8 @@ ARGUMENT_SPEC = {
     "owner": {"type": "raw"},
     "lifetime_s": {"type": "raw"},
     "end_signal": {"type": "raw"},
+    "restarts": {"type": "raw"},
+    "restart_on": {"type": "raw"},
     "spec": {"type": "dict"},
     "data_roots": {"type": "list", "elements": "str"},
 }

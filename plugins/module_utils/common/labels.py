@@ -55,3 +55,6 @@ LABEL_LIFETIME = PREFIX + "lifetime-s"
 LABEL_DEADLINE = PREFIX + "deadline"
 # The warning before the end (session_end_signal): "USR1@300".
 LABEL_END_SIGNAL = PREFIX + "end-signal"
+# A batch session that may restart (session_restarts): how many times its gang started
+# again before this attempt ("0" for the first); also BACKENDAI_SESSION_RESTART_COUNT.
+LABEL_RESTART_COUNT = PREFIX + "restart-count"

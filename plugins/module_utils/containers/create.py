@@ -16,6 +16,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.errors import F
 from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_AGENT_ID,
     LABEL_DEADLINE,
+    LABEL_RESTART_COUNT,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.containers.share import Share
 from ansible_collections.bai.cluster.plugins.module_utils.jobs import job
@@ -62,6 +63,7 @@ def environment(share: Share, kernel: PlannedKernel, image_vars: dict[str, str])
         user_env={str(k): str(v) for k, v in req.env.items()},
         image_env=image_vars,
         deadline=kernel.labels.get(LABEL_DEADLINE),
+        restart_count=kernel.labels.get(LABEL_RESTART_COUNT),
     )
     return {**image_vars, **toolkit, **share.gpus.get(kernel.hostname, ({}, {}))[1]}
 

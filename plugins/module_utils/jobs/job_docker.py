@@ -19,6 +19,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.errors import F
 from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_BATCH,
     LABEL_HOST,
+    LABEL_RESTART_COUNT,
     LABEL_SESSION_ID,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.engine.docker_api import (
@@ -26,7 +27,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.engine.docker_api impo
     NotFound,
     parallel,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.jobs import job
+from ansible_collections.bai.cluster.plugins.module_utils.jobs import attempts, job
 
 DEFAULT_LOG_DIR = "/var/lib/bai-cluster/logs"
 # Kept output older than this is removed when another session's output is kept.
@@ -178,7 +179,9 @@ def keep_logs(
             data = job.keep_tail(output(api, row), cap)
         except NotFound:
             continue
-        path = os.path.join(folder, f"{labels.get(LABEL_HOST) or row['name']}.log")
+        attempt = labels.get(LABEL_RESTART_COUNT)
+        name = attempts.kept_name(str(labels.get(LABEL_HOST) or row["name"]), _count(attempt))
+        path = os.path.join(folder, name)
         fd = os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -208,9 +211,17 @@ def prune_logs(
     return removed
 
 
-def kept_output(log_dir: str, session: str, session_id: str, host: str) -> Optional[bytes]:
-    """A member's kept output, or None."""
-    path = os.path.join(log_folder(log_dir, session, session_id), f"{host}.log")
+def _count(text: Any) -> Optional[int]:
+    return int(text) if str(text or "").isdigit() else None
+
+
+def kept_output(
+    log_dir: str, session: str, session_id: str, host: str, attempt: Optional[int] = None
+) -> Optional[bytes]:
+    """A member's kept output (of ``attempt``, for a batch session that restarted), or
+    None."""
+    name = attempts.kept_name(host, attempt)
+    path = os.path.join(log_folder(log_dir, session, session_id), name)
     try:
         with open(path, "rb") as handle:
             return handle.read()

@@ -12,6 +12,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document im
 # once a batch session is gone. About 400 bytes each in the swarm store.
 MAX_ENDED = 200
 _ENDED_KEYS = ("state", "exit_code", "signal", "failed", "started", "ended", "reason", "members")
+# A session that restarted (scheduling/restarts.py): its last attempt's number, and the
+# ends of the earlier ones.
+_RESTART_KEYS = ("attempt", "attempts")
 
 
 def record_end(
@@ -35,6 +38,7 @@ def record_end(
         "removed_at": now,
         "owner": owner,
         **{key: end.get(key) for key in _ENDED_KEYS},
+        **{key: end[key] for key in _RESTART_KEYS if end.get(key)},
     }
     for old in sorted(ended, key=lambda sid: ended[sid]["removed_at"])[:-MAX_ENDED]:
         del ended[old]

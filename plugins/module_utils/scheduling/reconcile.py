@@ -15,6 +15,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_LEDGER,
     LABEL_LIFETIME,
     LABEL_OWNER,
+    LABEL_RESTART_COUNT,
     LABEL_SESSION,
     LABEL_SESSION_ID,
     LABEL_SIZE,
@@ -249,6 +250,7 @@ def adopted(name: str, session_id: str, rows: Rows, now: float) -> dict[str, Any
         )
     owner, lifetime = _label(rows, LABEL_OWNER), _label(rows, LABEL_LIFETIME)
     deadline, end_signal = _label(rows, LABEL_DEADLINE), _label(rows, LABEL_END_SIGNAL)
+    attempt = _label(rows, LABEL_RESTART_COUNT)
     return {
         "name": name,
         "session_id": session_id,
@@ -258,6 +260,9 @@ def adopted(name: str, session_id: str, rows: Rows, now: float) -> dict[str, Any
         # When it ends, as its create's placement said: a rebuilt ledger does not restart it.
         **({"deadline": int(deadline)} if deadline.isdigit() else {}),
         **({"end_signal": end_signal} if end_signal else {}),
+        # A batch session that restarted: its count stays (a rebuilt ledger lacks its
+        # request, so it does not start again: docs/sessions.md, "Restarts").
+        **({"attempt": int(attempt)} if attempt.isdigit() else {}),
         "state": READY,
         "reserved_at": now,
         "expires_at": None,

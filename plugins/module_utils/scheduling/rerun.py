@@ -30,6 +30,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.plan_answer import (
     decorated,
+    with_attempt,
     with_deadline,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.session.plan import plan_session
@@ -83,7 +84,7 @@ def rerun_plan(
         end_signal=spec.end_signal or str(entry.get("end_signal") or ""),
     )
     plan = decorated(plan, spec, read=sorted(asked), kept=[], unavailable=[])
-    plan = with_deadline(plan, entry.get("deadline"))
+    plan = with_attempt(with_deadline(plan, entry.get("deadline")), entry.get("attempt"))
     return {
         **plan,
         "changed": False,

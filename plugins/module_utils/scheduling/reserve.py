@@ -27,6 +27,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling import (
     document,
     kept_reads,
     reservations,
+    restarts,
     usage,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import session_queue as queue_
@@ -38,6 +39,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger_requ
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.plan_answer import (
     decorated,
+    with_attempt,
     with_deadline,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.policies import (
@@ -303,14 +305,24 @@ def _plan(
     # Without a lifetime of its own, a session gets its owner's longest.
     spec = create.spec = replace(spec, lifetime_s=int(lifetime(limits, spec.lifetime_s)))
     passed_over = out_of_service(request.agents, create.fresh, create.unavailable)
-    if existing or not queue_.queue_of(ledger):
-        return plan_session(spec, usable, existing, inventory=inventory, out_of_service=passed_over)
-    # Only what the queued sessions ahead of it leave (docs/placement.md).
     queued = create.queued
+    # A gang starting again keeps its session id (restarts.py).
+    kept_id = (queued or {}).get("session_id")
+    if existing or not queue_.queue_of(ledger):
+        return plan_session(
+            spec,
+            usable,
+            existing,
+            inventory=inventory,
+            out_of_service=passed_over,
+            session_id=kept_id,
+        )
+    # Only what the queued sessions ahead of it leave (docs/placement.md).
     me = queue_.waiting_of(
         spec,
         float(queued["submitted_at"]) if queued else now,
         int(queued["seq"]) if queued else queue_.next_seq(ledger),
+        bool(queued and queued.get("head")),
     )
     room = queue_.room(
         queue_.waiting(ledger),
@@ -321,7 +333,12 @@ def _plan(
     )
     try:
         return plan_session(
-            spec, room.usable(), existing, inventory=inventory, out_of_service=passed_over
+            spec,
+            room.usable(),
+            existing,
+            inventory=inventory,
+            out_of_service=passed_over,
+            session_id=kept_id,
         )
     except Pending:
         ahead = room.ahead(me)
@@ -402,9 +419,11 @@ def _commit(
         if queued:  # the scheduled start: it leaves the queue in this very step
             queue_.dequeue(ledger, spec.name)
             entry["submitted_at"] = queued["submitted_at"]
+        restarts.keep_policy(entry, plan["spec"], request.authorized_keys, queued)
         ledger.sessions[spec.name] = entry
         changed = True
-    plan = with_deadline(plan, ledger.sessions[spec.name].get("deadline"))
+    held = ledger.sessions[spec.name]
+    plan = with_attempt(with_deadline(plan, held.get("deadline")), held.get("attempt"))
     return {
         **plan,
         "changed": changed,

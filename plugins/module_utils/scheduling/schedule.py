@@ -127,15 +127,7 @@ def queue_list(ledger: Ledger) -> list[dict[str, Any]]:
     entries = queue_.queue_of(ledger)
     return [
         queue_.queued_view(entries[name], places[name])
-        for name in sorted(
-            entries,
-            key=lambda n: (
-                entries[n]["group"],
-                float(entries[n]["submitted_at"]),
-                int(entries[n]["seq"]),
-                n,
-            ),
-        )
+        for name in sorted(entries, key=lambda n: queue_.entry_key(entries[n]))
     ]
 
 

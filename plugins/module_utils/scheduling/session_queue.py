@@ -63,6 +63,9 @@ class Waiting:
     submitted_at: float
     seq: int = 0
     owner: str = ""
+    # A batch session's gang starting again (scheduling/restarts.py): at the head of its
+    # group, ahead of every session submitted after or before it.
+    head: bool = False
 
 
 @dataclass(frozen=True)
@@ -82,8 +85,19 @@ class Decision:
         return self.placement is not None
 
 
-def queue_key(session: Waiting) -> tuple[float, int, str]:
-    return (session.submitted_at, session.seq, session.name)
+def queue_key(session: Waiting) -> tuple[int, float, int, str]:
+    return (0 if session.head else 1, session.submitted_at, session.seq, session.name)
+
+
+def entry_key(entry: Mapping[str, Any]) -> tuple[str, int, float, int, str]:
+    """A ledger queue entry's place: its group, then as :func:`queue_key`."""
+    return (
+        entry["group"],
+        0 if entry.get("head") else 1,
+        float(entry["submitted_at"]),
+        int(entry.get("seq") or 0),
+        entry["name"],
+    )
 
 
 def ordered(queue: Iterable[Waiting]) -> list[Waiting]:
@@ -274,10 +288,12 @@ def queue_of(ledger: Ledger) -> dict[str, dict[str, Any]]:
 def as_waiting(entry: Mapping[str, Any]) -> Waiting:
     """The Waiting (what placement needs) of a ledger queue entry."""
     spec = normalize_spec(entry["spec"])
-    return waiting_of(spec, float(entry["submitted_at"]), int(entry.get("seq") or 0))
+    return waiting_of(
+        spec, float(entry["submitted_at"]), int(entry.get("seq") or 0), bool(entry.get("head"))
+    )
 
 
-def waiting_of(spec: SessionSpec, submitted_at: float, seq: int) -> Waiting:
+def waiting_of(spec: SessionSpec, submitted_at: float, seq: int, head: bool = False) -> Waiting:
     return Waiting(
         name=spec.name,
         group=spec.resource_group,
@@ -286,6 +302,7 @@ def waiting_of(spec: SessionSpec, submitted_at: float, seq: int) -> Waiting:
         submitted_at=submitted_at,
         seq=seq,
         owner=spec.owner,
+        head=head,
     )
 
 
@@ -341,9 +358,7 @@ def positions(ledger: Ledger) -> dict[str, int]:
     out: dict[str, int] = {}
     count: dict[str, int] = {}
     entries = queue_of(ledger).values()
-    for entry in sorted(
-        entries, key=lambda e: (e["group"], float(e["submitted_at"]), int(e["seq"]), e["name"])
-    ):
+    for entry in sorted(entries, key=entry_key):
         out[entry["name"]] = count[entry["group"]] = count.get(entry["group"], 0) + 1
     return out
 
@@ -379,4 +394,6 @@ def queued_view(entry: Mapping[str, Any], position: int) -> dict[str, Any]:
         "submitted_at": entry["submitted_at"],
         "position": position,
         "reason": entry.get("reason") or "",
+        # A batch session's gang waiting to start again (restarts.py).
+        **{key: entry[key] for key in ("session_id", "attempt", "attempts") if key in entry},
     }

@@ -22,6 +22,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling import (
     kept_reads,
     reconcile,
     reservations,
+    restarts,
     roster,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger_store as store_
@@ -121,13 +122,29 @@ def released(request: LedgerRequest, ledger: Ledger, now: float) -> dict[str, An
         forsaken = reservations.forsake(ledger, name, str(request.session_id), request.left_on, now)
         return {"changed": forsaken}
     if not request.session_id and name in queue_.queue_of(ledger):
-        # A queued session is cancelled: it leaves the queue (it holds nothing else).
-        queue_.dequeue(ledger, name)
+        # A queued session is cancelled: it leaves the queue (it holds nothing else); one
+        # waiting to start again is remembered by its last attempt's end.
+        cancelled = queue_.dequeue(ledger, name) or {}
+        last = restarts.last_end(cancelled)
+        if last is not None:
+            history.record_end(ledger, name, cancelled["session_id"], last, now, cancelled["owner"])
         return {"changed": True, "cancelled": True, "waiting": len(queue_.queue_of(ledger))}
-    owner = str((ledger.sessions.get(name) or {}).get("owner") or "")
+    if request.ended and request.session_id:
+        # A batch session whose end its restart policy counts: queued again, at the head.
+        again = restarts.restart(ledger, name, request.session_id, request.ended, now)
+        if again is not None:
+            return {
+                "changed": True,
+                "restarted": {"attempt": again["attempt"], "reason": again["reason"]},
+                "waiting": len(queue_.queue_of(ledger)),
+            }
+    held = ledger.sessions.get(name) or {}
+    owner = str(held.get("owner") or "")
+    earlier = restarts.attempts_of(held) if held.get("session_id") == request.session_id else []
     released = reservations.release(ledger, name, request.session_id)
     if request.ended and request.session_id:
-        history.record_end(ledger, name, request.session_id, request.ended, now, owner)
+        end = {**request.ended, "attempt": len(earlier), "attempts": earlier}
+        history.record_end(ledger, name, request.session_id, end, now, owner)
     return {
         "changed": released or bool(request.ended and request.session_id),
         "waiting": len(queue_.queue_of(ledger)),

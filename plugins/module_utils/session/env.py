@@ -75,6 +75,7 @@ def cluster_env(
     user_env: Mapping[str, str],
     image_env: Mapping[str, str],
     deadline: str | None = None,
+    restart_count: str | None = None,
 ) -> dict[str, str]:
     """Environment for ``kernel``'s container: ``{**user_env, **toolkit_values}``.
 
@@ -92,6 +93,8 @@ def cluster_env(
     * WORLD_SIZE, RANK and LOCAL_RANK are never set (torchrun sets them per process).
     * BACKENDAI_SESSION_DEADLINE: ``deadline`` (epoch seconds), when the session has a
       lifetime.
+    * BACKENDAI_SESSION_RESTART_COUNT: ``restart_count``, how many times a batch
+      session that may restart (session_restarts) started again before this attempt.
     """
     if mode not in MODES:
         raise SpecError(f"mode: got {mode!r}; allowed: {', '.join(MODES)}")
@@ -116,6 +119,8 @@ def cluster_env(
     )
     if deadline:
         env["BACKENDAI_SESSION_DEADLINE"] = deadline
+    if restart_count:
+        env["BACKENDAI_SESSION_RESTART_COUNT"] = restart_count
     if len(hosts) > 1:
         env.update(_dist_env(hosts, kernel.hostname, user_env, image_env))
     return env

@@ -105,6 +105,11 @@ class SessionSpec:
     # The warning before the lifetime ends, "USR1@300" (session/signal_names.py); "" for
     # none. Not part of the hash either.
     end_signal: str = ""
+    # Gang restarts of a batch session (session/restart_policy.py): how many times it may
+    # start again, and the exit codes that count besides a lost agent, a signal or the
+    # OOM killer. Not part of the hash.
+    restarts: int = 0
+    restart_on: tuple[int, ...] = ()
 
     @property
     def size(self) -> int:

@@ -145,6 +145,7 @@ def plan_session(
     *,
     inventory: Mapping[str, Mapping[str, Any]] | None = None,
     out_of_service: Sequence[OutOfService] = (),
+    session_id: str | None = None,
 ) -> dict[str, Any]:
     """Decide what creating ``spec`` means now. Pure: the caller supplies the agents
     (capacity and use), the containers of this session name found on them
@@ -157,6 +158,9 @@ def plan_session(
     back from the labels), ``ready`` (exists and every container runs), session_id,
     mode (as placed), network, agents (in order of first use, the master's first),
     kernels, ``ssh_port`` (an existing master's published sshd) and a summary.
+
+    ``session_id``: the id a created session keeps (a batch session's gang starting
+    again, scheduling/restarts.py); a fresh one when None.
 
     Raises ``SessionConflict`` if the name is taken by containers of another spec or
     an incomplete session, ``Pending`` if it does not fit now, ``SpecError`` if an
@@ -178,6 +182,8 @@ def plan_session(
         assignment, mode = placement.assignment, placement.mode
         gpu_devices = assign_gpu_devices(kernels, assignment, agents)
         kernel_ids = {k.hostname: kernel_id() for k in kernels}
+        if session_id:
+            kernel_ids[kernels[0].hostname] = session_id
         _check_inventory(spec, kernels, assignment, inventory or {})
         action = "create"
     session_id = kernel_ids[kernels[0].hostname]

@@ -48,6 +48,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.session.model import (
 )
 from ansible_collections.bai.cluster.plugins.module_utils.session.mounts import destination_error
 from ansible_collections.bai.cluster.plugins.module_utils.session.naming import parse_session_name
+from ansible_collections.bai.cluster.plugins.module_utils.session.restart_policy import (
+    parse_restart_policy,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.session.signal_names import (
     parse_end_signal,
 )
@@ -82,10 +85,12 @@ SPEC_KEYS = (
     "owner",
     "lifetime_s",
     "end_signal",
+    "restarts",
+    "restart_on",
 )
 # Given, but not part of the hash: who holds a session and how long it may run are not
 # what it is, so a rerun by anyone, with any lifetime, matches the session.
-UNHASHED_KEYS = ("owner", "lifetime_s", "end_signal")
+UNHASHED_KEYS = ("owner", "lifetime_s", "end_signal", "restarts", "restart_on")
 _ROLE_KEYS = ("role", "replicas", "image", "resources")
 _MOUNT_KEYS = ("src", "dst", "readonly")
 
@@ -96,7 +101,8 @@ def normalize_spec(raw: Mapping[str, Any]) -> SessionSpec:
     Keys: name (required), size, mode, image, resource_group, env, resources, mounts,
     roles, type (interactive or batch), command (a batch session's), owner (who holds
     it, module_utils/scheduling/policies.py), lifetime_s (seconds it may run, 0: no
-    limit) and end_signal (SIG@SECONDS: that signal that long before the lifetime ends).
+    limit), end_signal (SIG@SECONDS: that signal that long before the lifetime ends),
+    restarts and restart_on (a batch session's gang restarts: session/restart_policy.py).
     A key whose value is None counts as absent, so playbooks can pass optional variables
     through unconditionally. ``size`` is required unless ``roles`` is given; if both are
     given they must agree.
@@ -125,8 +131,21 @@ def normalize_spec(raw: Mapping[str, Any]) -> SessionSpec:
     lifetime = parse_count(given.get("lifetime_s", 0), "lifetime_s", 0)
     check_number("lifetime_s", lifetime, LIMITS["session_lifetime_s"])
     end_signal = parse_end_signal(given["end_signal"]) if given.get("end_signal") else ""
+    restarts, restart_on = parse_restart_policy(given, session_type)
     spec = SessionSpec(
-        name, mode, group, roles, env, mounts, session_type, command, owner, lifetime, end_signal
+        name,
+        mode,
+        group,
+        roles,
+        env,
+        mounts,
+        session_type,
+        command,
+        owner,
+        lifetime,
+        end_signal,
+        restarts,
+        restart_on,
     )
     _check_total_size(spec)
     _check_unique_hostnames(spec)
@@ -380,6 +399,10 @@ def spec_canonical(spec: SessionSpec) -> dict[str, Any]:
         canonical["lifetime_s"] = spec.lifetime_s
     if spec.end_signal:
         canonical["end_signal"] = spec.end_signal
+    if spec.restarts:
+        canonical["restarts"] = spec.restarts
+    if spec.restart_on:
+        canonical["restart_on"] = list(spec.restart_on)
     return canonical
 
 

@@ -1,0 +1,122 @@
+"""Gang restarts in the session ledger (docs/sessions.md, "Restarts"): a batch session that
+may restart (``session_restarts``) keeps its request on its entry; when it ends in a way
+its policy counts (session/restart_policy.py) with restarts left, its release puts it back
+in the queue, at the head of its resource group, instead of forgetting it.
+
+The whole gang is down by then: the release is the last step of a destroy, which removed
+every member first (or, forced, forsook the part on agents that did not answer, whose
+members stop themselves once main1 is gone: module_utils/jobs/job.py). So old and new
+members never overlap. The next scheduler pass starts it through the normal path
+(placement, admission, owners' limits) with the same session id; ``attempt`` counts the
+restarts and lives on the entry and on every container's label, so neither a reconcile nor
+a rebuild from the labels resets it.
+
+    keep_policy(entry, spec, keys, queued)   a new reservation keeps what a restart needs
+    restart(ledger, name, session_id, end, now) -> the queue entry, or None
+    attempts_of(entry)                       the earlier attempts' ends, oldest first
+    last_end(queued)                         a cancelled restart's end record, or None
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import reservations
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import session_queue as queue_
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import Ledger
+from ansible_collections.bai.cluster.plugins.module_utils.session.restart_policy import (
+    restart_reason,
+)
+
+# What the ledger keeps of each earlier attempt's end (about 300 bytes each; at most
+# session_restarts of them, 100).
+_ATTEMPT_KEYS = ("state", "exit_code", "signal", "failed", "started", "ended", "members")
+
+
+def keep_policy(
+    entry: dict[str, Any],
+    spec: Mapping[str, Any],
+    authorized_keys: Sequence[str],
+    queued: Mapping[str, Any] | None,
+) -> None:
+    """A reservation of a session that may restart keeps its request (``spec``, the
+    canonical one, and the people's keys) to place it again, and its attempt: 0, or the
+    queue entry's when this is a restart."""
+    if not int(spec.get("restarts") or 0):
+        return
+    entry["spec"] = dict(spec)
+    if authorized_keys:
+        entry["authorized_keys"] = list(authorized_keys)
+    entry["attempt"] = int((queued or {}).get("attempt") or 0)
+    earlier = list((queued or {}).get("attempts") or ())
+    if earlier:
+        entry["attempts"] = earlier
+
+
+def attempts_of(entry: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """The earlier attempts of a session's entry (queued or reserved), oldest first."""
+    return [dict(a) for a in (entry or {}).get("attempts") or ()]
+
+
+def restart(
+    ledger: Ledger, name: str, session_id: str, end: Mapping[str, Any], now: float
+) -> dict[str, Any] | None:
+    """Queue the gang of batch session ``name`` (``session_id``) again when its end
+    ``end`` (job.combine's result) is one its policy restarts for and it has restarts
+    left: its reservation is released and it waits at the head of its group, keeping its
+    session id, its submission time and the ends of its attempts. Returns the queue
+    entry; None (nothing changed) when it does not restart."""
+    entry = ledger.sessions.get(name)
+    if entry is None or entry.get("session_id") != session_id or not entry.get("spec"):
+        return None
+    spec = entry["spec"]
+    allowed = int(spec.get("restarts") or 0)
+    attempt = int(entry.get("attempt") or 0)
+    why = restart_reason(end, tuple(spec.get("restart_on") or ()))
+    if not why or attempt >= allowed:
+        return None
+    record = {
+        "attempt": attempt,
+        **{key: end.get(key) for key in _ATTEMPT_KEYS},
+        "removed_at": now,
+        "restarted_because": why,
+    }
+    seq = queue_.next_seq(ledger)
+    ledger.queue_seq = seq
+    queued: dict[str, Any] = {
+        "name": name,
+        "spec": dict(spec),
+        "spec_hash": entry["spec_hash"],
+        "group": spec.get("resource_group") or "default",
+        "owner": entry.get("owner") or "",
+        "submitted_at": entry.get("submitted_at") or entry.get("reserved_at") or now,
+        "seq": seq,
+        "head": True,
+        "reason": f"starting again ({attempt + 1} of {allowed} restarts): {why}",
+        "session_id": session_id,
+        "attempt": attempt + 1,
+        "attempts": [*attempts_of(entry), record],
+    }
+    if entry.get("authorized_keys"):
+        queued["authorized_keys"] = list(entry["authorized_keys"])
+    reservations.release(ledger, name, session_id)
+    if ledger.queue is None:
+        ledger.queue = {}
+    ledger.queue[name] = queued
+    return queued
+
+
+def last_end(queued: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A gang cancelled while it waited to start again (its queue entry): how its last
+    attempt ended, with the ones before it, for the ledger's history; None for any other
+    queued session."""
+    earlier = attempts_of(queued)
+    if not earlier or not queued.get("session_id"):
+        return None
+    last = earlier[-1]
+    return {
+        **last,
+        "reason": f"{last.get('state')}; cancelled before it started again",
+        "attempts": earlier[:-1],
+    }

@@ -1,0 +1,94 @@
+"""A batch session's gang restarts (docs/sessions.md, "Restarts"): what the request asks
+(``session_restarts``, ``session_restart_on``) and which ends it restarts for. Pure: the
+controller checks the request with it before anything reaches an agent, and the session
+ledger asks it, when a batch session ends, whether the gang starts again
+(scheduling/restarts.py).
+
+    parse_restart_policy(given, type)   (restarts, restart_on) from a request; SpecError
+    restart_reason(end, restart_on)     why an end restarts the gang, or "" when it does not
+
+The ends that count, with restarts left:
+
+- ``lost``: an agent that held a member did not answer;
+- ``preempted``: a forced drain of one of its agents stopped it (it starts elsewhere);
+- ``failed`` because a member was gone while the command ran (its container removed, its
+  engine stopped), or was killed by a signal (exit 128+N) or by the OOM killer;
+- ``failed`` with an exit code the request names (``restart_on``, Slurm's RequeueExit).
+
+Never: ``succeeded``, ``cancelled`` (a destroy, Ctrl-C) or ``timeout`` (its lifetime was
+up), nor a failure with any other exit code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import SpecError
+from ansible_collections.bai.cluster.plugins.module_utils.common.parse import type_name
+from ansible_collections.bai.cluster.plugins.module_utils.session.limits import (
+    check_number,
+)
+
+# How many exit codes one request may name.
+MAX_RESTART_CODES = 32
+_BATCH = "batch"
+
+
+def parse_restart_policy(
+    given: Mapping[str, Any], session_type: str
+) -> tuple[int, tuple[int, ...]]:
+    """``restarts`` (0-100) and ``restart_on`` (exit codes 1-255: a list, or a string
+    "3,75") from a request's fields; SpecError when they are not that, or are given for
+    a session that is not a batch session."""
+    restarts = int(check_number("session_restarts", given.get("restarts", 0)))
+    raw = given.get("restart_on", [])
+    if isinstance(raw, str):
+        raw = [part for part in raw.replace(" ", "").split(",") if part]
+    if not isinstance(raw, (list, tuple)):
+        raise SpecError(
+            f"restart_on: got {type_name(raw)} {raw!r}; expected a list of exit codes 1-255"
+        )
+    if len(raw) > MAX_RESTART_CODES:
+        raise SpecError(f"restart_on: {len(raw)} exit codes; at most {MAX_RESTART_CODES}")
+    codes = sorted({_exit_code(code) for code in raw})
+    if (restarts or codes) and session_type != _BATCH:
+        raise SpecError(
+            "restarts: only a batch session (one that runs a command to its end) "
+            "restarts; an interactive session lives until it is destroyed"
+        )
+    if codes and not restarts:
+        raise SpecError("restart_on: names exit codes, but restarts is 0 (how many times?)")
+    return restarts, tuple(codes)
+
+
+def _exit_code(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise SpecError(f"restart_on: got {type_name(value)} {value!r}; expected exit codes 1-255")
+    text = str(value).strip()
+    if not text.isdigit() or not 1 <= int(text) <= 255:
+        raise SpecError(f"restart_on: got {value!r}; an exit code is a whole number 1-255")
+    return int(text)
+
+
+def restart_reason(end: Mapping[str, Any], restart_on: tuple[int, ...] | list[int] = ()) -> str:
+    """Why the end ``end`` (job.combine's result: state, exit_code, signal, failed)
+    restarts a batch session's gang, in a few words; "" when it does not count."""
+    state = end.get("state")
+    if state == "lost":
+        return "an agent did not answer"
+    if state == "preempted":
+        return "a drain stopped it"
+    if state != "failed":
+        return ""
+    failed = end.get("failed") or {}
+    if failed.get("why") == "gone while the command ran":
+        return f"{failed.get('host') or 'a member'} was gone while the command ran"
+    if failed.get("oom_killed"):
+        return f"{failed.get('host') or 'a member'} was killed for memory (OOM)"
+    if failed.get("signal") or end.get("signal"):
+        return f"killed by {failed.get('signal') or end.get('signal')}"
+    code = end.get("exit_code")
+    if isinstance(code, int) and code in restart_on:
+        return f"the command exited {code}, which restart_on names"
+    return ""
