@@ -3,13 +3,14 @@ that makes the ledger agree with what the agents run."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .. import runner
 from ..errors import BaiClusterError, classify
-from .base import Event, run
+from .base import Event
 
 RECONCILE = "playbooks/session_reconcile.yml"
 SCHEDULE = "playbooks/session_schedule.yml"
@@ -35,6 +36,12 @@ class Reconciled:
     ended: list[str] = field(default_factory=list)
     # Sessions whose lifetime was up: stopped (SIGTERM, then SIGKILL) and destroyed.
     lifetime_up: list[str] = field(default_factory=list)
+    # Batch sessions that may restart whose part on an agent that did not answer stopped
+    # by itself: destroyed, forced there, and queued again ({name, session_id, agents}).
+    fenced: list[dict[str, Any]] = field(default_factory=list)
+    # Seconds until such a session's fence is over (its members that answer stopped, not
+    # yet for the fence's 30 s): the command waits it out and reconciles once more.
+    fence_in: float | None = None
     # Running sessions with stopped containers: started again and their SSH mesh checked
     # (``restarted``), or why not (``restart_failed``: name -> why); with ``check``, the
     # sessions that would be (``stopped``).
@@ -114,15 +121,61 @@ def reconcile_sessions(
     **kwargs: Any,
 ) -> Reconciled:
     """Make the session ledger agree with what the agents run (``check``: report only;
-    ``adopt_ledgers``: identities of ledgers gone for good whose sessions it takes in)."""
+    ``adopt_ledgers``: identities of ledgers gone for good whose sessions it takes in).
+    When a restartable batch session with a lost agent is within FENCE_WAIT_S of its
+    fence's end, wait it out and reconcile once more, so that its gang starts again in
+    this pass rather than the next one (docs/sessions.md, "Restarts")."""
+    try:
+        return _reconcile(check, adopt_ledgers, inventory, on_event, **kwargs)
+    except _FenceSoon as soon:
+        time.sleep(soon.seconds + 1)
+        return _reconcile(check, adopt_ledgers, inventory, on_event, wait=False, **kwargs)
+
+
+class _FenceSoon(Exception):
+    def __init__(self, seconds: float) -> None:
+        super().__init__(seconds)
+        self.seconds = seconds
+
+
+# The longest a reconcile waits for a fence to end (scheduling/fencing.py: FENCE_S).
+FENCE_WAIT_S = 30
+
+
+def _reconcile(
+    check: bool,
+    adopt_ledgers: Sequence[str],
+    inventory: str | None,
+    on_event: Event | None,
+    wait: bool = True,
+    **kwargs: Any,
+) -> Reconciled:
     extravars = {"session_adopt_ledgers": list(adopt_ledgers)} if adopt_ledgers else {}
-    result = run(
+    result = runner.run_playbook(
         RECONCILE, extravars, inventory=inventory, on_event=on_event, check=check, **kwargs
     )
+    error = classify(result)
     data = result.stats.get("bai_reconcile") or {}
     known = set(Reconciled.__dataclass_fields__) - {"check", "schedule"}
     done = Reconciled(**{k: v for k, v in data.items() if k in known}, check=check)
-    if not check and int(done.waiting or 0) > 0:
-        # Capacity the reconcile freed (ended lifetimes, dead creates) goes to the queue.
+    done.fence_in = _seconds(data.get("fence_in"))
+    waiting = max(int(done.waiting or 0), int(result.stats.get("bai_queue_waiting") or 0))
+    # Capacity the reconcile freed (ended lifetimes, dead creates) goes to the queue; so
+    # does a gang it queued again while an agent did not answer (the run then fails, naming
+    # that agent, after the pass).
+    restarted = bool(result.stats.get("bai_sessions_restarted"))
+    if not check and waiting > 0 and (error is None or restarted):
         done.schedule = schedule_sessions(inventory=inventory, on_event=on_event, **kwargs)
+    if wait and not check and done.fence_in is not None and done.fence_in <= FENCE_WAIT_S:
+        raise _FenceSoon(done.fence_in)
+    if error is not None:
+        raise error
     return done
+
+
+def _seconds(value: Any) -> float | None:
+    """A number of seconds from set_stats (a number, its text, or null/None)."""
+    try:
+        return None if value is None or value == "" else float(value)
+    except (TypeError, ValueError):
+        return None

@@ -36,6 +36,19 @@ def agents(names: Sequence[str], hostvars: Mapping[str, Any]) -> list[dict[str, 
     return out
 
 
+def host_results(hosts: Sequence[str], hostvars: Mapping[str, Any], var: str) -> dict[str, Any]:
+    """Host -> its variable ``var`` (a registered result), None where it has none: also a
+    host that left the run before the play that registers it (it failed or did not
+    answer in an earlier play: reconcile's read of an agent whose engine is down)."""
+    out: dict[str, Any] = {}
+    for host in hosts:
+        try:
+            out[host] = hostvars[host].get(var)
+        except (KeyError, AttributeError):
+            out[host] = None
+    return out
+
+
 def end_warnings(*args: Any) -> dict[str, Any]:
     """scheduling/end_signals.py's warnings, imported when a drain needs it."""
     from ansible_collections.bai.cluster.plugins.module_utils.scheduling import end_signals
@@ -60,6 +73,7 @@ class FilterModule(FilterTable):
         "bai_reconcile_text": reconcile_lines,
         "bai_destroy_targets": destroy.targets,
         "bai_destroy_outcome": destroy.outcome,
+        "bai_host_results": host_results,
         "bai_destroy_text": destroy.text,
         "bai_destroy_failures": destroy.failures,
         "bai_repair_outcome": outcome,

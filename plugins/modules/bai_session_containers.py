@@ -120,6 +120,12 @@ options:
         (whose command always gets them). Used when a session's lifetime is up.
     type: bool
     default: false
+  before_attempt:
+    description:
+      - With O(state=absent) and O(session_id), only the containers of a batch session's
+        attempts before this one (label C(ai.backend.cluster.restart-count)) - what an
+        earlier attempt of a session that restarted left on an agent that did not answer.
+    type: int
   log_dir:
     description:
       - With O(state=absent), the folder (on this agent, made 0700) where a batch
@@ -456,6 +462,7 @@ ARGUMENT_SPEC = {
     },
     "grace_s": {"type": "int", "default": DEFAULT_GRACE_S},
     "stop": {"type": "bool", "default": False},
+    "before_attempt": {"type": "int"},
     "log_dir": {"type": "path", "default": DEFAULT_LOG_DIR},
     "log_max_bytes": {"type": "int", "default": DEFAULT_LOG_MAX_BYTES},
     "workers": {"type": "int", "default": 8},
@@ -498,6 +505,7 @@ def main() -> None:
             workers=p["workers"],
             grace_s=p["grace_s"],
             stop=p["stop"],
+            before_attempt=p["before_attempt"],
             log_dir=p["log_dir"],
             log_max_bytes=p["log_max_bytes"],
             owner=p["owner"],

@@ -180,8 +180,8 @@ options:
     description:
       - Per-owner limits (C(bai_session_policies), docs/placement.md) - C(default) and
         C(owners) (name -> limits), each limit C(sessions), C(cpu), C(mem), C(gpu),
-        C(lifetime_s); an owner's keys override the default's. With O(state=reserved), a
-        new session of the spec's C(owner) that would take the owner past a limit is
+        C(lifetime_s), C(restarts); an owner's keys override the default's. With
+        O(state=reserved), a new session of the spec's C(owner) past a limit is
         refused in the same step that would reserve it (RV(policy)), counted on the
         ledger's own sessions, so concurrent creates cannot both slip under a limit.
     type: dict

@@ -52,7 +52,18 @@ def reconcile_lines(result: Mapping[str, Any]) -> list[str]:
         lines.append(f"session {name}: its end signal was not sent: {why}")
     if result.get("unread"):
         lines.append(f"not read (see above): {', '.join(result['unread'])}")
-    ended = [n for n in result.get("ended") or () if n not in (result.get("lifetime_up") or ())]
+    for over in result.get("fenced") or ():
+        lines.append(
+            f"batch session {over['name']}: its part on {', '.join(over['agents'])} (which did "
+            f"not answer) stopped by itself, as its other members did; destroyed, forced there, "
+            f"and its gang starts again"
+        )
+    fenced = [f["name"] for f in result.get("fenced") or ()]
+    ended = [
+        n
+        for n in result.get("ended") or ()
+        if n not in (result.get("lifetime_up") or ()) and n not in fenced
+    ]
     if ended:
         lines.append(
             f"batch sessions whose command ended, destroyed (their output is kept): "

@@ -138,6 +138,7 @@ def test_a_bad_policy_is_refused_with_what_it_takes(given, kind, words):
         ({"state": "succeeded", "exit_code": 0}, (0,), ""),
         ({"state": "cancelled", "exit_code": 143, "signal": "SIGTERM"}, (), ""),
         ({"state": "timeout", "exit_code": 143}, (143,), ""),
+        ({"state": "lost", "final": True}, (), ""),  # a destroy forced by hand
     ],
 )
 def test_which_ends_restart_the_gang(ended, codes, counts):
@@ -282,3 +283,22 @@ def test_logs_find_each_attempt_where_it_ran():
         "attempts": 1,
     }
     assert logs_where({}, "main1")["agent"] == ""
+
+
+def test_an_owners_policy_caps_the_restarts_and_more_is_refused_at_once(tmp_path):
+    path = tmp_path / "ledger.json"
+    policies = {"default": {"restarts": 1}, "owners": {"boss": {"restarts": None}}}
+    args = {"agents": AGENTS, "agent_info": [read()], "policies": policies, "queue": True}
+    refused = ledger_step(path, state="reserved", spec=job_spec(restarts=2), **args)
+    assert refused["failed"] and refused["policy"], refused
+    assert (
+        "session_restarts 2 is more than the 1 that bai_session_policies.default"
+        in (refused["msg"])
+    )
+    assert not path.exists() or not json.loads(path.read_text()).get("queue")
+    allowed = ledger_step(path, state="reserved", spec=job_spec(restarts=1), **args)
+    assert allowed["action"] == "create", allowed
+    boss = ledger_step(
+        path, state="reserved", spec={**job_spec("b", restarts=50), "owner": "boss"}, **args
+    )
+    assert boss["action"] == "create", boss

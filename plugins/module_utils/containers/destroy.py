@@ -67,6 +67,7 @@ def outcome(
     containers: Mapping[str, Any],
     overlays: Mapping[str, Any],
     force: bool = False,
+    fenced: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """Per session: what was removed (``containers``, ``networks``), the hosts whose part
     did not finish (``missed``), the agents the inventory lacks (``unlisted``) and whether
@@ -75,10 +76,13 @@ def outcome(
 
     ``force`` (an agent is down for long): the reservation goes all the same, and
     ``left_on`` names the agents whose part was left (the ledger remembers the session,
-    so that reconcile removes those leftovers when the agents answer again)."""
+    so that reconcile removes those leftovers when the agents answer again). ``fenced``:
+    the batch sessions reconcile found over while an agent did not answer (their part
+    there stopped by itself: scheduling/fencing.py), forced as well."""
     out = []
     for session in plan["sessions"]:
         name = session["name"]
+        forced = force or name in fenced
         removed: list[str] = []
         networks: list[str] = []
         missed: list[str] = []
@@ -102,10 +106,10 @@ def outcome(
                 "unlisted": list(session["unlisted"]),
                 # A queued session is cancelled: it leaves the queue (the ledger's step).
                 "release": bool(session["session_id"] or session.get("queued"))
-                and (whole or force),
+                and (whole or forced),
                 "cancelled": bool(session.get("queued")),
-                "forced": bool(force and not whole),
-                "left_on": left if force else [],
+                "forced": bool(forced and not whole),
+                "left_on": left if forced else [],
                 # A batch session: what its command came to (module_utils/jobs/job.py).
                 "job": job.combine(reports, missed) if reports else None,
             }

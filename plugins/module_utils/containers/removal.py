@@ -5,11 +5,13 @@ a batch session's stopped and its output kept first), or what a failed create ma
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Optional
 
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Failure
 from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_OWNER,
+    LABEL_RESTART_COUNT,
     LABEL_SESSION_ID,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.containers.share import Host, Share
@@ -36,6 +38,7 @@ def absent(
     log_max_bytes: int = job.DEFAULT_LOG_MAX_BYTES,
     stop: bool = False,
     owner: Optional[str] = None,
+    before_attempt: Optional[int] = None,
 ) -> dict[str, Any]:
     """Remove every container of ``session`` (of ``session_id`` when given) on this
     agent, and with ``networks`` the session's networks here. With ``owner``, only a
@@ -45,10 +48,14 @@ def absent(
     A batch session's containers are stopped first (main1's runner stops the command:
     SIGTERM, SIGKILL after ``grace_s``), then their output is kept under ``log_dir``
     (the last ``log_max_bytes`` of each) and what they came to is returned (``job``).
-    With ``stop`` (a lifetime that is up) any session's containers are stopped first."""
+    With ``stop`` (a lifetime that is up) any session's containers are stopped first.
+    ``before_attempt``: only those of a restarted batch session's earlier attempts."""
     found = session_containers(docker_.api, session, agent)
     if session_id:
         found = [c for c in found if c["labels"].get(LABEL_SESSION_ID) == session_id]
+    if before_attempt is not None:  # an earlier attempt's leftovers, not the running one
+        found = [c for c in found if _attempt(c) < before_attempt]
+        networks = False
     if owner is not None:
         if any(c["labels"].get(LABEL_OWNER, "") != owner for c in found):
             raise Failure(
@@ -96,3 +103,8 @@ def cleanup(share: Share) -> list[str]:
         except (Failure, DockerException) as exc:
             problems.append(f"network {share.req.network}: {exc}")
     return problems
+
+
+def _attempt(container: Mapping[str, Any]) -> int:
+    count = str(container["labels"].get(LABEL_RESTART_COUNT) or "0")
+    return int(count) if count.isdigit() else 0

@@ -138,11 +138,20 @@ def kept_result(record: Mapping[str, Any]) -> dict[str, Any]:
 
 def holders(ledger: Ledger, name: str) -> set[str]:
     """Agents that may hold session ``name``: those of its reservation and those whose
-    kept read showed a session of that name."""
+    kept read showed a session of that name - but for what an earlier attempt of a batch
+    session that restarted left on an agent (its session id, off its current attempt's
+    agents: scheduling/fencing.py), which reconcile removes and nothing takes in."""
     entry = ledger.sessions.get(name)
     found = {k["agent"] for k in entry["kernels"]} if entry else set()
+    queued = (ledger.queue or {}).get(name) or {}
+    restarted = (entry or {}).get("session_id") if (entry or {}).get("attempt") else None
+    if queued.get("attempt") and queued.get("session_id"):
+        restarted = queued["session_id"]
     for agent, record in (ledger.agents or {}).items():
-        if any(row.get("name") == name for row in (record.get("sessions") or {}).values()):
+        if any(
+            row.get("name") == name and (sid != restarted or agent in found)
+            for sid, row in (record.get("sessions") or {}).items()
+        ):
             found.add(agent)
     return found
 

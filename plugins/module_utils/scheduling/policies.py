@@ -2,10 +2,11 @@
 owner may hold at once.
 
 ``bai_session_policies`` gives, per owner with a default, at most so many sessions at
-once, CPUs, memory and GPUs in all (across every resource group) and a longest lifetime::
+once, CPUs, memory and GPUs in all (across every resource group), a longest lifetime and
+the most gang restarts a batch session may ask for (``session_restarts``)::
 
     bai_session_policies:
-      default: {sessions: 4, cpu: 32, mem: 128g, gpu: 4, lifetime_s: 86400}
+      default: {sessions: 4, cpu: 32, mem: 128g, gpu: 4, lifetime_s: 86400, restarts: 3}
       owners:
         alice: {sessions: 1}        # overrides the default key by key
 
@@ -40,7 +41,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.session.model import (
 )
 
 FIELD = "bai_session_policies"
-LIMIT_KEYS = ("sessions", "cpu", "mem", "gpu", "lifetime_s")
+LIMIT_KEYS = ("sessions", "cpu", "mem", "gpu", "lifetime_s", "restarts")
 # Owners are user names (the controller's login by default): what a Docker label and a
 # person's account name both allow.
 _OWNER_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}$")
@@ -64,6 +65,7 @@ class Limits:
     mem: Limit | None = None
     gpu: Limit | None = None
     lifetime_s: Limit | None = None
+    restarts: Limit | None = None
 
 
 @dataclass(frozen=True)
@@ -197,18 +199,22 @@ def _amount(key: str, value: float) -> str:
 
 
 def refusal(
-    limits: Limits, held: Usage, name: str, request: Resources, lifetime_s: float = 0
+    limits: Limits,
+    held: Usage,
+    name: str,
+    request: Resources,
+    lifetime_s: float = 0,
+    restarts: int = 0,
 ) -> str:
     """Why ``limits`` refuse session ``name`` (``request``: its containers' resources in
-    all, ``lifetime_s``: its own lifetime, 0 for none) to an owner who holds ``held``;
-    "" when they allow it. Names the policy, the owner's use and the limit."""
+    all, ``lifetime_s``: its own lifetime, 0 for none; ``restarts``: the gang restarts it
+    asks for) to an owner who holds ``held``; "" when they allow it. Names the policy, the
+    owner's use and the limit."""
     owner = limits.owner
-    cap = limits.lifetime_s
-    if cap is not None and lifetime_s > cap.value:
-        return (
-            f"owner {owner}: session_lifetime_s {int(lifetime_s)} is longer than the "
-            f"{int(cap.value)} s that {cap.source} allows"
-        )
+    why = forever(limits, lifetime_s, restarts)
+    if why:
+        return why
+
     after = held.plus(name, request)
     for key in ("sessions", "cpu", "mem", "gpu"):
         limit = getattr(limits, key)
@@ -220,6 +226,24 @@ def refusal(
             f"owner {owner} holds {_amount(key, now)}{running}; session {name} would make "
             f"{_amount(key, getattr(after, key))}, more than the {_amount(key, limit.value)} "
             f"that {limit.source} allows"
+        )
+    return ""
+
+
+def forever(limits: Limits, lifetime_s: float = 0, restarts: int = 0) -> str:
+    """Why ``limits`` refuse a session whatever the owner holds (waiting cannot help): a
+    lifetime longer than the owner's longest, or more restarts than it allows; "" else."""
+    cap = limits.lifetime_s
+    if cap is not None and lifetime_s > cap.value:
+        return (
+            f"owner {limits.owner}: session_lifetime_s {int(lifetime_s)} is longer than the "
+            f"{int(cap.value)} s that {cap.source} allows"
+        )
+    most = limits.restarts
+    if most is not None and restarts > most.value:
+        return (
+            f"owner {limits.owner}: session_restarts {restarts} is more than the "
+            f"{int(most.value)} that {most.source} allows"
         )
     return ""
 

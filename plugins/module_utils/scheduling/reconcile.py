@@ -22,6 +22,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_SPEC_HASH,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.gpu.alloc import devices_in_use
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import fencing
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.capacity import (
     used_from_labels,
 )
@@ -90,6 +91,7 @@ def reconcile(
     """
     fresh = fresh_reads(reads)
     found = _by_session(fresh)
+    earlier = _earlier_attempts(found, fencing.current_attempts(ledger))
     out = Reconciliation([], [], [], [], [], [], [], [], [], [], [], [])
     forsaken = ledger.forsaken or {}
     known = {entry["session_id"] for entry in ledger.sessions.values()}
@@ -101,6 +103,9 @@ def reconcile(
             _settle_unknown(ledger, sid, rows, now, out, forsaken, own, every_agent_read)
     for row in out.remove:
         forget_session(ledger, row["session_id"])
+    # What an earlier attempt of a restarted session left (its agent did not answer then):
+    # removed by its attempt, never counted as the session's.
+    out.remove.extend(earlier)
     # A forced destroy is settled once every agent it left was read and runs nothing of it.
     for sid, gone in list(forsaken.items()):
         if sid not in found and all(a in fresh for a in gone.get("agents") or ()):
@@ -118,6 +123,30 @@ def _by_session(fresh: Mapping[str, Mapping[str, Any]]) -> dict[str, list[tuple[
             if sid:
                 found.setdefault(sid, []).append((str(labels.get(LABEL_AGENT) or agent), row))
     return found
+
+
+def _earlier_attempts(
+    found: dict[str, list[tuple[str, Any]]], attempts: Mapping[str, int]
+) -> list[dict[str, Any]]:
+    """Take the containers of earlier attempts of restarted sessions (fencing.py) out of
+    ``found``; the removals that clear them, one per agent and session, each removing only
+    containers of an attempt before ``before_attempt``."""
+    out = []
+    for sid, rows in list(found.items()):
+        stale = fencing.stale_rows([row for _agent, row in rows], attempts)
+        if not stale:
+            continue
+        ids = {id(row) for row in stale}
+        old = [(agent, row) for agent, row in rows if id(row) in ids]
+        found[sid] = [(agent, row) for agent, row in rows if id(row) not in ids]
+        if not found[sid]:
+            del found[sid]
+        name = _label(old, LABEL_SESSION)
+        out += [
+            {**row, "forced": True, "before_attempt": attempts[sid]}
+            for row in _removals(name, sid, old)
+        ]
+    return out
 
 
 def _settle_reserved(

@@ -22,9 +22,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import reservations
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import session_queue as queue_
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import Ledger
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.kept_reads import (
+    forget_in_record,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.session.restart_policy import (
     restart_reason,
 )
@@ -60,13 +62,20 @@ def attempts_of(entry: Mapping[str, Any] | None) -> list[dict[str, Any]]:
 
 
 def restart(
-    ledger: Ledger, name: str, session_id: str, end: Mapping[str, Any], now: float
+    ledger: Ledger,
+    name: str,
+    session_id: str,
+    end: Mapping[str, Any],
+    now: float,
+    left_on: Sequence[str] = (),
 ) -> dict[str, Any] | None:
     """Queue the gang of batch session ``name`` (``session_id``) again when its end
     ``end`` (job.combine's result) is one its policy restarts for and it has restarts
     left: its reservation is released and it waits at the head of its group, keeping its
-    session id, its submission time and the ends of its attempts. Returns the queue
-    entry; None (nothing changed) when it does not restart."""
+    session id, its submission time and the ends of its attempts. ``left_on``: agents
+    that did not answer, whose part stopped by itself (fencing.py): their kept reads
+    keep counting it until reconcile removes it there. Returns the queue entry; None
+    (nothing changed) when it does not restart."""
     entry = ledger.sessions.get(name)
     if entry is None or entry.get("session_id") != session_id or not entry.get("spec"):
         return None
@@ -79,6 +88,11 @@ def restart(
     record = {
         "attempt": attempt,
         **{key: end.get(key) for key in _ATTEMPT_KEYS},
+        # Where each member ran (its output is kept there), also those not heard from.
+        "members": {
+            **{str(k["host"]): str(k["agent"]) for k in entry.get("kernels") or ()},
+            **(end.get("members") or {}),
+        },
         "removed_at": now,
         "restarted_because": why,
     }
@@ -100,7 +114,12 @@ def restart(
     }
     if entry.get("authorized_keys"):
         queued["authorized_keys"] = list(entry["authorized_keys"])
-    reservations.release(ledger, name, session_id)
+    del ledger.sessions[name]
+    for agent, kept in (ledger.agents or {}).items():
+        if agent not in left_on:
+            forget_in_record(kept, session_id)
+    if left_on:
+        record["left_on"] = sorted(left_on)
     if ledger.queue is None:
         ledger.queue = {}
     ledger.queue[name] = queued

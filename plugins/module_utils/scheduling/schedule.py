@@ -19,6 +19,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger_requ
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import OutOfService
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.policies import (
     Limits,
+    forever,
     limits_for,
     parse_policies,
     refusal,
@@ -54,12 +55,13 @@ def refuse_past_limits(
     (with O(queue), raise PolicyWait unless its lifetime is past the owner's longest,
     which waiting cannot change)."""
     held = usage(ledger.sessions.values(), spec.owner)
-    why = refusal(limits, held, spec.name, total(expand_kernels(spec)), spec.lifetime_s)
+    why = refusal(
+        limits, held, spec.name, total(expand_kernels(spec)), spec.lifetime_s, spec.restarts
+    )
     if not why:
         return
-    cap = limits.lifetime_s
-    forever = cap is not None and spec.lifetime_s > cap.value
-    if not forever and (request.queue or spec.name in queue_.queue_of(ledger)):
+    permanent = bool(forever(limits, spec.lifetime_s, spec.restarts))
+    if not permanent and (request.queue or spec.name in queue_.queue_of(ledger)):
         raise PolicyWait(f"refused for now by the owner's limits: {why}")
     raise LedgerFailure(f"refused by the owner's limits: {why}; nothing was created", policy=True)
 

@@ -18,6 +18,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.engine.common import e
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import (
     document,
     end_signals,
+    fencing,
     history,
     kept_reads,
     reconcile,
@@ -118,6 +119,18 @@ def released(request: LedgerRequest, ledger: Ledger, now: float) -> dict[str, An
     """state=absent: a forced destroy's reservation forsaken, a queued session cancelled,
     or a destroyed session's reservation released (and how a batch session ended kept)."""
     name = str(request.name)
+    if request.ended and request.session_id:
+        # A batch session whose end its restart policy counts: queued again, at the head
+        # (a part left on agents that did not answer stopped by itself: fencing.py).
+        again = restarts.restart(
+            ledger, name, request.session_id, request.ended, now, request.left_on
+        )
+        if again is not None:
+            return {
+                "changed": True,
+                "restarted": {"attempt": again["attempt"], "reason": again["reason"]},
+                "waiting": len(queue_.queue_of(ledger)),
+            }
     if request.left_on:
         forsaken = reservations.forsake(ledger, name, str(request.session_id), request.left_on, now)
         return {"changed": forsaken}
@@ -129,15 +142,6 @@ def released(request: LedgerRequest, ledger: Ledger, now: float) -> dict[str, An
         if last is not None:
             history.record_end(ledger, name, cancelled["session_id"], last, now, cancelled["owner"])
         return {"changed": True, "cancelled": True, "waiting": len(queue_.queue_of(ledger))}
-    if request.ended and request.session_id:
-        # A batch session whose end its restart policy counts: queued again, at the head.
-        again = restarts.restart(ledger, name, request.session_id, request.ended, now)
-        if again is not None:
-            return {
-                "changed": True,
-                "restarted": {"attempt": again["attempt"], "reason": again["reason"]},
-                "waiting": len(queue_.queue_of(ledger)),
-            }
     held = ledger.sessions.get(name) or {}
     owner = str(held.get("owner") or "")
     earlier = restarts.attempts_of(held) if held.get("session_id") == request.session_id else []
@@ -227,6 +231,10 @@ def reconciled(
     # A session whose lifetime is up is ended below, never started again.
     ending = reservations.lifetimes_up(ledger, now)
     warned = end_signals.due(ledger, now)
+    # Gangs whose part on an agent that did not answer has stopped by itself: destroyed
+    # below (forced there), then queued again (restarts.py).
+    fresh = kept_reads.fresh_reads(reads)
+    over = fencing.fenced(ledger, fresh, unread)
     return {
         "changed": bool(done.adopted or done.dropped or done.remove or warned),
         "save": True,
@@ -237,5 +245,7 @@ def reconciled(
         "held": sorted(ledger.sessions),
         "lifetime_up": ending,
         "end_signals": warned,
+        "fenced": [f for f in over if f["name"] not in ending],
+        "fence_in": fencing.fence_in(ledger, fresh, unread),
         "waiting": len(queue_.queue_of(ledger)),
     }

@@ -16,7 +16,8 @@ The ends that count, with restarts left:
 - ``failed`` with an exit code the request names (``restart_on``, Slurm's RequeueExit).
 
 Never: ``succeeded``, ``cancelled`` (a destroy, Ctrl-C) or ``timeout`` (its lifetime was
-up), nor a failure with any other exit code.
+up), nor a failure with any other exit code, nor an end marked ``final`` (a destroy forced
+by hand, which ends the session whatever it came to).
 """
 
 from __future__ import annotations
@@ -75,6 +76,8 @@ def restart_reason(end: Mapping[str, Any], restart_on: tuple[int, ...] | list[in
     """Why the end ``end`` (job.combine's result: state, exit_code, signal, failed)
     restarts a batch session's gang, in a few words; "" when it does not count."""
     state = end.get("state")
+    if end.get("final"):  # a destroy forced by hand
+        return ""
     if state == "lost":
         return "an agent did not answer"
     if state == "preempted":
