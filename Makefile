@@ -49,7 +49,7 @@ demo-session: setup
 	  '  .venv/bin/bai-cluster session show $(DEMO_SESSION)       # where it runs, the app proxy login' \
 	  '  .venv/bin/bai-cluster session destroy $(DEMO_SESSION)    # remove it'
 
-lint: setup  ## yamllint, ansible-lint, ruff, mypy, role READMEs, ansible-test sanity
+lint: setup  ## yamllint, ansible-lint, ruff, mypy, role READMEs, promtool, ansible-test sanity
 	yamllint -s .
 	@# A home of its own: a copy of the collection that Molecule installed into
 	@# ~/.ansible/collections (an older checkout's) would shadow this checkout.
@@ -60,6 +60,7 @@ lint: setup  ## yamllint, ansible-lint, ruff, mypy, role READMEs, ansible-test s
 	@mkdir -p .cache/mypy/ansible_collections/bai && ln -sfn ../../../.. .cache/mypy/ansible_collections/bai/cluster
 	MYPYPATH=.cache/mypy mypy -p ansible_collections.bai.cluster.plugins -p bai_cli
 	python scripts/role_readmes.py --check
+	scripts/check_monitoring.sh
 	scripts/sanity.sh
 
 unit: setup  ## fast tests, no Docker

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from . import __version__
-from .commands import agent, lab, session
+from .commands import agent, lab, metrics, session
 from .commands.common import Context, UsageError, emit_json
 from .errors import EXIT_BAD_INPUT, EXIT_FAILED, BaiClusterError
 from .progress import Printer
@@ -27,6 +27,7 @@ COMMANDS: dict[str, Callable[[Context], int]] = {
     "site": lab.run_site,
     "session": session.run,
     "agent": agent.run,
+    "metrics": metrics.run,
 }
 
 
@@ -75,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     lab.add_parser(top, common)
     session.add_parser(top, common)
     agent.add_parser(top, common)
+    metrics.add_parser(top, common)
     return parser
 
 

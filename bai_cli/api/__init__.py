@@ -20,7 +20,7 @@ them into progress lines with :mod:`bai_cli.progress`.
 
 By noun: :mod:`.session` (and its records, :mod:`.session_model`), :mod:`.ledger` (the
 scheduler pass, reconcile), :mod:`.shell` (commands run in a container), :mod:`.agent`,
-:mod:`.lab` (lab and site); :mod:`.base` runs the playbooks.
+:mod:`.lab` (lab and site), :mod:`.metrics`; :mod:`.base` runs the playbooks.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ from .ledger import (
     reconcile_sessions,
     schedule_sessions,
 )
+from .metrics import METRICS, Metrics, collect_metrics
 from .session import (
     CREATE,
     DESTROY,
@@ -97,6 +98,7 @@ __all__ = [
     "LAB",
     "LIST",
     "LOGS",
+    "METRICS",
     "RECONCILE",
     "SCHEDULE",
     "SHOW",
@@ -111,6 +113,7 @@ __all__ = [
     "Drained",
     "Event",
     "JobResult",
+    "Metrics",
     "PlaybookSummary",
     "Reconciled",
     "Removed",
@@ -119,6 +122,7 @@ __all__ = [
     "SessionDetails",
     "SessionRow",
     "ShellCommand",
+    "collect_metrics",
     "create_extravars",
     "create_session",
     "destroy_session",

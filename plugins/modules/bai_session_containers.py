@@ -138,6 +138,14 @@ options:
         end).
     type: int
     default: 1048576
+  gpu_job_mapping_dir:
+    description:
+      - Folder (on this agent) of dcgm-exporter's job mapping - a file per GPU index holding
+        the ids of the sessions that hold that GPU - rewritten from the engine's containers
+        after the create or removal (docs/metrics.md). Made only once a session has a GPU
+        here; an empty string keeps none.
+    type: str
+    default: /var/lib/bai-cluster/dcgm-job-mapping
   lock_dir:
     description:
       - Folder (on this agent) of the admission lock, one file per engine; made 0700.
@@ -283,6 +291,10 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+gpu_job_mapping:
+  description: Whether the GPU job mapping (O(gpu_job_mapping_dir)) changed; absent when not kept.
+  returned: when the engine has GPU sessions, or had
+  type: bool
 containers:
   description:
     - This agent's containers of the session, in kernel order - C(name), C(id), C(host),
@@ -373,13 +385,17 @@ from ansible_collections.bai.cluster.plugins.module_utils.containers.session_con
     AgentShare,
     failure,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.containers.share import Request, Settings
+from ansible_collections.bai.cluster.plugins.module_utils.containers.share import (
+    request_of,
+    settings_of,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.engine.common import DOCKER_ARGUMENT_SPEC
 from ansible_collections.bai.cluster.plugins.module_utils.engine.docker_api import (
     DockerException,
     connect,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.engine.runner import run_module
+from ansible_collections.bai.cluster.plugins.module_utils.gpu import job_mapping
 from ansible_collections.bai.cluster.plugins.module_utils.hosts import agent_settings
 from ansible_collections.bai.cluster.plugins.module_utils.jobs.job import (
     DEFAULT_GRACE_S,
@@ -389,43 +405,10 @@ from ansible_collections.bai.cluster.plugins.module_utils.jobs.job_docker import
 from ansible_collections.bai.cluster.plugins.module_utils.network.addresses import (
     with_host_addresses,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.session.model import PlannedKernel
 from ansible_collections.bai.cluster.plugins.module_utils.session.naming import (
     SESSION_ARGUMENT_SPEC,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.session.ssh_keys import public_key_errors
-
-REQUEST_OPTIONS = (
-    "session",
-    "session_id",
-    "agent",
-    "mode",
-    "network",
-    "env",
-    "mounts",
-    "keypair",
-    "authorized_keys",
-    "ledger_ids",
-    "network_spec",
-    "mesh_check",
-    "job",
-)
-
-
-def request_of(params: dict) -> Request:
-    """The module's options that describe the session (SpecError names a bad kernel)."""
-    kernels = tuple(PlannedKernel.from_dict(raw) for raw in params["kernels"])
-    options = {key: params[key] for key in REQUEST_OPTIONS}
-    options["env"] = {str(k): str(v) for k, v in (params["env"] or {}).items()}
-    return Request(kernels=kernels, **options)
-
-
-def settings_of(params: dict) -> Settings:
-    """This agent's settings (option settings, validated by its argument spec) and the
-    module's own limits."""
-    own = ("ssh_timeout", "lock_dir", "lock_timeout", "workers", "state_dir")
-    return Settings(**params["settings"], **{key: params[key] for key in own})
-
 
 ARGUMENT_SPEC = {
     **SESSION_ARGUMENT_SPEC,
@@ -465,6 +448,7 @@ ARGUMENT_SPEC = {
     "before_attempt": {"type": "int"},
     "log_dir": {"type": "path", "default": DEFAULT_LOG_DIR},
     "log_max_bytes": {"type": "int", "default": DEFAULT_LOG_MAX_BYTES},
+    "gpu_job_mapping_dir": {"type": "str", "default": job_mapping.DEFAULT_DIR},
     "workers": {"type": "int", "default": 8},
     **DOCKER_ARGUMENT_SPEC,
 }
@@ -492,23 +476,31 @@ def main() -> None:
             raise Failure(f"{exc}; nothing was changed") from None
         shares.append(AgentShare(module, docker_, request, settings_of(p)))
         made = shares[0].present()
-        return with_host_addresses(made, module.run_command, p["host_addresses"])
+        gpus = any(k.gpu_devices for k in request.kernels)
+        return mapped(with_host_addresses(made, module.run_command, p["host_addresses"]), gpus)
+
+    def mapped(done: dict, gpus: bool) -> dict:
+        folder, locks = p["gpu_job_mapping_dir"], (p["lock_dir"], p["lock_timeout"])
+        return job_mapping.kept_after(done, module, docker_.api, folder, locks, gpus)
 
     def removed() -> dict:
-        return absent(
-            docker_,
-            module,
-            session=p["session"],
-            session_id=p["session_id"],
-            agent=p["agent"],
-            networks=p["networks"],
-            workers=p["workers"],
-            grace_s=p["grace_s"],
-            stop=p["stop"],
-            before_attempt=p["before_attempt"],
-            log_dir=p["log_dir"],
-            log_max_bytes=p["log_max_bytes"],
-            owner=p["owner"],
+        return mapped(
+            absent(
+                docker_,
+                module,
+                session=p["session"],
+                session_id=p["session_id"],
+                agent=p["agent"],
+                networks=p["networks"],
+                workers=p["workers"],
+                grace_s=p["grace_s"],
+                stop=p["stop"],
+                before_attempt=p["before_attempt"],
+                log_dir=p["log_dir"],
+                log_max_bytes=p["log_max_bytes"],
+                owner=p["owner"],
+            ),
+            False,
         )
 
     run_module(

@@ -278,6 +278,14 @@ ledger:
   description: Every reservation by session name, and per agent what they give out.
   returned: O(state=read) without O(name)
   type: dict
+counters:
+  description: What the scheduler did over time - ends, restarts, queue waits, passes, retries.
+  returned: O(state=read) without O(name)
+  type: dict
+ledger_bytes:
+  description: The ledger's size as the swarm store writes it (C(ledger_max_bytes) - its cap).
+  returned: O(state=read) without O(name)
+  type: int
 ended:
   description: The remembered ends of batch sessions called O(name) (O(ended)), newest first.
   returned: O(state=read) with O(name)

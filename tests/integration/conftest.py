@@ -18,6 +18,7 @@ from typing import Any
 
 import docker
 import pytest
+import yaml
 from ansible_collections.bai.cluster.plugins.module_utils.common.labels import LABEL_SESSION
 
 REPO = Path(__file__).resolve().parents[2]
@@ -177,6 +178,39 @@ def bai_cli(tmp: Path | None, *argv: str, timeout: int = 300) -> subprocess.Comp
     )
     _log_time("bai-cluster", list(argv), began, cpu)
     return done
+
+
+def virtual_agents(tmp_path: Path, agents: tuple[str, ...], cpu: int) -> Path:
+    """An inventory of virtual agents (``bai_agent_id`` slots of this machine's engine) of
+    ``cpu`` CPUs and 2g each, with the test's own file ledger."""
+    path = tmp_path / "queue.yml"
+    ledger = tmp_path / "ledger.json"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "all": {
+                    "vars": {"bai_ledger_path": str(ledger), "bai_ledger_store": "file"},
+                    "hosts": {
+                        "localhost": {
+                            "ansible_connection": "local",
+                            "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+                        }
+                    },
+                    "children": {
+                        "agents": {
+                            "hosts": {name: {"bai_agent_id": name} for name in agents},
+                            "vars": {
+                                "ansible_connection": "local",
+                                "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+                                "bai_agent_resources": {"cpu": cpu, "mem": "2g", "gpu": 0},
+                            },
+                        }
+                    },
+                }
+            }
+        )
+    )
+    return path
 
 
 @pytest.fixture(scope="session")

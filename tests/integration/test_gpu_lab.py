@@ -177,6 +177,8 @@ def test_lab_daemon_json_has_no_nvidia_runtime(lab, client, node):
 # --- 1b. GPU sessions on the lab (its agents have no GPU and declare gpu 0) ----------------
 LABEL_SESSION = "ai.backend.cluster.session"
 LABEL_GPU_DEVICES = "ai.backend.cluster.gpu-devices"
+LABEL_SESSION_ID = "ai.backend.cluster.session-id"
+JOB_MAPPING = "/var/lib/bai-cluster/dcgm-job-mapping"
 
 
 @pytest.fixture(scope="module")
@@ -703,6 +705,8 @@ def sim_sessions(sim_ready, run_playbook):
     runs["after_rerun"] = sim_exec(
         container, "docker ps -a --format '{{.Names}} {{.State}}' --filter name=gpu-sim-two"
     )[1]
+    # dcgm-exporter's job mapping, as the agent's modules left it: GPU index: session id.
+    runs["job_mapping"] = sim_exec(container, f"cd {JOB_MAPPING} && grep -H . *")[1]
 
     try:
         yield runs, inspect
@@ -734,6 +738,15 @@ def test_sim_each_gpu_container_gets_exactly_its_own_device(sim_sessions):
         assert {"IPC_LOCK", "SYS_NICE"} <= set(info["HostConfig"]["CapAdd"]), info["HostConfig"]
         assert info["HostConfig"]["CapDrop"] == ["ALL"]
     assert seen == {"main1": ["0"], "sub1": ["1"]}
+
+
+def test_sim_dcgm_job_mapping_names_the_session_holding_each_gpu(sim_sessions):
+    """One file per GPU a session holds, its session id inside (docs/metrics.md): both
+    GPUs are gpu-sim-two's; gpu-sim-none holds none and is in no file."""
+    runs, _inspect = sim_sessions
+    assert runs["rerun"].rc == 0, runs["rerun"]
+    sid = runs["two_inspect"]["main1"]["Config"]["Labels"][LABEL_SESSION_ID]
+    assert sorted(runs["job_mapping"].split()) == [f"0:{sid}", f"1:{sid}"], runs["job_mapping"]
 
 
 def test_sim_a_request_for_a_held_gpu_is_pending_until_one_is_free(sim_sessions):

@@ -23,43 +23,12 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import REPO, VENV_BIN, bai_cli, finish_playbook, start_playbook
+from conftest import virtual_agents as make_inventory
 from labtools import LABEL_SESSION
 
 pytestmark = pytest.mark.integration
 
 LABEL_SESSION_ID = "ai.backend.cluster.session-id"
-
-
-def make_inventory(tmp_path: Path, agents: tuple[str, ...], cpu: int) -> Path:
-    """Virtual agents of ``cpu`` CPUs each, and this test's own ledger file."""
-    path = tmp_path / "queue.yml"
-    ledger = tmp_path / "ledger.json"
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "all": {
-                    "vars": {"bai_ledger_path": str(ledger), "bai_ledger_store": "file"},
-                    "hosts": {
-                        "localhost": {
-                            "ansible_connection": "local",
-                            "ansible_python_interpreter": "{{ ansible_playbook_python }}",
-                        }
-                    },
-                    "children": {
-                        "agents": {
-                            "hosts": {name: {"bai_agent_id": name} for name in agents},
-                            "vars": {
-                                "ansible_connection": "local",
-                                "ansible_python_interpreter": "{{ ansible_playbook_python }}",
-                                "bai_agent_resources": {"cpu": cpu, "mem": "2g", "gpu": 0},
-                            },
-                        }
-                    },
-                }
-            }
-        )
-    )
-    return path
 
 
 def cli(tmp: Path, inventory: Path, *argv: str) -> dict | list:

@@ -20,6 +20,7 @@ import pytest
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_AGENT_ID,
+    LABEL_GPU_DEVICES,
     LABEL_LEDGER,
     LABEL_SESSION_ID,
 )
@@ -612,3 +613,35 @@ def test_pause_in_check_mode_writes_nothing(engine, tmp_path):
     )
     assert result["changed"] is True and result["record"]["availability"] == "drain"
     assert not (tmp_path / "state").exists()
+
+
+# --- dcgm-exporter's job mapping (gpu/job_mapping.py) --------------------------------------
+# SIMULATED: no GPU exists here, so a session container is given the label a GPU session's
+# container has (ai.backend.cluster.gpu-devices) in the in-memory engine; the mapping reads
+# nothing else of a GPU.
+def mapping_files(folder):
+    return {n: (folder / n).read_text() for n in sorted(os.listdir(folder))}
+
+
+def test_the_module_keeps_the_mapping_after_a_create_and_a_removal(engine, tmp_path, data_root):
+    folder = tmp_path / "map"
+    mapped = {"gpu_job_mapping_dir": str(folder)}
+    plan = plan_for()
+    made = run(args_for(plan, tmp_path, data_root, **mapped), engine)
+    # A session without a GPU on an agent that never had one: no folder.
+    assert "gpu_job_mapping" not in made and not folder.exists()
+
+    for container in engine.session_containers("s1"):
+        devices = "0,1" if container.name.endswith("main1") else "2"
+        container.config["Labels"][LABEL_GPU_DEVICES] = devices
+    folder.mkdir()
+    (folder / "5").write_text("a session long gone\n")
+    absent = {"session": "nothing", "agent": "agent1", "state": "absent", **mapped}
+    kept = run({**absent, "lock_dir": str(tmp_path / "locks")}, engine)
+    assert kept["gpu_job_mapping"] is True, kept
+    sid = plan["session_id"]
+    assert mapping_files(folder) == {"0": f"{sid}\n", "1": f"{sid}\n", "2": f"{sid}\n"}
+
+    gone = run({**absent, "session": "s1", "lock_dir": str(tmp_path / "locks")}, engine)
+    assert gone["removed"] and gone["gpu_job_mapping"] is True
+    assert mapping_files(folder) == {}

@@ -125,3 +125,30 @@ def test_the_pass_is_roots_and_its_log_folder_is_not_world_readable(host):
     assert (folder.user, folder.mode) == (SERVICE_USER, 0o750), oct(folder.mode)
     log = host.file(LOG)
     assert log.is_file and log.user == SERVICE_USER and log.mode == 0o640, oct(log.mode)
+
+
+TEXTFILE = "/var/lib/prometheus/node-exporter/bai_cluster.prom"
+
+
+def test_each_pass_writes_the_metrics_for_node_exporter(host):
+    """After reconcile, the pass writes the cluster's metrics where Debian's
+    node_exporter reads textfiles: the pass's user's file, world-readable, in the
+    Prometheus text format (parsed back with the reference parser), counting the
+    reconciles the timer ran and the node's agent as up."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    began = time.monotonic()
+    while not host.file(TEXTFILE).exists and time.monotonic() - began < 90:
+        time.sleep(2)
+    made = host.file(TEXTFILE)
+    assert made.is_file and (made.user, made.mode) == (SERVICE_USER, 0o644), oct(made.mode)
+    assert "end: bai-cluster metrics --textfile" in log_text(host)
+    found = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(made.content_string)
+        for s in family.samples
+    }
+    assert found[("bai_reconcile_passes_total", ())] >= 1, found
+    agent = (("agent", "sysd-node"), ("resource_group", "default"))
+    assert found[("bai_agent_up", agent)] == 1, found
+    assert found[("bai_ledger_up", ())] == 1

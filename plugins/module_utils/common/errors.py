@@ -20,18 +20,39 @@ class SessionConflict(ValueError):
     spec, leftovers of an earlier attempt); nothing may be changed."""
 
 
+# Why a queued session waits, as one word of a closed set (its ``reason`` says it in full;
+# metrics count PENDING sessions by this word, docs/metrics.md):
+WAIT_RESOURCES = "resources"  # the agents in service lack the room now
+WAIT_BEHIND = "behind"  # it would fit, but sessions ahead in its queue claim those agents
+WAIT_OWNER_LIMIT = "owner_limit"  # its owner's limits hold it back
+WAIT_NO_AGENTS = "no_agents"  # no agent of its resource group is in service
+WAIT_RESTART = "restart"  # a gang queued to start again, not yet looked at by a pass
+WAIT_STARTING = "starting"  # a scheduler pass is starting it (its lease runs)
+WAIT_UNKNOWN = "unknown"  # queued by an older toolkit, before a pass looked at it
+WAIT_KINDS = (
+    WAIT_RESOURCES,
+    WAIT_BEHIND,
+    WAIT_OWNER_LIMIT,
+    WAIT_NO_AGENTS,
+    WAIT_RESTART,
+    WAIT_STARTING,
+    WAIT_UNKNOWN,
+)
+
+
 class Pending(Exception):
     """The session is valid but cannot be placed now (docs/placement.md).
 
     Its text starts with ``PENDING:``. ``permanent`` is True when waiting cannot help
     (the group has no agents, or the request exceeds the agents' *total* capacity), so
-    callers can skip retry loops.
+    callers can skip retry loops. ``kind``: why it waits, one of :data:`WAIT_KINDS`.
     """
 
-    def __init__(self, reason: str, *, permanent: bool = False) -> None:
+    def __init__(self, reason: str, *, permanent: bool = False, kind: str = WAIT_RESOURCES) -> None:
         super().__init__(f"PENDING: {reason}")
         self.reason = reason
         self.permanent = permanent
+        self.kind = kind
 
 
 class Failure(Exception):

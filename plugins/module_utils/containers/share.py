@@ -6,6 +6,7 @@ runs them in order).
     Request     the session as the plan gave it, and what this call is to do on an agent
     Settings    this agent's settings
     Share       what every phase reads, and what the earlier ones found
+    request_of(params), settings_of(params)    both from bai_session_containers' options
 """
 
 from __future__ import annotations
@@ -112,3 +113,36 @@ class Share:
     engine_id: str
     # This agent's RDMA devices, for every container (settings.rdma).
     rdma: list[str]
+
+
+# bai_session_containers' options that describe the session (the rest are settings).
+REQUEST_OPTIONS = (
+    "session",
+    "session_id",
+    "agent",
+    "mode",
+    "network",
+    "env",
+    "mounts",
+    "keypair",
+    "authorized_keys",
+    "ledger_ids",
+    "network_spec",
+    "mesh_check",
+    "job",
+)
+
+
+def request_of(params: Mapping[str, Any]) -> Request:
+    """The module's options that describe the session (SpecError names a bad kernel)."""
+    kernels = tuple(PlannedKernel.from_dict(raw) for raw in params["kernels"])
+    options = {key: params[key] for key in REQUEST_OPTIONS}
+    options["env"] = {str(k): str(v) for k, v in (params["env"] or {}).items()}
+    return Request(kernels=kernels, **options)
+
+
+def settings_of(params: Mapping[str, Any]) -> Settings:
+    """This agent's settings (option settings, validated by its argument spec) and the
+    module's own limits."""
+    own = ("ssh_timeout", "lock_dir", "lock_timeout", "workers", "state_dir")
+    return Settings(**params["settings"], **{key: params[key] for key in own})

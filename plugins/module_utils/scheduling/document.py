@@ -20,7 +20,8 @@ The document is one JSON object of version :data:`VERSION`, read and written as 
   (reservations.py, reconcile.py); ``ended``: how batch sessions ended (history.py);
   ``availability``: agents paused or drained (availability.py); ``queue`` and
   ``queue_seq``: sessions waiting their turn (session_queue.py); ``aliases``: ledgers this
-  one adopted; ``clock``: the ledger's time at its last write (ledger_store.py).
+  one adopted; ``clock``: the ledger's time at its last write (ledger_store.py);
+  ``counters``: ends, restarts, queue waits and passes, for the metrics (counters.py).
 
 Only ``version`` and ``sessions`` are always there (and ``agents`` in a new ledger);
 every other key appears when a step first writes it, and a document read is written
@@ -70,6 +71,7 @@ _OPTIONAL: dict[str, type | tuple[type, ...]] = {
     "aliases": list,
     "availability": dict,
     "clock": (int, float),
+    "counters": dict,
 }
 
 
@@ -96,6 +98,7 @@ class Ledger:
     aliases: list[str] | None = None  # identities of ledgers this one adopted
     availability: dict[str, dict[str, Any]] | None = None  # identity -> record
     clock: float | None = None  # the ledger's time at its last write
+    counters: dict[str, Any] | None = None  # what the scheduler did over time (counters.py)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -133,6 +136,7 @@ class Ledger:
             aliases=found.get("aliases"),
             availability=found.get("availability"),
             clock=found.get("clock"),
+            counters=found.get("counters"),
             extra=extra,
         )
 

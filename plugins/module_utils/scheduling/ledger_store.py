@@ -38,7 +38,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
     StoreError,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.common.locks import locked
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import document
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import counters, document
 
 # The swarm config object that holds the ledger, and the label its JSON lives in.
 CONFIG_NAME = "bai-session-ledger"
@@ -376,6 +376,7 @@ def transact(
             if not (save and write):
                 return {**result, "attempts": attempt}
             snapshot.ledger.clock = now
+            counters.count_retries(snapshot.ledger, attempt - 1)
             try:
                 if aside and snapshot.damaged:
                     result["set_aside_as"] = store.set_aside(snapshot, now)

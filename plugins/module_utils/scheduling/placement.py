@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
+    WAIT_NO_AGENTS,
     GpuAllocationError,
     Pending,
     SpecError,
@@ -150,7 +151,9 @@ def place(
         if not away:
             raise
         # What is out of service may come back: waiting can help.
-        raise Pending(exc.reason + out_of_service_note(away), permanent=False) from None
+        raise Pending(
+            exc.reason + out_of_service_note(away), permanent=False, kind=exc.kind
+        ) from None
     used = set(assignment.values())
     return Placement(MODE_MULTI if len(used) > 1 else MODE_SINGLE, assignment)
 
@@ -181,7 +184,9 @@ def _group_agents(
         raise ValueError(f"agent name(s) listed more than once: {', '.join(duplicates)}")
     group = sorted((a for a in agents if a.group == resource_group), key=_by_name)
     if not group and away:
-        raise Pending(f"no agent of resource group {resource_group!r} is in service")
+        raise Pending(
+            f"no agent of resource group {resource_group!r} is in service", kind=WAIT_NO_AGENTS
+        )
     if not group:
         groups = sorted({agent.group for agent in agents})
         known = ", ".join(repr(g) for g in groups) if groups else "none (no agents at all)"

@@ -88,7 +88,11 @@ def reservation(plan: Mapping[str, Any], *, now: float, ttl: float) -> dict[str,
         "name": plan["summary"]["name"],
         "session_id": plan["session_id"],
         "spec_hash": plan["spec_hash"],
-        **{key: given[key] for key in ("owner", "lifetime_s", "end_signal") if given.get(key)},
+        **{
+            key: given[key]
+            for key in ("owner", "type", "lifetime_s", "end_signal")
+            if given.get(key)
+        },
         **({"deadline": deadline(now, float(lifetime))} if lifetime else {}),
         "state": CREATING,
         "reserved_at": now,

@@ -18,12 +18,15 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
+    WAIT_BEHIND,
+    WAIT_OWNER_LIMIT,
     Pending,
     SessionConflict,
     SpecError,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import availability as avail
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import (
+    counters,
     document,
     kept_reads,
     reservations,
@@ -265,7 +268,14 @@ def _place(request: LedgerRequest, ledger: Ledger, now: float, create: _Create) 
         plan = _plan(request, ledger, now, create, usable, existing, inventory, read_at)
     except PolicyWait as exc:
         return wait_in_queue(
-            request, ledger, create.spec, create.queued, now, str(exc), create.dropped
+            request,
+            ledger,
+            create.spec,
+            create.queued,
+            now,
+            str(exc),
+            create.dropped,
+            wait=WAIT_OWNER_LIMIT,
         )
     except (Pending, SpecError) as exc:
         return _not_placed(request, ledger, now, create, exc)
@@ -348,7 +358,8 @@ def _plan(
         plan_session(spec, usable, existing, inventory=inventory, out_of_service=passed_over)
         raise Pending(
             f"waits behind {', '.join(ahead)} (queued before it, waiting for "
-            f"agents this session would use)"
+            f"agents this session would use)",
+            kind=WAIT_BEHIND,
         ) from None
 
 
@@ -372,7 +383,9 @@ def _not_placed(
         and (request.queue or queued)
         and spec.name not in ledger.sessions
     ):
-        return wait_in_queue(request, ledger, spec, queued, now, exc.reason, create.dropped)
+        return wait_in_queue(
+            request, ledger, spec, queued, now, exc.reason, create.dropped, wait=exc.kind
+        )
     if queued:
         # The scheduled start of a queued session that can never start here.
         queue_.dequeue(ledger, spec.name)
@@ -419,6 +432,9 @@ def _commit(
         if queued:  # the scheduled start: it leaves the queue in this very step
             queue_.dequeue(ledger, spec.name)
             entry["submitted_at"] = queued["submitted_at"]
+        if plan["action"] != "exists":
+            waited = now - counters.queued_since(queued) if queued else 0.0
+            counters.observe_wait(ledger, spec.resource_group, waited)
         restarts.keep_policy(entry, plan["spec"], request.authorized_keys, queued)
         ledger.sessions[spec.name] = entry
         changed = True

@@ -22,13 +22,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import WAIT_RESTART
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import counters
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import session_queue as queue_
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import Ledger
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.kept_reads import (
     forget_in_record,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.session.restart_policy import (
-    restart_reason,
+    restart_cause,
 )
 
 # What the ledger keeps of each earlier attempt's end (about 300 bytes each; at most
@@ -82,7 +84,7 @@ def restart(
     spec = entry["spec"]
     allowed = int(spec.get("restarts") or 0)
     attempt = int(entry.get("attempt") or 0)
-    why = restart_reason(end, tuple(spec.get("restart_on") or ()))
+    cause, why = restart_cause(end, tuple(spec.get("restart_on") or ()))
     if not why or attempt >= allowed:
         return None
     record = {
@@ -108,6 +110,7 @@ def restart(
         "seq": seq,
         "head": True,
         "reason": f"starting again ({attempt + 1} of {allowed} restarts): {why}",
+        "wait": WAIT_RESTART,
         "session_id": session_id,
         "attempt": attempt + 1,
         "attempts": [*attempts_of(entry), record],
@@ -123,6 +126,7 @@ def restart(
     if ledger.queue is None:
         ledger.queue = {}
     ledger.queue[name] = queued
+    counters.count_restart(ledger, cause)
     return queued
 
 

@@ -4,12 +4,20 @@ scheduler's pass (state=scheduled) that says which queued sessions start now."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from ansible_collections.bai.cluster.plugins.module_utils.common.errors import SpecError
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
+    WAIT_RESOURCES,
+    SpecError,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import availability as avail
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import kept_reads, roster
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import (
+    counters,
+    kept_reads,
+    roster,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import session_queue as queue_
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import Ledger
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger_request import (
@@ -96,14 +104,20 @@ def wait_in_queue(
     now: float,
     reason: str,
     dropped: list[str],
+    wait: str = WAIT_RESOURCES,
 ) -> dict[str, Any]:
     """Queue ``spec`` (or keep it queued, in its place, with the new reason): PENDING."""
     if queued is None:
         queue_.enqueue(
-            ledger, spec, now=now, reason=reason, authorized_keys=request.authorized_keys
+            ledger,
+            spec,
+            now=now,
+            reason=reason,
+            wait=wait,
+            authorized_keys=request.authorized_keys,
         )
     else:
-        queued["reason"] = reason
+        queued.update(reason=reason, wait=wait)
         queued.pop("lease", None)
     return {"changed": True, "queued": queued_view(ledger, spec.name), "dropped": dropped}
 
@@ -123,12 +137,13 @@ def out_of_service(
     ]
 
 
-def queue_list(ledger: Ledger) -> list[dict[str, Any]]:
-    """Every queued session as list and show give it, in queue order."""
+def queue_list(ledger: Ledger, now: float | None = None) -> list[dict[str, Any]]:
+    """Every queued session as list and show give it, in queue order (with ``now``, one
+    a pass is starting waits for ``starting``)."""
     places = queue_.positions(ledger)
     entries = queue_.queue_of(ledger)
     return [
-        queue_.queued_view(entries[name], places[name])
+        queue_.queued_view(entries[name], places[name], now)
         for name in sorted(entries, key=lambda n: queue_.entry_key(entries[n]))
     ]
 
@@ -175,6 +190,7 @@ def scheduled(
     entries = queue_.queue_of(ledger)
     if not entries:
         return {"changed": False, "start": [], "more": 0, "waiting": 0, "queue": []}
+    began = time.monotonic()
     info, unavailable = _known_agents(request, ledger, nodes)
     try:
         agents = agents_from_info(None, None, adjust(info, ledger))[0]
@@ -207,11 +223,13 @@ def scheduled(
                     "authorized_keys": list(entry.get("authorized_keys") or []),
                 }
             )
-        elif entry.get("reason") != decision.reason:
-            entry["reason"] = decision.reason
+        elif (entry.get("reason"), entry.get("wait")) != (decision.reason, decision.wait):
+            entry.update(reason=decision.reason, wait=decision.wait)
             changed = True
+    counters.note_pass(ledger, "schedule", now, time.monotonic() - began)
     return {
         "changed": changed,
+        "save": True,
         "start": start,
         "more": more,
         "waiting": len(entries),

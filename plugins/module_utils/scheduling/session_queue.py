@@ -30,7 +30,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Pending
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
+    WAIT_BEHIND,
+    WAIT_KINDS,
+    WAIT_OWNER_LIMIT,
+    WAIT_RESOURCES,
+    WAIT_STARTING,
+    WAIT_UNKNOWN,
+    Pending,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import Ledger
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
     Agent,
@@ -79,6 +87,7 @@ class Decision:
     reason: str = ""
     behind: tuple[str, ...] = ()
     position: int = 0  # 1-based place in its group's queue
+    wait: str = ""  # why it waits, in one word (errors.WAIT_KINDS); "" when it starts
 
     @property
     def starts(self) -> bool:
@@ -231,7 +240,7 @@ def _pass(
         where = position[session.name] = length[session.group] = length.get(session.group, 0) + 1
         why = refuse(session, started) if refuse else ""
         if why:
-            decisions.append(Decision(session, reason=why, position=where))
+            decisions.append(Decision(session, reason=why, position=where, wait=WAIT_OWNER_LIMIT))
             continue
         usable = [a.name for a in free if could_use(session, a)]
         ahead = tuple(
@@ -240,26 +249,29 @@ def _pass(
         if usable and all(n in claimed for n in usable):
             # Everything it could use is claimed: it waits its turn, no need to place.
             reason = _behind(ahead)
-            decisions.append(Decision(session, reason=reason, behind=ahead, position=where))
+            decisions.append(
+                Decision(session, reason=reason, behind=ahead, position=where, wait=WAIT_BEHIND)
+            )
             continue
         try:
             placement = _place(session, [a for a in free if a.name not in claimed], out_of_service)
         except Pending as exc:
-            reason, permanent = exc.reason, exc.permanent
+            reason, permanent, kind = exc.reason, exc.permanent, exc.kind
             if ahead:
                 # Would it fit if nothing ahead claimed an agent? Then it waits its turn.
                 try:
                     _place(session, free, out_of_service)
-                    reason = _behind(ahead)
-                    permanent = False
+                    reason, permanent, kind = _behind(ahead), False, WAIT_BEHIND
                 except Pending as whole:
-                    reason, permanent = whole.reason, whole.permanent
+                    reason, permanent, kind = whole.reason, whole.permanent, whole.kind
                     if not permanent:
                         reason = f"{reason}; behind {', '.join(ahead)} in the queue"
             if not permanent:  # a session that can never fit holds nobody back
                 for name in usable:
                     claimed.setdefault(name, session.name)
-            decisions.append(Decision(session, reason=reason, behind=ahead, position=where))
+            decisions.append(
+                Decision(session, reason=reason, behind=ahead, position=where, wait=kind)
+            )
             continue
         free = take(free, session, placement)
         started.append(session)
@@ -321,9 +333,11 @@ def enqueue(
     *,
     now: float,
     reason: str,
+    wait: str = WAIT_RESOURCES,
     authorized_keys: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """Queue ``spec`` (PENDING) at the end of its group's queue; returns its entry."""
+    """Queue ``spec`` (PENDING) at the end of its group's queue, waiting for ``reason``
+    (in one word: ``wait``); returns its entry."""
     seq = next_seq(ledger)
     ledger.queue_seq = seq
     entry: dict[str, Any] = {
@@ -335,6 +349,7 @@ def enqueue(
         "submitted_at": now,
         "seq": seq,
         "reason": reason,
+        "wait": wait,
     }
     if authorized_keys:
         entry["authorized_keys"] = list(authorized_keys)
@@ -380,7 +395,18 @@ def holds_ticket(entry: Mapping[str, Any], ticket: str | None, now: float) -> bo
     )
 
 
-def queued_view(entry: Mapping[str, Any], position: int) -> dict[str, Any]:
+def wait_kind(entry: Mapping[str, Any], now: float | None = None) -> str:
+    """Why a queued session waits, in one word of errors.WAIT_KINDS (``starting`` while
+    a pass's lease on it runs at ``now``)."""
+    if now is not None and leased(entry, now):
+        return WAIT_STARTING
+    kind = entry.get("wait")
+    return kind if kind in WAIT_KINDS else WAIT_UNKNOWN
+
+
+def queued_view(
+    entry: Mapping[str, Any], position: int, now: float | None = None
+) -> dict[str, Any]:
     """What list, show and a queued create report of a queued session."""
     spec = entry["spec"]
     return {
@@ -394,6 +420,7 @@ def queued_view(entry: Mapping[str, Any], position: int) -> dict[str, Any]:
         "submitted_at": entry["submitted_at"],
         "position": position,
         "reason": entry.get("reason") or "",
+        "wait": wait_kind(entry, now),
         # A batch session's gang waiting to start again (restarts.py).
         **{key: entry[key] for key in ("session_id", "attempt", "attempts") if key in entry},
     }

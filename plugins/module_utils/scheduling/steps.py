@@ -16,6 +16,7 @@ from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils.engine.common import error_text
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import (
+    counters,
     document,
     end_signals,
     fencing,
@@ -95,7 +96,13 @@ def step(
         return confirmed(request, ledger, now, where)
     if state == "absent":
         return released(request, ledger, now)
-    return shown(request, ledger, now, missing)
+    read = shown(request, ledger, now, missing)
+    if not request.name:
+        # Its size as the swarm store writes it, and that store's cap (none for a file).
+        read["ledger_bytes"] = len(document.dumps_compact(ledger))
+        swarm = isinstance(store, store_.SwarmStore)
+        read["ledger_max_bytes"] = store_.MAX_LEDGER_BYTES if swarm else None
+    return read
 
 
 def confirmed(request: LedgerRequest, ledger: Ledger, now: float, where: str) -> dict[str, Any]:
@@ -141,14 +148,22 @@ def released(request: LedgerRequest, ledger: Ledger, now: float) -> dict[str, An
         last = restarts.last_end(cancelled)
         if last is not None:
             history.record_end(ledger, name, cancelled["session_id"], last, now, cancelled["owner"])
+        kind = (cancelled.get("spec") or {}).get("type") or "interactive"
+        counters.count_end(ledger, kind, counters.CANCELLED)
         return {"changed": True, "cancelled": True, "waiting": len(queue_.queue_of(ledger))}
     held = ledger.sessions.get(name) or {}
     owner = str(held.get("owner") or "")
     earlier = restarts.attempts_of(held) if held.get("session_id") == request.session_id else []
+    known = bool(request.session_id and request.session_id in (ledger.ended or {}))
     released = reservations.release(ledger, name, request.session_id)
     if request.ended and request.session_id:
         end = {**request.ended, "attempt": len(earlier), "attempts": earlier}
         history.record_end(ledger, name, request.session_id, end, now, owner)
+    if released or (request.ended and not known):
+        # Counted once: a destroy run again finds nothing left to release or record.
+        ended = request.ended or {}
+        kind = str(held.get("type") or ("batch" if ended else "interactive"))
+        counters.count_end(ledger, kind, str(ended.get("state") or counters.DESTROYED))
     return {
         "changed": released or bool(request.ended and request.session_id),
         "waiting": len(queue_.queue_of(ledger)),
@@ -178,7 +193,8 @@ def shown(request: LedgerRequest, ledger: Ledger, now: float, missing: str) -> d
     return {
         **read,
         "ledger": {"sessions": ledger.sessions, "given_out": roster.given_out(ledger)},
-        "queue": queue_list(ledger),
+        "queue": queue_list(ledger, now),
+        "counters": counters.read(ledger),
     }
 
 
@@ -228,6 +244,7 @@ def reconciled(
     inventory = list(declarations(request)) if request.agents is not None else sorted(names)
     unread = [a for a in inventory if a not in names]
     done = reconcile.reconcile(ledger, reads, now=now, every_agent_read=not unread, ledgers=ids)
+    counters.note_pass(ledger, "reconcile", now)
     # A session whose lifetime is up is ended below, never started again.
     ending = reservations.lifetimes_up(ledger, now)
     warned = end_signals.due(ledger, now)

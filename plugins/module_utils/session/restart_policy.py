@@ -6,6 +6,7 @@ ledger asks it, when a batch session ends, whether the gang starts again
 
     parse_restart_policy(given, type)   (restarts, restart_on) from a request; SpecError
     restart_reason(end, restart_on)     why an end restarts the gang, or "" when it does not
+    restart_cause(end, restart_on)      the same, with the cause in one word (for metrics)
 
 The ends that count, with restarts left:
 
@@ -72,26 +73,39 @@ def _exit_code(value: Any) -> int:
     return int(text)
 
 
+# Why a gang restarted, in one word (metrics count restarts by it, docs/metrics.md).
+RESTART_CAUSES = ("lost", "preempted", "gone", "oom", "signal", "exit_code")
+
+
 def restart_reason(end: Mapping[str, Any], restart_on: tuple[int, ...] | list[int] = ()) -> str:
     """Why the end ``end`` (job.combine's result: state, exit_code, signal, failed)
     restarts a batch session's gang, in a few words; "" when it does not count."""
+    return restart_cause(end, restart_on)[1]
+
+
+def restart_cause(
+    end: Mapping[str, Any], restart_on: tuple[int, ...] | list[int] = ()
+) -> tuple[str, str]:
+    """(one word of :data:`RESTART_CAUSES`, a few words) for an end that restarts the
+    gang; ("", "") when it does not count."""
     state = end.get("state")
     if end.get("final"):  # a destroy forced by hand
-        return ""
+        return "", ""
     if state == "lost":
-        return "an agent did not answer"
+        return "lost", "an agent did not answer"
     if state == "preempted":
-        return "a drain stopped it"
+        return "preempted", "a drain stopped it"
     if state != "failed":
-        return ""
+        return "", ""
     failed = end.get("failed") or {}
+    host = failed.get("host") or "a member"
     if failed.get("why") == "gone while the command ran":
-        return f"{failed.get('host') or 'a member'} was gone while the command ran"
+        return "gone", f"{host} was gone while the command ran"
     if failed.get("oom_killed"):
-        return f"{failed.get('host') or 'a member'} was killed for memory (OOM)"
+        return "oom", f"{host} was killed for memory (OOM)"
     if failed.get("signal") or end.get("signal"):
-        return f"killed by {failed.get('signal') or end.get('signal')}"
+        return "signal", f"killed by {failed.get('signal') or end.get('signal')}"
     code = end.get("exit_code")
     if isinstance(code, int) and code in restart_on:
-        return f"the command exited {code}, which restart_on names"
-    return ""
+        return "exit_code", f"the command exited {code}, which restart_on names"
+    return "", ""

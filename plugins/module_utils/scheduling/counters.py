@@ -1,0 +1,105 @@
+"""The ledger's counters (``Ledger.counters``): what the scheduler did over time, for the
+metrics (docs/metrics.md). Each transaction that does something countable adds to them
+in the same write, so a count is never ahead of or behind what the ledger records.
+
+    ``ends``      "TYPE/RESULT" -> sessions that ended so (batch: job results; an
+                  interactive session's destroy is ``destroyed``, a queued one's
+                  cancellation ``cancelled``)
+    ``restarts``  cause (restart_policy.RESTART_CAUSES) -> gangs queued to start again
+    ``wait``      resource group -> the histogram of the time sessions waited before they
+                  were placed: ``buckets`` (counts per :data:`WAIT_BUCKETS_S` bound, not
+                  cumulative, then the overflow), ``sum``, ``count``
+    ``retries``   ledger writes that met a newer version and started again (swarm store)
+    ``schedule``  the last scheduler pass that found sessions queued: ``at``, ``seconds``
+                  (what it took to decide), and ``passes`` in all
+    ``reconcile`` the last reconcile: ``at``, and ``passes`` in all
+
+Counters only grow. A ledger rebuilt from the containers' labels starts them at zero
+again, which Prometheus reads as a counter reset. Pure.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Mapping
+from typing import Any
+
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import Ledger
+
+# Upper bounds (seconds) of the queue wait histogram's buckets: from a start with no wait
+# to a day in the queue.
+WAIT_BUCKETS_S = (1, 5, 15, 30, 60, 300, 900, 1800, 3600, 14400, 43200, 86400)
+# The end of an interactive session: a destroy (by its user, or its lifetime).
+DESTROYED = "destroyed"
+CANCELLED = "cancelled"
+
+
+def _counters(ledger: Ledger) -> dict[str, Any]:
+    if ledger.counters is None:
+        ledger.counters = {}
+    return ledger.counters
+
+
+def _add(table: dict[str, Any], key: str, amount: float = 1) -> None:
+    table[key] = table.get(key, 0) + amount
+
+
+def count_end(ledger: Ledger, kind: str, result: str) -> None:
+    """A session of type ``kind`` (batch, interactive) ended with ``result``."""
+    _add(_counters(ledger).setdefault("ends", {}), f"{kind}/{result}")
+
+
+def count_restart(ledger: Ledger, cause: str) -> None:
+    _add(_counters(ledger).setdefault("restarts", {}), cause)
+
+
+def count_retries(ledger: Ledger, retries: int) -> None:
+    """``retries`` writes started again before the one that writes this ledger."""
+    if retries > 0:
+        _add(_counters(ledger), "retries", retries)
+
+
+def observe_wait(ledger: Ledger, group: str, waited_s: float) -> None:
+    """A session of resource group ``group`` was placed after ``waited_s`` in the queue
+    (0 for one placed when it was submitted)."""
+    waits = _counters(ledger).setdefault("wait", {})
+    hist = waits.setdefault(group, {"buckets": [0] * (len(WAIT_BUCKETS_S) + 1), "sum": 0.0})
+    buckets = list(hist.get("buckets") or ())
+    buckets += [0] * (len(WAIT_BUCKETS_S) + 1 - len(buckets))
+    buckets[bisect_left(WAIT_BUCKETS_S, max(waited_s, 0.0))] += 1
+    hist.update(
+        buckets=buckets,
+        sum=round(float(hist.get("sum") or 0) + max(waited_s, 0.0), 3),
+        count=int(hist.get("count") or 0) + 1,
+    )
+
+
+def note_pass(ledger: Ledger, which: str, now: float, seconds: float | None = None) -> None:
+    """A scheduler pass (``schedule``) or a reconcile (``reconcile``) ran at ``now``."""
+    record = _counters(ledger).setdefault(which, {})
+    record.update(at=now, passes=int(record.get("passes") or 0) + 1)
+    if seconds is not None:
+        record["seconds"] = round(seconds, 6)
+
+
+def queued_since(entry: Mapping[str, Any]) -> float:
+    """When a queue entry's current wait began: its submission, or, for a gang queued to
+    start again, the end of its last attempt."""
+    attempts = entry.get("attempts") or ()
+    if entry.get("attempt") and attempts:
+        return float(attempts[-1].get("removed_at") or entry["submitted_at"])
+    return float(entry["submitted_at"])
+
+
+def read(ledger: Ledger) -> dict[str, Any]:
+    """The counters as the metrics read them (every key there, empty when never counted)."""
+    found = dict(ledger.counters or {})
+    return {
+        "ends": dict(found.get("ends") or {}),
+        "restarts": dict(found.get("restarts") or {}),
+        "wait": dict(found.get("wait") or {}),
+        "wait_buckets_s": list(WAIT_BUCKETS_S),
+        "retries": int(found.get("retries") or 0),
+        "schedule": dict(found.get("schedule") or {}),
+        "reconcile": dict(found.get("reconcile") or {}),
+    }
