@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The monitoring files checked with the Prometheus project's own promtool (make lint):
-# the alert rules (check rules), their unit tests (test rules), and the metrics' text
-# as the housekeeping pass writes it, from a sample cluster (check metrics: names,
-# types, units).
+# the alert rules (check rules), their unit tests (test rules), the metrics' text as the
+# housekeeping pass writes it, from a sample cluster (check metrics: names, types,
+# units), and the Grafana dashboard's queries (parsed as recording rules).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PROMTOOL="$ROOT/scripts/promtool.sh"
@@ -26,4 +26,19 @@ ledger = {"ledger": {"sessions": {}}, "queue": queue, "ledger_bytes": 2000,
                        "schedule": {"at": 990.0, "seconds": 0.01, "passes": 4}}}
 sys.stdout.write(metrics_text(ledger, [agent], [], 1000.0, "prometheus"))
 PY
-echo "check_monitoring: rules, their tests and the metrics' text pass promtool"
+# Every query of the dashboard, as PromQL promtool parses: each one a recording rule.
+queries=$(mktemp /tmp/bai-dashboard-rules.XXXXXX.yml)
+trap 'rm -f "$queries"' EXIT
+"$ROOT/.venv/bin/python" - "$queries" <<'PY'
+import json, sys
+import yaml
+panels = json.load(open("bai_cluster.dashboard.json"))["panels"]
+rules = [
+    {"record": f"dashboard:panel{p['id']}:{t['refId']}", "expr": t["expr"]}
+    for p in panels
+    for t in p["targets"]
+]
+yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}, open(sys.argv[1], "w"))
+PY
+"$PROMTOOL" check rules "$queries" >/dev/null
+echo "check_monitoring: rules, their tests, the dashboard's queries and the metrics' text pass promtool"

@@ -314,3 +314,33 @@ def test_every_queued_session_is_pending_for_exactly_one_reason_of_the_closed_se
     for group, age in oldest.items():
         mine = [q["submitted_at"] for q in queue if q["resource_group"] == group]
         assert math.isclose(age, 1000.0 - min(mine)) if mine else age == 0
+
+
+def test_every_metric_the_alerts_and_the_dashboard_name_is_one_the_collection_writes():
+    """Each ``bai_*`` name in monitoring/ (alert rules, dashboard queries) is a sample name
+    of a full collection: a typo there would be a panel or an alert that never has data."""
+    import pathlib
+    import re
+
+    import yaml
+
+    root = pathlib.Path(__file__).resolve().parents[2] / "monitoring"
+    agents, reads = agent_rows(used_cpu=1.0)
+    queue = [{"name": "q", "resource_group": "default", "wait": "behind", "submitted_at": 1.0}]
+    ledger = {
+        "ledger": {"sessions": {}},
+        "queue": queue,
+        "counters": {},
+        "ledger_bytes": 1,
+        "ledger_max_bytes": 2,
+    }
+    written = {name for name, _labels in samples(metrics_text(ledger, agents, reads, 10.0))}
+    rules = yaml.safe_load((root / "bai_cluster.rules.yml").read_text())
+    exprs = [r["expr"] for g in rules["groups"] for r in g["rules"]]
+    dashboard = json.loads((root / "bai_cluster.dashboard.json").read_text())
+    exprs += [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    # Names outside the queries' strings (a label matcher's regular expression is not one).
+    bare = [re.sub(r'"[^"]*"', '""', expr) for expr in exprs]
+    named = {n for expr in bare for n in re.findall(r"\bbai_[a-z_]+", expr)}
+    assert len(dashboard["panels"]) >= 12 and named
+    assert named <= written, sorted(named - written)
