@@ -213,6 +213,21 @@ def virtual_agents(tmp_path: Path, agents: tuple[str, ...], cpu: int) -> Path:
     return path
 
 
+def cli_ok(tmp: Path, inventory: Path, *argv: str) -> None:
+    """bai-cluster -i INVENTORY --quiet ARGV, which must succeed."""
+    run = bai_cli(tmp, "-i", str(inventory), "--quiet", *argv)
+    assert run.returncode == 0, (argv, run.stdout, run.stderr)
+
+
+def agent_containers(docker_client, agent: str) -> tuple[int, set[str]]:
+    """The containers agent ``agent`` (a virtual agent's label) holds on this engine, in
+    any state, and the sessions they are of."""
+    found = docker_client.containers.list(
+        all=True, filters={"label": f"ai.backend.cluster.agent={agent}"}
+    )
+    return len(found), {c.labels[LABEL_SESSION] for c in found if LABEL_SESSION in c.labels}
+
+
 @pytest.fixture(scope="session")
 def run_playbook():
     """``run_playbook("session_create.yml", extra_vars={...}, inventory="inventories/local")``."""

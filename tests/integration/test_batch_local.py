@@ -17,7 +17,7 @@ import subprocess
 import time
 
 import pytest
-from conftest import REPO, ansible_playbook
+from conftest import REPO, ansible_playbook, bai_cli
 from labtools import wait_for
 
 pytestmark = pytest.mark.integration
@@ -28,15 +28,7 @@ LABEL = "ai.backend.cluster.session"
 
 
 def cli(*argv: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(CLI), "-i", LOCAL, *argv],
-        cwd=REPO,
-        env={**os.environ, "NO_COLOR": "1"},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    return bai_cli(None, "-i", LOCAL, *argv, timeout=timeout)
 
 
 def start(*argv: str) -> subprocess.Popen:

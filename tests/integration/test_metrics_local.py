@@ -14,14 +14,12 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import bai_cli, virtual_agents
-from labtools import LABEL_SESSION
+from conftest import agent_containers, bai_cli, cli_ok, virtual_agents
 from prometheus_client.parser import text_string_to_metric_families
 
 pytestmark = pytest.mark.integration
 
 AGENT = "m-agent1"
-LABEL_AGENT = "ai.backend.cluster.agent"
 WHERE = {"agent": AGENT, "resource_group": "default"}
 
 
@@ -47,25 +45,14 @@ def total(found: dict, name: str, **match: str) -> float:
     )
 
 
-def engine_truth(docker_client) -> tuple[int, set[str]]:
-    """The session containers this agent's engine holds (any state), and their sessions."""
-    found = docker_client.containers.list(all=True, filters={"label": f"{LABEL_AGENT}={AGENT}"})
-    return len(found), {c.labels[LABEL_SESSION] for c in found if LABEL_SESSION in c.labels}
-
-
-def ok(tmp: Path, inventory: Path, *argv: str) -> None:
-    run = bai_cli(tmp, "-i", str(inventory), "--quiet", *argv)
-    assert run.returncode == 0, (argv, run.stdout, run.stderr)
-
-
 def test_the_metrics_agree_with_the_engine_after_each_step(docker_client, tmp_path):
     inventory = virtual_agents(tmp_path, (AGENT,), cpu=2)
     names = ["it-m-run", "it-m-big"]
     try:
-        ok(tmp_path, inventory, "session", "create", names[0], "-n", "2", "--cpu", "0.5",
+        cli_ok(tmp_path, inventory, "session", "create", names[0], "-n", "2", "--cpu", "0.5",
            "--mem", "128m")  # fmt: skip
         found = metrics(tmp_path, inventory)
-        count, sessions = engine_truth(docker_client)
+        count, sessions = agent_containers(docker_client, AGENT)
         assert (count, sessions) == (2, {names[0]})
         assert get(found, "bai_agent_session_containers", **WHERE) == count
         assert get(found, "bai_agent_sessions", **WHERE) == 1
@@ -76,18 +63,18 @@ def test_the_metrics_agree_with_the_engine_after_each_step(docker_client, tmp_pa
         assert get(found, "bai_queue_wait_seconds_bucket", resource_group="default", le="1") == 1
 
         # The whole agent: it waits, because of the resources.
-        ok(tmp_path, inventory, "session", "create", names[1], "-n", "1", "--cpu", "2",
+        cli_ok(tmp_path, inventory, "session", "create", names[1], "-n", "1", "--cpu", "2",
            "--mem", "128m", "--queue")  # fmt: skip
         found = metrics(tmp_path, inventory)
-        assert engine_truth(docker_client) == (2, {names[0]})
+        assert agent_containers(docker_client, AGENT) == (2, {names[0]})
         assert get(found, "bai_sessions_pending", resource_group="default", reason="resources") == 1
         assert total(found, "bai_sessions_pending") == 1
         assert total(found, "bai_sessions", state="PENDING") == 1
         assert get(found, "bai_queue_oldest_pending_seconds", resource_group="default") > 0
 
         # Paused, the agent is out of service; the next pass says the queue waits for that.
-        ok(tmp_path, inventory, "agent", "pause", AGENT, "--reason", "metrics test")
-        ok(tmp_path, inventory, "session", "schedule")
+        cli_ok(tmp_path, inventory, "agent", "pause", AGENT, "--reason", "metrics test")
+        cli_ok(tmp_path, inventory, "session", "schedule")
         found = metrics(tmp_path, inventory)
         assert get(found, "bai_agent_availability", availability="paused", **WHERE) == 1
         assert get(found, "bai_agent_availability", availability="active", **WHERE) == 0
@@ -96,13 +83,13 @@ def test_the_metrics_agree_with_the_engine_after_each_step(docker_client, tmp_pa
         assert get(found, "bai_sessions_pending", resource_group="default", reason="no_agents") == 1
         assert get(found, "bai_scheduler_passes_total") >= 1
         assert get(found, "bai_scheduler_last_pass_timestamp_seconds") > time.time() - 120
-        ok(tmp_path, inventory, "agent", "activate", AGENT)
+        cli_ok(tmp_path, inventory, "agent", "activate", AGENT)
 
         # The destroy frees the agent and its scheduler pass starts the queued session.
         time.sleep(2)
-        ok(tmp_path, inventory, "session", "destroy", names[0])
+        cli_ok(tmp_path, inventory, "session", "destroy", names[0])
         found = metrics(tmp_path, inventory)
-        count, sessions = engine_truth(docker_client)
+        count, sessions = agent_containers(docker_client, AGENT)
         assert (count, sessions) == (1, {names[1]})
         assert get(found, "bai_agent_session_containers", **WHERE) == count
         assert get(found, "bai_agent_cpus_allocated", **WHERE) == 2
@@ -111,9 +98,9 @@ def test_the_metrics_agree_with_the_engine_after_each_step(docker_client, tmp_pa
         assert get(found, "bai_queue_wait_seconds_count", resource_group="default") == 2
         assert get(found, "bai_queue_wait_seconds_sum", resource_group="default") >= 2
 
-        ok(tmp_path, inventory, "session", "destroy", names[1])
+        cli_ok(tmp_path, inventory, "session", "destroy", names[1])
         found = metrics(tmp_path, inventory)
-        assert engine_truth(docker_client) == (0, set())
+        assert agent_containers(docker_client, AGENT) == (0, set())
         assert get(found, "bai_agent_session_containers", **WHERE) == 0
         assert get(found, "bai_session_ends_total", type="interactive", result="destroyed") == 2
         assert total(found, "bai_sessions") == 0
@@ -127,7 +114,7 @@ def test_the_textfile_is_renamed_into_place_world_readable(tmp_path):
     inventory = virtual_agents(tmp_path, (AGENT,), cpu=2)
     target = tmp_path / "textfile" / "bai_cluster.prom"
     target.parent.mkdir()
-    ok(tmp_path, inventory, "metrics", "--textfile", str(target))
+    cli_ok(tmp_path, inventory, "metrics", "--textfile", str(target))
     first = os.stat(target)
     assert first.st_mode & 0o777 == 0o644
     text = target.read_text()
@@ -136,7 +123,7 @@ def test_the_textfile_is_renamed_into_place_world_readable(tmp_path):
         "bai_agent_up",
         "bai_ledger_up",
     }
-    ok(tmp_path, inventory, "metrics", "--textfile", str(target))
+    cli_ok(tmp_path, inventory, "metrics", "--textfile", str(target))
     assert os.stat(target).st_ino != first.st_ino  # a new file renamed over the old one
     assert [p.name for p in target.parent.iterdir()] == ["bai_cluster.prom"]  # no temporary
 

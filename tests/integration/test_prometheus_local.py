@@ -28,13 +28,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, bai_cli, virtual_agents
-from labtools import LABEL_SESSION
+from conftest import REPO, agent_containers, bai_cli, cli_ok, virtual_agents
 
 pytestmark = pytest.mark.integration
 
 AGENT = "p-agent1"
-LABEL_AGENT = "ai.backend.cluster.agent"
 MONITORING = REPO / "monitoring"
 
 
@@ -147,48 +145,38 @@ def one_pass(tmp: Path, inventory: Path, prom: Prometheus) -> None:
     raise AssertionError("Prometheus did not scrape the collection within 30 s")
 
 
-def engine_containers(docker_client) -> tuple[int, set[str]]:
-    found = docker_client.containers.list(all=True, filters={"label": f"{LABEL_AGENT}={AGENT}"})
-    return len(found), {c.labels[LABEL_SESSION] for c in found if LABEL_SESSION in c.labels}
-
-
-def ok(tmp: Path, inventory: Path, *argv: str) -> None:
-    run = bai_cli(tmp, "-i", str(inventory), "--quiet", *argv)
-    assert run.returncode == 0, (argv, run.stdout, run.stderr)
-
-
 def test_prometheus_reads_what_the_engine_runs_after_each_step(prometheus, docker_client, tmp_path):
     prom = prometheus
     inventory = virtual_agents(tmp_path, (AGENT,), cpu=2)
     names = ["it-p-run", "it-p-big"]
     where = f'agent="{AGENT}"'
     try:
-        ok(tmp_path, inventory, "session", "create", names[0], "-n", "2", "--cpu", "0.5",
+        cli_ok(tmp_path, inventory, "session", "create", names[0], "-n", "2", "--cpu", "0.5",
            "--mem", "128m")  # fmt: skip
         one_pass(tmp_path, inventory, prom)
-        count, sessions = engine_containers(docker_client)
+        count, sessions = agent_containers(docker_client, AGENT)
         assert (count, sessions) == (2, {names[0]})
         assert prom.value(f"bai_agent_session_containers{{{where}}}") == count
         assert prom.value('sum(bai_sessions{state="running"})') == 1
         assert prom.value(f"bai_agent_cpus_allocated{{{where}}} / bai_agent_cpus{{{where}}}") == 0.5
 
-        ok(tmp_path, inventory, "session", "create", names[1], "-n", "1", "--cpu", "2",
+        cli_ok(tmp_path, inventory, "session", "create", names[1], "-n", "1", "--cpu", "2",
            "--mem", "128m", "--queue")  # fmt: skip
         one_pass(tmp_path, inventory, prom)
-        assert engine_containers(docker_client) == (2, {names[0]})
+        assert agent_containers(docker_client, AGENT) == (2, {names[0]})
         assert prom.value('bai_sessions_pending{reason="resources"}') == 1
         assert prom.value("sum(bai_sessions_pending)") == 1
         assert prom.value("bai_queue_oldest_pending_seconds") > 0
 
-        ok(tmp_path, inventory, "agent", "pause", AGENT, "--reason", "prometheus test")
+        cli_ok(tmp_path, inventory, "agent", "pause", AGENT, "--reason", "prometheus test")
         one_pass(tmp_path, inventory, prom)
         assert prom.value(f"bai_agent_in_service{{{where}}}") == 0
         assert prom.value(f'bai_agent_availability{{{where},availability="paused"}}') == 1
-        ok(tmp_path, inventory, "agent", "activate", AGENT)
+        cli_ok(tmp_path, inventory, "agent", "activate", AGENT)
 
-        ok(tmp_path, inventory, "session", "destroy", names[0])  # its pass starts it-p-big
+        cli_ok(tmp_path, inventory, "session", "destroy", names[0])  # its pass starts it-p-big
         one_pass(tmp_path, inventory, prom)
-        count, sessions = engine_containers(docker_client)
+        count, sessions = agent_containers(docker_client, AGENT)
         assert (count, sessions) == (1, {names[1]})
         assert prom.value(f"bai_agent_session_containers{{{where}}}") == count
         assert prom.value("sum(bai_sessions_pending)") == 0

@@ -16,12 +16,11 @@ running job is the lab's test (test_restarts_lab.py).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 
 import pytest
-from conftest import REPO
+from conftest import REPO, bai_cli
 
 pytestmark = pytest.mark.integration
 
@@ -32,15 +31,7 @@ SMALL = ("--cpu", "0.25", "--mem", "256m")
 
 
 def cli(*argv: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(CLI), "-i", LOCAL, *argv],
-        cwd=REPO,
-        env={**os.environ, "NO_COLOR": "1"},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    return bai_cli(None, "-i", LOCAL, *argv, timeout=timeout)
 
 
 @pytest.fixture

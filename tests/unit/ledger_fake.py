@@ -19,6 +19,8 @@ from ansible_collections.bai.cluster.plugins.module_utils.session.plan import (
     plan_session,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.session.spec import normalize_spec
+from ansible_collections.bai.cluster.plugins.modules import bai_session_ledger
+from docker_fake import FakeEngine, run_module
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -46,6 +48,32 @@ def info(name, cpu=16, mem_g=32, gpus=(), read_at=1000.0, sessions=None, used=(0
         "sessions": sessions or {},
         "read_at": read_at,
     }
+
+
+def fresh_read(cpu=8, name="a1"):
+    """A fresh read of agent ``name`` (id ``id-NAME``, 16 GiB) that runs nothing, taken
+    after the ledger asked (``read_after``): what a create hands bai_session_ledger."""
+    found = info(name, cpu=cpu, mem_g=16)
+    found["agent"]["id"] = f"id-{name}"
+    return {**found, "read_after": 999.0}
+
+
+# The one agent of the module-level ledger tests, as the inventory declares it.
+ONE_AGENT = [{"name": "a1", "group": "default", "resources": None}]
+
+
+def ledger_step(path, **args):
+    """bai_session_ledger run as a module over the file ledger at ``path``."""
+    return run_module(bai_session_ledger, {"path": str(path), **args}, FakeEngine())
+
+
+def reserve(path, spec, *, queue=False, ticket=None, keys=(), **more):
+    """A create's reservation of ``spec`` on ONE_AGENT, read afresh (state=reserved)."""
+    args = {"state": "reserved", "spec": spec, "agents": ONE_AGENT, "agent_info": [fresh_read()]}
+    args.update(queue=queue, authorized_keys=list(keys), **more)
+    if ticket:
+        args["ticket"] = ticket
+    return ledger_step(path, **args)
 
 
 def ledger_of(**keys):

@@ -30,58 +30,21 @@ from ansible_collections.bai.cluster.plugins.module_utils.metrics.exposition imp
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import counters, document
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger_store as store_
-from ansible_collections.bai.cluster.plugins.modules import bai_session_ledger
-from docker_fake import GI, FakeEngine, run_module
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from ledger_fake import ONE_AGENT, ledger_step, reserve
+from ledger_fake import fresh_read as read
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_om
 from prometheus_client.parser import text_string_to_metric_families as parse_prom
 
-AGENTS = [{"name": "a1", "group": "default", "resources": None}]
-
-
-def read(cpu=8):
-    return {
-        "agent": {
-            "name": "a1",
-            "id": "id-a1",
-            "group": "default",
-            "cpu": cpu,
-            "mem": 16 * GI,
-            "gpu": 0,
-            "used_cpu": 0.0,
-            "used_mem": 0,
-            "used_gpu": 0,
-            "gpu_devices": [],
-            "gpu_in_use": [],
-        },
-        "containers": [],
-        "images": {},
-        "paths": {},
-        "sessions": {},
-        "read_at": 1000.0,
-        "read_after": 999.0,
-    }
-
-
-def ledger_step(path, **args):
-    return run_module(bai_session_ledger, {"path": str(path), **args}, FakeEngine())
+AGENTS = ONE_AGENT
 
 
 def create(path, name, cpu, *, queue=False, ticket=None, kind="interactive"):
     spec = {"name": name, "size": 1, "resources": {"cpu": cpu}, "owner": "u", "type": kind}
     if kind == "batch":
         spec["command"] = "true"
-    args = {
-        "state": "reserved",
-        "spec": spec,
-        "agents": AGENTS,
-        "agent_info": [read()],
-        "queue": queue,
-    }
-    if ticket:
-        args["ticket"] = ticket
-    return ledger_step(path, **args)
+    return reserve(path, spec, queue=queue, ticket=ticket)
 
 
 def samples(text, parser=parse_om):

@@ -16,34 +16,10 @@ from ansible_collections.bai.cluster.plugins.modules import bai_session_ledger
 from docker_fake import GI, FakeEngine, run_module
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from ledger_fake import fresh_read as read
 from ledger_fake import ledger_of
 
 AGENTS = [{"name": "a1", "group": "default", "resources": None}]
-
-
-def read(cpu=8):
-    """A fresh bai_agent_info read of an agent that runs nothing (reservations count)."""
-    return {
-        "agent": {
-            "name": "a1",
-            "id": "id-a1",
-            "group": "default",
-            "cpu": cpu,
-            "mem": 16 * GI,
-            "gpu": 0,
-            "used_cpu": 0.0,
-            "used_mem": 0,
-            "used_gpu": 0,
-            "gpu_devices": [],
-            "gpu_in_use": [],
-        },
-        "containers": [],
-        "images": {},
-        "paths": {},
-        "sessions": {},
-        "read_at": 1000.0,
-        "read_after": 999.0,
-    }
 
 
 def create(path, name, cpu, *, queue=False, ticket=None, owner="u", policies=None):

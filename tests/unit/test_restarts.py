@@ -22,34 +22,10 @@ from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
     normalize_spec,
     spec_hash,
 )
-from ansible_collections.bai.cluster.plugins.modules import bai_session_ledger
-from docker_fake import GI, FakeEngine, run_module
+from ledger_fake import ONE_AGENT, ledger_step, reserve
+from ledger_fake import fresh_read as read
 
-AGENTS = [{"name": "a1", "group": "default", "resources": None}]
-
-
-def read(cpu=8):
-    return {
-        "agent": {
-            "name": "a1",
-            "id": "id-a1",
-            "group": "default",
-            "cpu": cpu,
-            "mem": 16 * GI,
-            "gpu": 0,
-            "used_cpu": 0.0,
-            "used_mem": 0,
-            "used_gpu": 0,
-            "gpu_devices": [],
-            "gpu_in_use": [],
-        },
-        "containers": [],
-        "images": {},
-        "paths": {},
-        "sessions": {},
-        "read_at": 1000.0,
-        "read_after": 999.0,
-    }
+AGENTS = ONE_AGENT
 
 
 def job_spec(name="job", cpu=4, **policy):
@@ -64,22 +40,7 @@ def job_spec(name="job", cpu=4, **policy):
     }
 
 
-def ledger_step(path, **args):
-    return run_module(bai_session_ledger, {"path": str(path), **args}, FakeEngine())
-
-
-def create(path, spec, *, queue=False, ticket=None, keys=()):
-    args = {
-        "state": "reserved",
-        "spec": spec,
-        "agents": AGENTS,
-        "agent_info": [read()],
-        "queue": queue,
-        "authorized_keys": list(keys),
-    }
-    if ticket:
-        args["ticket"] = ticket
-    return ledger_step(path, **args)
+create = reserve
 
 
 def end(path, name, session_id, ended):
