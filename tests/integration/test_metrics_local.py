@@ -50,7 +50,7 @@ def test_the_metrics_agree_with_the_engine_after_each_step(docker_client, tmp_pa
     names = ["it-m-run", "it-m-big"]
     try:
         cli_ok(tmp_path, inventory, "session", "create", names[0], "-n", "2", "--cpu", "0.5",
-           "--mem", "128m")  # fmt: skip
+               "--mem", "128m")  # fmt: skip
         found = metrics(tmp_path, inventory)
         count, sessions = agent_containers(docker_client, AGENT)
         assert (count, sessions) == (2, {names[0]})
@@ -64,7 +64,7 @@ def test_the_metrics_agree_with_the_engine_after_each_step(docker_client, tmp_pa
 
         # The whole agent: it waits, because of the resources.
         cli_ok(tmp_path, inventory, "session", "create", names[1], "-n", "1", "--cpu", "2",
-           "--mem", "128m", "--queue")  # fmt: skip
+               "--mem", "128m", "--queue")  # fmt: skip
         found = metrics(tmp_path, inventory)
         assert agent_containers(docker_client, AGENT) == (2, {names[0]})
         assert get(found, "bai_sessions_pending", resource_group="default", reason="resources") == 1

@@ -152,7 +152,7 @@ def test_prometheus_reads_what_the_engine_runs_after_each_step(prometheus, docke
     where = f'agent="{AGENT}"'
     try:
         cli_ok(tmp_path, inventory, "session", "create", names[0], "-n", "2", "--cpu", "0.5",
-           "--mem", "128m")  # fmt: skip
+               "--mem", "128m")  # fmt: skip
         one_pass(tmp_path, inventory, prom)
         count, sessions = agent_containers(docker_client, AGENT)
         assert (count, sessions) == (2, {names[0]})
@@ -161,7 +161,7 @@ def test_prometheus_reads_what_the_engine_runs_after_each_step(prometheus, docke
         assert prom.value(f"bai_agent_cpus_allocated{{{where}}} / bai_agent_cpus{{{where}}}") == 0.5
 
         cli_ok(tmp_path, inventory, "session", "create", names[1], "-n", "1", "--cpu", "2",
-           "--mem", "128m", "--queue")  # fmt: skip
+               "--mem", "128m", "--queue")  # fmt: skip
         one_pass(tmp_path, inventory, prom)
         assert agent_containers(docker_client, AGENT) == (2, {names[0]})
         assert prom.value('bai_sessions_pending{reason="resources"}') == 1
