@@ -2,7 +2,8 @@
 # The monitoring files checked with the Prometheus project's own promtool (make lint):
 # the alert rules (check rules), their unit tests (test rules), the metrics' text as the
 # housekeeping pass writes it, from a sample cluster (check metrics: names, types,
-# units), and the Grafana dashboard's queries (parsed as recording rules).
+# units), the Grafana dashboard's queries (parsed as recording rules), and a Prometheus
+# configuration as roles/monitoring writes it (check config, the rules included).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PROMTOOL="$ROOT/scripts/promtool.sh"
@@ -41,4 +42,21 @@ rules = [
 yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}, open(sys.argv[1], "w"))
 PY
 "$PROMTOOL" check rules "$queries" >/dev/null
-echo "check_monitoring: rules, their tests, the dashboard's queries and the metrics' text pass promtool"
+# roles/monitoring's prometheus.yml for the lab's addresses, through the role's filter.
+config=$(mktemp /tmp/bai-prometheus.XXXXXX.yml)
+trap 'rm -f "$queries" "$config"' EXIT
+"$ROOT/.venv/bin/python" - "$config" "$ROOT/monitoring/bai_cluster.rules.yml" <<'PY'
+import sys
+import yaml
+from ansible_collections.bai.cluster.plugins.filter.bai_metrics import prometheus_config
+lab = {"manager": ["10.210.2.11", "10.210.3.11"], "agent1": ["10.210.3.21"]}
+made = prometheus_config(lab, ["manager", "agent1"], "manager",
+                         zone_cidrs={"management": "10.210.2.0/24", "compute": "10.210.3.0/24"},
+                         groups={"manager": ["manager"], "agents": ["agent1"]},
+                         group_order=["manager", "agents"], extra_targets=["controller:9100"],
+                         rule_files=[sys.argv[2]])
+assert not made["problems"], made
+yaml.safe_dump(made["config"], open(sys.argv[1], "w"), sort_keys=False)
+PY
+"$PROMTOOL" check config "$config" >/dev/null
+echo "check_monitoring: rules, their tests, the dashboard's queries, the metrics' text and the role's configuration pass promtool"

@@ -1,4 +1,4 @@
-"""Filters of the metrics playbook (playbooks/metrics.yml)."""
+"""Filters of the metrics playbook (playbooks/metrics.yml) and of roles/monitoring."""
 
 from __future__ import annotations
 
@@ -27,7 +27,36 @@ def metrics_text(
     return render(collect(ledger, rows, reads, when), flavour)
 
 
+def prometheus_config(
+    addresses: Mapping[str, Sequence[str]],
+    hosts: Sequence[str],
+    scraper: str,
+    zone_cidrs: Any = None,
+    port: int = 9100,
+    groups: Mapping[str, Sequence[str]] | None = None,
+    group_order: Sequence[str] = (),
+    extra_targets: Sequence[str] = (),
+    interval: str = "15s",
+    rule_files: Sequence[str] = (),
+    self_target: str = "localhost:9090",
+) -> dict[str, Any]:
+    """{"config": prometheus.yml as a mapping, "problems": [...]} for the monitoring host
+    ``scraper``: every host of ``hosts`` scraped at ``port`` (module_utils/metrics/scrape.py
+    says at which of its ``addresses``, {host: [address]} as bai_firewall_addresses
+    gives them), plus ``extra_targets``, the rule files and Prometheus itself."""
+    from ansible_collections.bai.cluster.plugins.module_utils.metrics import scrape
+
+    nodes = scrape.node_targets(addresses, hosts, scraper, zone_cidrs, port, groups, group_order)
+    config = scrape.prometheus_config(
+        nodes["static_configs"], extra_targets, interval, rule_files, self_target
+    )
+    return {"config": config, "problems": nodes["problems"]}
+
+
 class FilterModule(FilterTable):
     """Ansible entry point."""
 
-    FILTERS: ClassVar[Filters] = {"bai_metrics_text": metrics_text}
+    FILTERS: ClassVar[Filters] = {
+        "bai_metrics_text": metrics_text,
+        "bai_prometheus_config": prometheus_config,
+    }

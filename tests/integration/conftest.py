@@ -12,6 +12,8 @@ import os
 import re
 import subprocess
 import time
+import urllib.parse
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -226,6 +228,29 @@ def agent_containers(docker_client, agent: str) -> tuple[int, set[str]]:
         all=True, filters={"label": f"ai.backend.cluster.agent={agent}"}
     )
     return len(found), {c.labels[LABEL_SESSION] for c in found if LABEL_SESSION in c.labels}
+
+
+@dataclass
+class PrometheusAPI:
+    """A Prometheus's HTTP API at ``url``: instant queries and plain GETs."""
+
+    url: str
+
+    def query(self, expr: str) -> list[dict]:
+        url = f"{self.url}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            body = json.load(answer)
+        assert body["status"] == "success", body
+        return body["data"]["result"]
+
+    def value(self, expr: str) -> float | None:
+        found = self.query(expr)
+        assert len(found) <= 1, (expr, found)
+        return float(found[0]["value"][1]) if found else None
+
+    def get(self, path: str) -> dict:
+        with urllib.request.urlopen(self.url + path, timeout=10) as answer:
+            return json.load(answer)
 
 
 @pytest.fixture(scope="session")

@@ -31,6 +31,7 @@ from labtools import (
     in_session,
     lab_agents,
     on_agent,
+    probe,
     spanning_by_memory,
     sweep,
     wait_for,
@@ -53,35 +54,6 @@ AGENT_IPS = {"agent1": IP["agent1"], "agent2": IP["agent2"]}
 SINGLE = "fw-one"
 MULTI = "fw-multi"
 TABLE = "bai_firewall"
-
-PROBE = r"""
-probe() {
-  read1='{ timeout 1 head -c 40 <&3 || true; }'
-  out=$(timeout 3 bash -c "exec 3<>/dev/tcp/$1/$2 && $read1" 2>&1); rc=$?
-  case "$rc:$out" in
-    124:*) r=timeout ;;
-    *"Network is unreachable"*|*"No route to host"*) r=noroute ;;
-    *"Connection refused"*) r=refused ;;
-    0:*) r="open $(printf %s "$out" | tr -c '[:print:]' ' ')" ;;
-    *) r="error $rc $(printf %s "$out" | tr -c '[:print:]' ' ')" ;;
-  esac
-  echo "$1:$2 $r"
-}
-"""
-
-
-def probe(node, targets: list[tuple[str, int]]) -> dict[tuple[str, int], str]:
-    """Connect from `node` to every (address, port) in parallel; {target: result}."""
-    calls = " ".join(f"probe {a} {p} &" for a, p in targets)
-    code, out = on_agent(node, "bash", "-c", PROBE + calls + " wait")
-    assert code == 0, out
-    results = {}
-    for line in out.splitlines():
-        target, _sep, result = line.partition(" ")
-        address, _sep, port = target.rpartition(":")
-        results[(address, int(port))] = result
-    assert set(results) == set(targets), out
-    return results
 
 
 def node(docker_client, name):

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, agent_containers, bai_cli, cli_ok, virtual_agents
+from conftest import REPO, PrometheusAPI, agent_containers, bai_cli, cli_ok, virtual_agents
 
 pytestmark = pytest.mark.integration
 
@@ -43,25 +43,8 @@ def free_port() -> int:
 
 
 @dataclass
-class Prometheus:
-    url: str
-    textfile: Path
-
-    def query(self, expr: str) -> list[dict]:
-        url = f"{self.url}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
-        with urllib.request.urlopen(url, timeout=10) as answer:
-            body = json.load(answer)
-        assert body["status"] == "success", body
-        return body["data"]["result"]
-
-    def value(self, expr: str) -> float | None:
-        found = self.query(expr)
-        assert len(found) <= 1, (expr, found)
-        return float(found[0]["value"][1]) if found else None
-
-    def get(self, path: str) -> dict:
-        with urllib.request.urlopen(self.url + path, timeout=10) as answer:
-            return json.load(answer)
+class Prometheus(PrometheusAPI):
+    textfile: Path = Path()
 
 
 def wait_ready(url: str, process: subprocess.Popen, log: Path) -> None:

@@ -14,6 +14,7 @@ Everything is read from the node: systemctl, the engine, the pass's log.
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 
@@ -152,3 +153,29 @@ def test_each_pass_writes_the_metrics_for_node_exporter(host):
     agent = (("agent", "sysd-node"), ("resource_group", "default"))
     assert found[("bai_agent_up", agent)] == 1, found
     assert found[("bai_ledger_up", ())] == 1
+
+
+QUERY = (
+    "import json, sys, urllib.parse, urllib.request; "
+    "url = 'http://127.0.0.1:9090/api/v1/query?' + urllib.parse.urlencode({'query': sys.argv[1]}); "
+    "print(json.dumps(json.load(urllib.request.urlopen(url, timeout=5))['data']['result']))"
+)
+
+
+def test_prometheus_reads_the_pass_metrics_through_the_nodes_exporter(host):
+    """roles/monitoring under systemd: the node is its own monitoring host, so
+    Prometheus scrapes the node's exporter, whose textfile collector serves the file
+    the pass wrote - the whole path a cluster's metrics take, through real units."""
+
+    def query(expr: str) -> list:
+        return json.loads(host.check_output("python3 -c %s %s", QUERY, expr))
+
+    began = time.monotonic()
+    while not query('bai_agent_up{agent="sysd-node"}') and time.monotonic() - began < 90:
+        time.sleep(3)
+    (up,) = query('bai_agent_up{agent="sysd-node"}')
+    assert up["value"][1] == "1" and up["metric"]["job"] == "node", up
+    (mtime,) = query('node_textfile_mtime_seconds{file=~".*bai_cluster.prom"}')
+    assert time.time() - float(mtime["value"][1]) < 300, mtime
+    rules = query('ALERTS{alertname="BaiClusterMetricsStale"}')
+    assert rules == [], rules

@@ -29,7 +29,13 @@ REGISTRY = "10.219.6.11:5000"
 PROBE = "bai/sysd-probe:latest"
 ROUTES = "/etc/haproxy/routes.d"
 ROUTE = "mol-sysd"
-SERVICES = ("docker.service", "docker-registry.service", "haproxy.service")
+SERVICES = (
+    "docker.service",
+    "docker-registry.service",
+    "haproxy.service",
+    "prometheus-node-exporter.service",
+    "prometheus.service",
+)
 MARKER_PREFIX = "bai host_firewall "
 # A table the tests add before the restart, to tell the old network namespace from a new one.
 RESTART_MARK = "bai_restart_mark"
