@@ -291,7 +291,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.capacity im
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.usage import observed_sessions
 
 
-def run(module: AnsibleModule) -> dict:
+def _read(module: AnsibleModule) -> dict:
     params = module.params
     api = connect(module).api
     info = api.info()
@@ -378,35 +378,41 @@ def on_this_agent(item: Mapping[str, Any], agent: str) -> bool:
     return placed is None or placed == agent
 
 
-def main() -> None:
-    module = AnsibleModule(
-        argument_spec={
-            "name": {"type": "str"},
-            "agent_name": {"type": "str", "default": "localhost"},
-            "agent_id": {"type": "str"},
-            "read_after": {"type": "float"},
-            "resource_group": {"type": "str", "default": "default"},
-            "resources": {"type": "dict"},
-            "images": {"type": "list", "elements": "str", "default": []},
-            "paths": {"type": "list", "elements": "str", "default": []},
-            "gpu_detect": {"type": "bool", "default": True},
-            "gpu_detect_timeout": {"type": "int", "default": 30},
-            "state_dir": {"type": "path", "default": "/var/lib/bai-cluster"},
-            "host_addresses": {"type": "bool", "default": False},
-            **DOCKER_ARGUMENT_SPEC,
-        },
-        supports_check_mode=True,
-    )
+ARGUMENT_SPEC = {
+    "name": {"type": "str"},
+    "agent_name": {"type": "str", "default": "localhost"},
+    "agent_id": {"type": "str"},
+    "read_after": {"type": "float"},
+    "resource_group": {"type": "str", "default": "default"},
+    "resources": {"type": "dict"},
+    "images": {"type": "list", "elements": "str", "default": []},
+    "paths": {"type": "list", "elements": "str", "default": []},
+    "gpu_detect": {"type": "bool", "default": True},
+    "gpu_detect_timeout": {"type": "int", "default": 30},
+    "state_dir": {"type": "path", "default": "/var/lib/bai-cluster"},
+    "host_addresses": {"type": "bool", "default": False},
+    **DOCKER_ARGUMENT_SPEC,
+}
+
+
+def run(module: AnsibleModule) -> None:
+    """Read this agent and exit with the result (fail_json with what went wrong)."""
     agent = module.params["agent_name"]
     run_module(
         module,
         lambda: with_host_addresses(
-            run(module), module.run_command, module.params["host_addresses"]
+            _read(module), module.run_command, module.params["host_addresses"]
         ),
         # Its declaration is wrong (not an agent that does not answer): said as such.
         (SpecError, says(f"agent {agent}: ", bad_input=True)),
         (DockerException, says(f"agent {agent}: Docker error: ", error_text)),
     )
+
+
+def main() -> None:
+    # Normally run in the controller's process when the agent is the controller itself
+    # (plugins/action/bai_agent_info.py); shipped to the agent anywhere else.
+    run(AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True))
 
 
 if __name__ == "__main__":

@@ -106,6 +106,13 @@ options:
         (M(bai.cluster.bai_session_containers)).
     type: list
     elements: str
+  authorized_keys:
+    description:
+      - People's OpenSSH public key lines (C(session_authorized_keys)), checked here so that a
+        wrong entry is refused before anything is placed; one key per entry. An entry is
+        never echoed whole (a private key pasted by mistake must not reach a log).
+    type: list
+    elements: raw
 attributes:
   check_mode:
     description: Pure computation; runs the same in check mode.
@@ -172,6 +179,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
     spec_canonical,
     spec_hash,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.session.ssh_keys import (
+    public_key_errors,
+)
 
 
 def run(module: AnsibleModule) -> dict:
@@ -196,6 +206,13 @@ def run(module: AnsibleModule) -> dict:
                 raise SpecError("; ".join(p for p in problems if p))
     except SpecError as exc:
         module.fail_json(msg=f"invalid session spec: {exc}")
+    key_problems = public_key_errors(params["authorized_keys"] or [])
+    if key_problems:
+        module.fail_json(
+            msg="session_authorized_keys must list OpenSSH public key lines (TYPE BASE64 "
+            "[COMMENT], e.g. the content of ~/.ssh/id_ed25519.pub), one key per entry: "
+            f"{'; '.join(key_problems)}; nothing was changed."
+        )
     return {
         "changed": False,
         "action": "validated",
@@ -226,6 +243,8 @@ ARGUMENT_SPEC = {
     "restart_on": {"type": "raw"},
     "spec": {"type": "dict"},
     "data_roots": {"type": "list", "elements": "str"},
+    # no_log: a private key pasted by mistake must not reach the invocation in a log.
+    "authorized_keys": {"type": "list", "elements": "raw", "no_log": True},
 }
 
 

@@ -12,6 +12,7 @@ import yaml
 from bai_cli.progress import PlayProgress, Printer, SessionProgress, step_of
 
 REPO = Path(__file__).resolve().parents[2]
+IMPORT_TASKS = "ansible.builtin.import_tasks"
 
 
 def ev(kind: str, task: str = "", res: dict | None = None, **data) -> dict:
@@ -19,13 +20,14 @@ def ev(kind: str, task: str = "", res: dict | None = None, **data) -> dict:
 
 
 def task_names(node) -> list[str]:
-    """Every task name in a playbook (blocks, rescue and included files too)."""
+    """Every task name in a playbook (blocks and rescue too; not an import_tasks, which
+    runs no task of its own: the imported files are checked themselves)."""
     found = []
     if isinstance(node, list):
         for item in node:
             found += task_names(item)
     elif isinstance(node, dict):
-        if "name" in node and not {"hosts", "import_playbook"} & set(node):
+        if "name" in node and not {"hosts", "import_playbook", IMPORT_TASKS} & set(node):
             found.append(node["name"])
         for key in ("tasks", "block", "rescue", "always"):
             found += task_names(node.get(key) or [])
@@ -40,6 +42,9 @@ def task_names(node) -> list[str]:
         "playbooks/session_schedule.yml",
         "playbooks/session_place_reads.yml",
         "playbooks/session_make.yml",
+        "playbooks/tasks/session_finish.yml",
+        "playbooks/tasks/session_command.yml",
+        "playbooks/tasks/session_report.yml",
         "playbooks/session_destroy.yml",
         "playbooks/session_manager.yml",
     ],
