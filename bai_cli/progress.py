@@ -93,6 +93,7 @@ STEPS: tuple[tuple[str, str], ...] = (
     ("Fail when an agent or the manager was not reached", "summary"),
     ("Record what was removed", "summary"),
     ("Show what was removed", "summary"),
+    ("Note whether a scheduler pass follows", "queue"),
     # playbooks/agent_*.yml
     ("Check the agent", "check"),
     ("Note who asks", "check"),

@@ -17,7 +17,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.session.limits import 
 
 from ..errors import BaiClusterError
 from .base import Event, current_user, flag, run, set_var
-from .ledger import Scheduled, schedule_sessions
+from .ledger import NO_PASS, Scheduled, schedule_sessions
 
 AGENT_LIST = "playbooks/agent_list.yml"
 AGENT_AVAILABILITY = "playbooks/agent_availability.yml"
@@ -172,6 +172,7 @@ def _drain_vars(
         "agent_name": name,
         "agent_drain_timeout_s": timeout_s,
         "agent_drain_force": bool(force),
+        **NO_PASS,
     }
     set_var(extravars, "agent_reason", reason)
     set_var(extravars, "agent_by", by or current_user())

@@ -14,6 +14,11 @@ from .base import Event
 
 RECONCILE = "playbooks/session_reconcile.yml"
 SCHEDULE = "playbooks/session_schedule.yml"
+# session_destroy.yml (and reconcile, drain and remove, which end with it) runs one run of
+# the scheduler pass while sessions wait; the commands here run the pass themselves
+# (schedule_sessions: one playbook run per start, a start that fails is reported and
+# never fails what came before), so they switch the playbook's off.
+NO_PASS: dict[str, Any] = {"session_schedule_after": False}
 
 
 @dataclass
@@ -150,7 +155,9 @@ def _reconcile(
     wait: bool = True,
     **kwargs: Any,
 ) -> Reconciled:
-    extravars = {"session_adopt_ledgers": list(adopt_ledgers)} if adopt_ledgers else {}
+    extravars: dict[str, Any] = dict(NO_PASS)
+    if adopt_ledgers:
+        extravars["session_adopt_ledgers"] = list(adopt_ledgers)
     result = runner.run_playbook(
         RECONCILE, extravars, inventory=inventory, on_event=on_event, check=check, **kwargs
     )

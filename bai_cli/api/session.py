@@ -24,7 +24,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.session.spec import SS
 
 from ..errors import BaiClusterError
 from .base import Event, check_request_numbers, run, set_var
-from .ledger import schedule_sessions
+from .ledger import NO_PASS, schedule_sessions
 from .session_model import (
     Access,
     Container,
@@ -152,7 +152,7 @@ def destroy_session(
     once the agent answers). While sessions are queued, a scheduler pass follows
     (``schedule``: what fits now starts). ``owner``: only a session of that owner's
     (another's is refused, nothing changed)."""
-    extravars: dict[str, Any] = {"session_name": name}
+    extravars: dict[str, Any] = {"session_name": name, **NO_PASS}
     if force:
         extravars["session_destroy_force"] = True
     set_var(extravars, "session_owner_only", owner)

@@ -7,7 +7,8 @@ ledger alone.
 - Two sessions that each need the whole offer: the second is queued (exit 0, PENDING,
   with its reason and place), a third queued one is cancelled by destroy, and the
   destroy of the first starts the second (the CLI's destroy runs a scheduler pass);
-  its lifetime counts from its start, not from its submission.
+  its lifetime counts from its start, not from its submission. The destroy playbook does
+  the same (one scheduler pass while sessions wait), unless told not to.
 - Four concurrent queued creates (two run, two wait), then two scheduler passes from two
   controllers at once after a destroy: each session starts exactly once (one session id
   per name) and what runs never exceeds the offer.
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, VENV_BIN, bai_cli, finish_playbook, start_playbook
+from conftest import REPO, VENV_BIN, ansible_playbook, bai_cli, finish_playbook, start_playbook
 from conftest import virtual_agents as make_inventory
 from labtools import LABEL_SESSION
 
@@ -115,6 +116,46 @@ def test_a_queued_session_starts_when_the_one_before_it_is_destroyed(docker_clie
     finally:
         cleanup(tmp_path, inventory, names)
     assert running(docker_client, "it-q-") == {}
+
+
+def test_the_destroy_playbook_starts_the_queued_session_as_the_cli_does(docker_client, tmp_path):
+    """ansible-playbook session_destroy.yml runs one scheduler pass while sessions wait
+    (playbooks/session_schedule_pass.yml); -e session_schedule_after=false runs none."""
+    inventory = make_inventory(tmp_path, ("qp1",), cpu=2)
+    whole = ("-n", "2", "--cpu", "1", "--mem", "128m")
+    names = ["it-qp-first", "it-qp-second", "it-qp-third"]
+    try:
+        cli(tmp_path, inventory, "session", "create", names[0], *whole)
+        for name in names[1:]:
+            assert (
+                cli(tmp_path, inventory, "session", "create", name, *whole, "--queue")["action"]
+                == "queued"
+            )
+
+        done = ansible_playbook(
+            "session_destroy.yml", extra_vars={"session_name": names[0]}, inventory=str(inventory)
+        )
+        assert done.rc == 0, done
+        assert done.stats["bai_schedule"]["start"] == [names[1]], done.stats
+        assert done.stats["bai_session"]["name"] == names[1], done.stats
+        now = running(docker_client, "it-qp-")
+        assert set(now) == {names[1]} and len(now[names[1]]) == 1, now
+        assert containers(docker_client, "it-qp-") == 2
+
+        # Switched off: the capacity the destroy frees waits for the next pass.
+        off = ansible_playbook(
+            "session_destroy.yml",
+            extra_vars={"session_name": names[1], "session_schedule_after": False},
+            inventory=str(inventory),
+        )
+        assert off.rc == 0, off
+        assert "bai_schedule" not in off.stats, off.stats
+        assert running(docker_client, "it-qp-") == {}
+        rows = {r["name"]: r for r in cli(tmp_path, inventory, "session", "list")}
+        assert set(rows) == {names[2]} and rows[names[2]]["state"] == "PENDING", rows
+    finally:
+        cleanup(tmp_path, inventory, names)
+    assert running(docker_client, "it-qp-") == {}
 
 
 @pytest.mark.slow

@@ -503,7 +503,8 @@ def test_reconcile_adopts_another_ledger_by_id_and_reports_foreign_sessions(monk
     monkeypatch.setattr(runner, "run_playbook", fake_run)
     argv = ["session", "reconcile", "--adopt-ledger", "old-id", "--adopt-ledger", "older"]
     assert cli.main(argv) == 0
-    assert seen == {"session_adopt_ledgers": ["old-id", "older"]}
+    # The command runs the scheduler pass itself: the playbook's own is off.
+    assert seen == {"session_adopt_ledgers": ["old-id", "older"], "session_schedule_after": False}
     out = capsys.readouterr().out.splitlines()
     assert out == [
         "left alone, another session ledger counts them (if that ledger is gone for good: "

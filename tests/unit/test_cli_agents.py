@@ -265,6 +265,7 @@ def test_drain_defaults_and_a_clean_drain(runner, capsys):
         "agent_drain_timeout_s": 600,
         "agent_drain_force": False,
         "agent_by": "alice",
+        "session_schedule_after": False,
     }
     assert capsys.readouterr().out.splitlines() == [
         f"agent agent2: {describe(DRAINED)}",
@@ -283,6 +284,7 @@ def test_drain_with_force_names_each_session_destroyed(runner, capsys):
         "agent_drain_force": True,
         "agent_reason": "kernel update",
         "agent_by": "alice",
+        "session_schedule_after": False,
     }
     assert capsys.readouterr().out.splitlines() == [
         f"agent agent2: {describe(DRAINED)}",
@@ -386,14 +388,18 @@ def test_a_forced_destroy_passes_the_force_and_says_what_it_left_where(runner, c
     assert cli.main(["session", "destroy", "s1", "--force"]) == EXIT_OK
     [(playbook, extravars, _kwargs)] = fake.calls
     assert playbook == api.DESTROY
-    assert extravars == {"session_name": "s1", "session_destroy_force": True}
+    assert extravars == {
+        "session_name": "s1",
+        "session_destroy_force": True,
+        "session_schedule_after": False,
+    }
     out = capsys.readouterr().out
     assert out.startswith("session s1: removed 1 container(s) (bai-s1-main1)")
     assert "its part on agent2" in out and "session reconcile removes it" in out
 
     fake = runner(ok({"bai_session_destroyed": {**done, "left_on": []}}))
     assert cli.main(["session", "destroy", "s1", "--json"]) == EXIT_OK
-    assert fake.calls[0][1] == {"session_name": "s1"}
+    assert fake.calls[0][1] == {"session_name": "s1", "session_schedule_after": False}
     assert json.loads(capsys.readouterr().out)["left_on"] == []
 
 
@@ -426,6 +432,7 @@ def test_remove_drains_with_the_drain_s_options_and_says_what_comes_next(runner,
         "agent_drain_force": False,
         "agent_remove_dead": False,
         "agent_by": "alice",
+        "session_schedule_after": False,
     }
     out = capsys.readouterr().out.splitlines()
     assert out[:3] == [

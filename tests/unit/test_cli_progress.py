@@ -27,7 +27,8 @@ def task_names(node) -> list[str]:
         for item in node:
             found += task_names(item)
     elif isinstance(node, dict):
-        if "name" in node and not {"hosts", "import_playbook", IMPORT_TASKS} & set(node):
+        plays = {"hosts", "import_playbook", "ansible.builtin.import_playbook", IMPORT_TASKS}
+        if "name" in node and not plays & set(node):
             found.append(node["name"])
         for key in ("tasks", "block", "rescue", "always"):
             found += task_names(node.get(key) or [])
@@ -39,7 +40,7 @@ def task_names(node) -> list[str]:
     [
         "playbooks/session_create.yml",
         "playbooks/session_start.yml",
-        "playbooks/session_schedule.yml",
+        "playbooks/session_schedule_pass.yml",
         "playbooks/session_place_reads.yml",
         "playbooks/session_make.yml",
         "playbooks/tasks/session_finish.yml",
