@@ -1,0 +1,136 @@
+"""Backfill by lifetimes (module_utils/scheduling/backfill.py): the blocked session's
+earliest start from the running sessions' lifetimes, and the property that a backfilled
+session never moves it later, over random clusters, running sessions and lifetimes."""
+
+from __future__ import annotations
+
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Pending
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import backfill
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
+    Agent,
+    place,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.session.model import (
+    MODE_MULTI,
+    MODE_SINGLE,
+    Kernel,
+    Resources,
+)
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
+GIB = 2**30
+NOW = 1000.0
+
+
+def kernels(cpus: list[int]) -> list[Kernel]:
+    return [
+        Kernel("main" if i == 0 else "sub", i + 1, f"k{i}", i, "img", Resources(float(c), GIB, 0))
+        for i, c in enumerate(cpus)
+    ]
+
+
+def cluster(sizes: list[int], running: list[tuple[int, int, float | None]]):
+    """Agents a0.. of ``sizes`` CPUs and the running sessions (agent index, cpu, end)
+    that fit on them, in order (one that does not fit is left out)."""
+    used = [0] * len(sizes)
+    kept = []
+    for index, cpu, end in running:
+        at = index % len(sizes)
+        if used[at] + cpu <= sizes[at]:
+            used[at] += cpu
+            kept.append(backfill.Running(f"a{at}", float(cpu), GIB, ends_at=end))
+    agents = [
+        Agent(
+            f"a{i}",
+            "default",
+            float(size),
+            64 * GIB,
+            0,
+            used_cpu=float(used[i]),
+            used_mem=GIB * sum(1 for r in kept if r.agent == f"a{i}"),
+        )
+        for i, size in enumerate(sizes)
+    ]
+    return agents, kept
+
+
+def test_the_earliest_start_is_the_first_end_that_gives_room():
+    agents, running = cluster([4], [(0, 2, NOW + 100), (0, 2, NOW + 300)])
+    head = kernels([3])
+    assert backfill.earliest_start(head, MODE_SINGLE, "default", agents, running, NOW) == NOW + 300
+    assert backfill.earliest_start(kernels([2]), MODE_SINGLE, "default", agents, running, NOW) == (
+        NOW + 100
+    )
+    # A session in the way without a lifetime: no estimate.
+    agents, running = cluster([4], [(0, 2, NOW + 100), (0, 2, None)])
+    assert backfill.earliest_start(head, MODE_SINGLE, "default", agents, running, NOW) is None
+
+
+def test_who_may_backfill():
+    assert backfill.may_backfill(100, NOW + 300, NOW, margin_s=60)
+    assert not backfill.may_backfill(250, NOW + 300, NOW, margin_s=60)
+    assert not backfill.may_backfill(None, NOW + 300, NOW)  # no lifetime, never
+    assert not backfill.may_backfill(10, None, NOW)  # no estimate for the head
+
+
+# Mostly with a lifetime (an end), sometimes without; blocked heads big, later sessions
+# small and short, so that most examples backfill (hypothesis's statistics show the share).
+end = st.one_of(st.none(), *[st.floats(min_value=NOW + 1, max_value=NOW + 1000)] * 6)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(st.integers(4, 8), min_size=1, max_size=3),
+    st.lists(st.tuples(st.integers(0, 2), st.integers(1, 3), end), min_size=1, max_size=8),
+    st.integers(0, 3),
+    st.lists(st.integers(1, 2), min_size=1, max_size=2),
+    st.floats(min_value=1, max_value=300),
+    st.floats(min_value=0, max_value=60),
+    st.sampled_from([MODE_SINGLE, MODE_MULTI]),
+)
+def test_a_backfilled_session_never_delays_the_blocked_one(
+    sizes, running, extra, later_cpus, lifetime, margin, mode
+):
+    agents, running = cluster(sizes, running)
+    # The head: one container a CPU or more larger than any agent has free (blocked),
+    # at most as large as the largest agent.
+    most_free = max(int(a.free.cpu) for a in agents)
+    head = kernels([min(max(sizes), most_free + 1 + extra)])
+    try:
+        place(head, agents, mode=mode, resource_group="default")
+        event("the head is not blocked")
+        return  # nothing to backfill ahead of
+    except Pending:
+        pass
+    before = backfill.earliest_start(head, mode, "default", agents, running, NOW)
+    later = kernels(later_cpus)
+    try:
+        where = place(later, agents, mode=mode, resource_group="default")
+    except Pending:
+        event("the later session does not fit now either")
+        return
+    if not backfill.may_backfill(lifetime, before, NOW, margin):
+        event("it would end after the head's earliest start (or there is none)")
+        return
+    # It starts: it holds what it was placed on until its lifetime is up.
+    started = [
+        backfill.Running(where.assignment[k.hostname], k.resources.cpu, k.resources.mem,
+                         ends_at=NOW + lifetime)
+        for k in later
+    ]  # fmt: skip
+    taken = [
+        Agent(
+            a.name,
+            a.group,
+            a.cpu,
+            a.mem,
+            a.gpu,
+            used_cpu=a.used_cpu + sum(r.cpu for r in started if r.agent == a.name),
+            used_mem=a.used_mem + sum(r.mem for r in started if r.agent == a.name),
+        )
+        for a in agents
+    ]
+    after = backfill.earliest_start(head, mode, "default", taken, running + started, NOW)
+    event("backfilled ahead of a blocked session")
+    assert before is not None and after is not None and after <= before, (before, after)
