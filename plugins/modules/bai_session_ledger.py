@@ -184,6 +184,11 @@ options:
         O(state=reserved), a new session of the spec's C(owner) past a limit is
         refused in the same step that would reserve it (RV(policy)), counted on the
         ledger's own sessions, so concurrent creates cannot both slip under a limit.
+      - The queue's order (docs/placement.md, "Priority"), in the same policies - C(queue)
+        (C(order) C(fifo), the default, or C(priority); C(weight_age),
+        C(weight_fairshare), C(weight_priority), C(age_max_s), C(half_life_s)), and each
+        owner's (or the default's) C(priority) (0-100) and C(share) - for every reading
+        of the queue in the step, O(state=read) too.
     type: dict
   queue:
     description:

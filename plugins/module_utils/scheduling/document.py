@@ -21,7 +21,8 @@ The document is one JSON object of version :data:`VERSION`, read and written as 
   ``availability``: agents paused or drained (availability.py); ``queue`` and
   ``queue_seq``: sessions waiting their turn (session_queue.py); ``aliases``: ledgers this
   one adopted; ``clock``: the ledger's time at its last write (ledger_store.py);
-  ``counters``: ends, restarts, queue waits and passes, for the metrics (counters.py).
+  ``counters``: ends, restarts, queue waits and passes, for the metrics (counters.py);
+  ``usage``: each owner's decayed usage, for the queue's fair share (fair_usage.py).
 
 Only ``version`` and ``sessions`` are always there (and ``agents`` in a new ledger);
 every other key appears when a step first writes it, and a document read is written
@@ -72,6 +73,7 @@ _OPTIONAL: dict[str, type | tuple[type, ...]] = {
     "availability": dict,
     "clock": (int, float),
     "counters": dict,
+    "usage": dict,
 }
 
 
@@ -99,6 +101,7 @@ class Ledger:
     availability: dict[str, dict[str, Any]] | None = None  # identity -> record
     clock: float | None = None  # the ledger's time at its last write
     counters: dict[str, Any] | None = None  # what the scheduler did over time (counters.py)
+    usage: dict[str, dict[str, float]] | None = None  # owner -> decayed units (fair_usage.py)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -137,6 +140,7 @@ class Ledger:
             availability=found.get("availability"),
             clock=found.get("clock"),
             counters=found.get("counters"),
+            usage=found.get("usage"),
             extra=extra,
         )
 

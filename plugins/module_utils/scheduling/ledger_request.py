@@ -20,6 +20,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling import rost
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.policies import (
     parse_policies,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue_order import (
+    parse_queue_policy,
+)
 
 
 class LedgerFailure(Failure):
@@ -87,6 +90,7 @@ def check(request: LedgerRequest) -> None:
         raise LedgerFailure("bai_session_ledger: state=reconciled needs agent_info")
     try:  # bad limits are refused before anything is read
         parse_policies(request.policies)
+        parse_queue_policy(request.policies)
     except SpecError as exc:
         raise LedgerFailure(f"bai_session_ledger: {exc}; nothing was changed") from None
 

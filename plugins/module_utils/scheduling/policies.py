@@ -14,6 +14,16 @@ An owner's entry overrides the default key by key; ``null`` there lifts the defa
 limit for that owner; a key absent from both means no limit. A lifetime of 0 is refused
 (it would end every session at once); leave the key out for none.
 
+The same entries give the queue's order what it weighs (queue_order.py): ``priority``
+(0-100, default 0) and ``share`` (a positive weight of the cluster, default 1), and the
+top-level ``queue`` the order itself (``order: fifo`` or ``priority``, the weights and the
+half-life)::
+
+    bai_session_policies:
+      queue: {order: priority, half_life_s: 604800}
+      owners:
+        alice: {priority: 50, share: 2}
+
 The check (:func:`refusal`) runs in the same compare-and-swap of the ledger that reserves
 the capacity, on the ledger's own sessions, so two creates by one owner cannot both slip
 under a limit. Pure: no Ansible, no I/O.
@@ -42,6 +52,8 @@ from ansible_collections.bai.cluster.plugins.module_utils.session.model import (
 
 FIELD = "bai_session_policies"
 LIMIT_KEYS = ("sessions", "cpu", "mem", "gpu", "lifetime_s", "restarts")
+# What the queue's order weighs (queue_order.py), beside the limits; not limits.
+STANDING_KEYS = ("priority", "share")
 # Owners are user names (the controller's login by default): what a Docker label and a
 # person's account name both allow.
 _OWNER_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}$")
@@ -106,7 +118,7 @@ def parse_policies(raw: Any) -> dict[str, dict[str, float | None]]:
     if raw is None:
         return {"default": {}}
     require_mapping(raw, FIELD)
-    reject_unknown(raw, ("default", "owners"), FIELD)
+    reject_unknown(raw, ("default", "owners", "queue"), FIELD)
     parsed = {"default": _parse_limits(raw.get("default"), f"{FIELD}.default", owner=False)}
     owners = raw.get("owners")
     if owners is None:
@@ -124,11 +136,13 @@ def _parse_limits(raw: Any, where: str, *, owner: bool) -> dict[str, float | Non
     if raw is None:
         return {}
     require_mapping(raw, where)
-    reject_unknown(raw, LIMIT_KEYS, where)
+    reject_unknown(raw, LIMIT_KEYS + STANDING_KEYS, where)
     limits: dict[str, float | None] = {}
     for key, value in raw.items():
         field_name = f"{where}.{key}"
-        if value is None:
+        if key in STANDING_KEYS:
+            limits[key] = _standing(key, value, field_name)
+        elif value is None:
             if not owner:
                 raise SpecError(f"{field_name}: got null; leave the key out for no limit")
             limits[key] = None
@@ -147,6 +161,28 @@ def _parse_limits(raw: Any, where: str, *, owner: bool) -> dict[str, float | Non
         else:
             limits[key] = float(parse_count(value, field_name, 0))
     return limits
+
+
+def _standing(key: str, value: Any, field_name: str) -> float:
+    """An owner's ``priority`` (0 to 100) or ``share`` (above 0, up to 1000)."""
+    low, high = (0.0, 100.0) if key == "priority" else (0.0, 1000.0)
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = float("nan")
+    if isinstance(value, bool) or not low <= number <= high or (key == "share" and number == 0):
+        kind = "from 0 to 100" if key == "priority" else "above 0, up to 1000"
+        raise SpecError(f"{field_name}: got {value!r}; expected a number {kind}")
+    return number
+
+
+def standing(policies: Mapping[str, Mapping[str, float | None]], owner: str) -> tuple[float, float]:
+    """``owner``'s (priority, share) by the parsed policies: the owner's, else the
+    default's, else (0, 1)."""
+    own = policies.get(owner, {}) if owner != "default" else {}
+    default = policies.get("default", {})
+    found = [own.get(key, default.get(key)) for key in STANDING_KEYS]
+    return (float(found[0] or 0.0), float(1.0 if found[1] is None else found[1]))
 
 
 def _cpu_limit(value: Any, field_name: str) -> float:

@@ -5,13 +5,14 @@ between 0 and 1, as Slurm's multifactor priority has it:
 
 - ``age``: how long the session has waited, ``min(1, waited / age_max_s)``;
 - ``fairshare``: ``2 ** -(used / share)``, where ``used`` is the owner's decayed usage over
-  everyone's and ``share`` the owner's share over everyone's (every owner with usage or a
-  queued session; a policy's ``share``, default 1). An owner who used nothing gets 1, one
-  whose use equals their share 0.5, one far above it close to 0;
+  the larger of everyone's and what the cluster could have given over the decay, and
+  ``share`` the owner's share over everyone's (every owner with usage or a queued
+  session; a policy's ``share``, default 1). An owner who used nothing gets 1, one whose
+  use equals their share 0.5, one far above it close to 0;
 - ``explicit``: the owner's policy ``priority`` (0-100) over 100.
 
-Within a resource group the queue goes by priority, highest first; equal priorities keep
-submission order, and a gang starting again (``head``) stays first. With one owner the
+Within a resource group the queue goes by priority in whole points, highest first; equal
+points keep submission order, and a gang starting again (``head``) stays first. With one owner the
 fair-share and explicit factors are the same for every session, so the order is the
 submission order (FIFO) whatever the weights.
 
@@ -144,14 +145,20 @@ def factors(
     shares: Mapping[str, float],
     explicit: float = 0.0,
     weights: Weights = Weights(),
+    capacity_rate: float = 0.0,
 ) -> Factors:
     """One queued session's factors: it has waited ``waited_s``; ``shares``: every owner
-    that counts (with usage or queued) and their share; ``explicit``: 0..100."""
+    that counts (with usage or queued) and their share; ``explicit``: 0..100;
+    ``capacity_rate``: the units a second the cluster's agents offer (0: unknown). Usage
+    is measured against the larger of everyone's and what the cluster could have given
+    over the decay (``capacity_rate * h / ln 2``), so that a trace of old use, or an
+    owner alone on an idle cluster, is not counted as the whole cluster."""
     age = min(1.0, max(0.0, waited_s) / weights.age_max_s) if weights.age_max_s > 0 else 1.0
     total_share = sum(max(0.0, s) for s in shares.values())
     share = max(0.0, shares.get(owner, 1.0))
     used = found.units.get(owner, 0.0)
-    fair = fairshare(used, found.total(), share, total_share or share)
+    window = max(0.0, capacity_rate) * weights.half_life_s / math.log(2)
+    fair = fairshare(used, max(found.total(), window), share, total_share or share)
     explicit_factor = min(1.0, max(0.0, float(explicit) / 100.0))
     value = weights.age * age + weights.fairshare * fair + weights.priority * explicit_factor
     return Factors(
@@ -164,7 +171,13 @@ def factors(
     )
 
 
+def points(priority: float) -> int:
+    """A priority rounded to whole points, as the queue compares them (Slurm's are integers too):
+    differences below a point (a minute of age, a trace of old usage) do not reorder."""
+    return math.floor(priority + 0.5)
+
+
 def order_key(priority: float, head: bool, submitted_at: float, seq: int, name: str) -> Any:
     """The sort key within a resource group: a gang starting again first, then the
-    highest priority, then submission order."""
-    return (0 if head else 1, -round(priority, 9), submitted_at, seq, name)
+    highest priority in whole points, then submission order."""
+    return (0 if head else 1, -points(priority), submitted_at, seq, name)

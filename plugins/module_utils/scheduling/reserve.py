@@ -53,6 +53,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.policies im
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.refusals import refuse_create
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.schedule import (
     PolicyWait,
+    order,
     out_of_service,
     owner_refusal,
     queued_view,
@@ -130,7 +131,8 @@ def reserve(
                 conflict=True,
             )
         if not queue_.holds_ticket(queued, request.ticket, now):
-            return {"changed": False, "queued": queued_view(ledger, spec.name)}
+            view = queued_view(ledger, spec.name, order(request, ledger, now))
+            return {"changed": False, "queued": view}
     final = request.final and request.agents is not None
     # A waiting create (final) places by the kept reads alone: they follow destroys
     # (forget_session), the reads it made before waiting do not.
@@ -334,12 +336,14 @@ def _plan(
         int(queued["seq"]) if queued else queue_.next_seq(ledger),
         bool(queued and queued.get("head")),
     )
+    ordering = order(request, ledger, now)
     room = queue_.room(
-        queue_.waiting(ledger),
+        queue_.waiting(ledger, ordering),
         me,
         usable,
         out_of_service=passed_over,
         refuse=owner_refusal(policies, ledger),
+        order=ordering,
     )
     try:
         return plan_session(

@@ -16,6 +16,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling import avai
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import (
     counters,
     kept_reads,
+    queue_order,
     roster,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import session_queue as queue_
@@ -91,9 +92,14 @@ def owner_refusal(
     return refuse
 
 
-def queued_view(ledger: Ledger, name: str) -> dict[str, Any]:
+def queued_view(ledger: Ledger, name: str, order: queue_.Order = queue_.fifo) -> dict[str, Any]:
     entry = queue_.queue_of(ledger)[name]
-    return queue_.queued_view(entry, queue_.positions(ledger)[name])
+    return queue_.queued_view(entry, queue_.positions(ledger, order)[name])
+
+
+def order(request: LedgerRequest, ledger: Ledger, now: float) -> queue_.Order:
+    """The queue's order in this step, under the request's policies (queue_order.py)."""
+    return queue_order.order_of(request.policies, ledger, now)
 
 
 def wait_in_queue(
@@ -119,7 +125,8 @@ def wait_in_queue(
     else:
         queued.update(reason=reason, wait=wait)
         queued.pop("lease", None)
-    return {"changed": True, "queued": queued_view(ledger, spec.name), "dropped": dropped}
+    view = queued_view(ledger, spec.name, order(request, ledger, now))
+    return {"changed": True, "queued": view, "dropped": dropped}
 
 
 def out_of_service(
@@ -137,14 +144,16 @@ def out_of_service(
     ]
 
 
-def queue_list(ledger: Ledger, now: float | None = None) -> list[dict[str, Any]]:
+def queue_list(
+    ledger: Ledger, now: float | None = None, order: queue_.Order = queue_.fifo
+) -> list[dict[str, Any]]:
     """Every queued session as list and show give it, in queue order (with ``now``, one
     a pass is starting waits for ``starting``)."""
-    places = queue_.positions(ledger)
+    places = queue_.positions(ledger, order)
     entries = queue_.queue_of(ledger)
     return [
         queue_.queued_view(entries[name], places[name], now)
-        for name in sorted(entries, key=lambda n: queue_.entry_key(entries[n]))
+        for name in sorted(entries, key=lambda n: queue_.entry_key(entries[n], order))
     ]
 
 
@@ -196,11 +205,13 @@ def scheduled(
         agents = agents_from_info(None, None, adjust(info, ledger))[0]
     except SpecError as exc:
         raise LedgerFailure(f"bai_session_ledger: {exc}") from None
+    ordering = order(request, ledger, now)
     decisions = queue_.schedule(
-        queue_.waiting(ledger),
+        queue_.waiting(ledger, ordering),
         agents or [],
         out_of_service=out_of_service(request.agents, [], unavailable),
         refuse=owner_refusal(parse_policies(request.policies), ledger),
+        order=ordering,
     )
     changed, more = False, 0
     start: list[dict[str, Any]] = []
@@ -233,5 +244,5 @@ def scheduled(
         "start": start,
         "more": more,
         "waiting": len(entries),
-        "queue": queue_list(ledger),
+        "queue": queue_list(ledger, order=ordering),
     }

@@ -1,8 +1,11 @@
 """The queue of PENDING sessions (docs/placement.md, "The queue"): which start now.
 
 Sessions wait in their resource group's queue in submission order (FIFO: submission
-time, then the ledger's sequence number, then name). A pass over the queue
-(:func:`schedule`) goes through it in that order against what the agents have free:
+time, then the ledger's sequence number, then name), or, with
+``bai_session_policies.queue.order: priority``, highest priority first
+(queue_order.py: one ``order`` for every reading of the queue in a ledger step). A pass
+over the queue (:func:`schedule`) goes through it in that order against what the agents
+have free:
 
 - a session the owner's limits refuse (module_utils/scheduling/policies.py) waits and blocks nobody:
   it holds nothing and claims no agent;
@@ -94,24 +97,38 @@ class Decision:
         return self.placement is not None
 
 
-def queue_key(session: Waiting) -> tuple[int, float, int, str]:
-    return (0 if session.head else 1, session.submitted_at, session.seq, session.name)
+# The sort key of a queued session: (group, owner, head, submitted_at, seq, name) -> key.
+# queue_order.QueueOrder gives the priority order; :func:`fifo` is submission order.
+Order = Callable[[str, str, bool, float, int, str], tuple[Any, ...]]
 
 
-def entry_key(entry: Mapping[str, Any]) -> tuple[str, int, float, int, str]:
-    """A ledger queue entry's place: its group, then as :func:`queue_key`."""
-    return (
+def fifo(group: str, owner: str, head: bool, submitted_at: float, seq: int, name: str) -> tuple:
+    """Submission order within a group; a gang starting again first."""
+    del owner
+    return (group, 0 if head else 1, submitted_at, seq, name)
+
+
+def queue_key(session: Waiting, order: Order = fifo) -> tuple[Any, ...]:
+    return order(
+        session.group, session.owner, session.head, session.submitted_at, session.seq, session.name
+    )
+
+
+def entry_key(entry: Mapping[str, Any], order: Order = fifo) -> tuple[Any, ...]:
+    """A ledger queue entry's place, as :func:`queue_key` gives a Waiting's."""
+    return order(
         entry["group"],
-        0 if entry.get("head") else 1,
+        str(entry.get("owner") or ""),
+        bool(entry.get("head")),
         float(entry["submitted_at"]),
         int(entry.get("seq") or 0),
         entry["name"],
     )
 
 
-def ordered(queue: Iterable[Waiting]) -> list[Waiting]:
-    """The queue in the order sessions start: by group, then submission order."""
-    return sorted(queue, key=lambda s: (s.group, *queue_key(s)))
+def ordered(queue: Iterable[Waiting], order: Order = fifo) -> list[Waiting]:
+    """The queue in the order sessions start: by group, then ``order``."""
+    return sorted(queue, key=lambda s: queue_key(s, order))
 
 
 def could_use(session: Waiting, agent: Agent) -> bool:
@@ -195,13 +212,14 @@ def schedule(
     out_of_service: Sequence[OutOfService] = (),
     refuse: Callable[[Waiting, Sequence[Waiting]], str] | None = None,
     limit: int | None = None,
+    order: Order = fifo,
 ) -> list[Decision]:
     """One pass over ``queue`` (any order) against ``agents`` (in service, with their
     use): a Decision per session, in queue order (module docstring). ``refuse(session,
     started)`` says why the owner's limits refuse it, given the sessions this pass already
     started ("" to allow). ``limit``: stop deciding after this many starts (the rest are
-    left out of the result)."""
-    return _pass(queue, agents, out_of_service, refuse, limit, None)[0]
+    left out of the result). ``order``: the queue's order (queue_order.py)."""
+    return _pass(queue, agents, out_of_service, refuse, limit, None, order)[0]
 
 
 def room(
@@ -211,13 +229,14 @@ def room(
     *,
     out_of_service: Sequence[OutOfService] = (),
     refuse: Callable[[Waiting, Sequence[Waiting]], str] | None = None,
+    order: Order = fifo,
 ) -> Room:
     """What is left for ``session`` once every session ahead of it in ``queue`` (it may
     be in there, or be a newcomer, then last of its group) had its turn: the same pass
     as :func:`schedule`, stopped at ``session``. A create places on ``Room.usable()``,
     so it never takes what an older queued session starts into or waits for."""
     others = [s for s in queue if s.name != session.name]
-    return _pass([*others, session], agents, out_of_service, refuse, None, session.name)[1]
+    return _pass([*others, session], agents, out_of_service, refuse, None, session.name, order)[1]
 
 
 def _pass(
@@ -227,6 +246,7 @@ def _pass(
     refuse: Callable[[Waiting, Sequence[Waiting]], str] | None,
     limit: int | None,
     until: str | None,
+    order: Order,
 ) -> tuple[list[Decision], Room]:
     decisions: list[Decision] = []
     started: list[Waiting] = []
@@ -234,7 +254,7 @@ def _pass(
     claimed: dict[str, str] = {}  # agent -> the first waiting session that claims it
     position: dict[str, int] = {}  # session -> its place in its group's queue
     length: dict[str, int] = {}  # group -> sessions decided so far
-    for session in ordered(queue):
+    for session in ordered(queue, order):
         if session.name == until:
             return decisions, Room(tuple(free), dict(claimed))
         where = position[session.name] = length[session.group] = length.get(session.group, 0) + 1
@@ -318,9 +338,9 @@ def waiting_of(spec: SessionSpec, submitted_at: float, seq: int, head: bool = Fa
     )
 
 
-def waiting(ledger: Ledger) -> list[Waiting]:
+def waiting(ledger: Ledger, order: Order = fifo) -> list[Waiting]:
     """Every queued session of the ledger, in queue order."""
-    return ordered(as_waiting(entry) for entry in queue_of(ledger).values())
+    return ordered((as_waiting(entry) for entry in queue_of(ledger).values()), order)
 
 
 def next_seq(ledger: Ledger) -> int:
@@ -368,12 +388,12 @@ def dequeue(ledger: Ledger, name: str) -> dict[str, Any] | None:
     return entry
 
 
-def positions(ledger: Ledger) -> dict[str, int]:
+def positions(ledger: Ledger, order: Order = fifo) -> dict[str, int]:
     """Each queued session's 1-based place in its resource group's queue."""
     out: dict[str, int] = {}
     count: dict[str, int] = {}
     entries = queue_of(ledger).values()
-    for entry in sorted(entries, key=entry_key):
+    for entry in sorted(entries, key=lambda e: entry_key(e, order)):
         out[entry["name"]] = count[entry["group"]] = count.get(entry["group"], 0) + 1
     return out
 

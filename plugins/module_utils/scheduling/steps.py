@@ -19,9 +19,11 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling import (
     counters,
     document,
     end_signals,
+    fair_usage,
     fencing,
     history,
     kept_reads,
+    queue_order,
     reconcile,
     reservations,
     restarts,
@@ -37,6 +39,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger_requ
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.reserve import reserve
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.schedule import (
+    order,
     queue_list,
     queued_view,
     scheduled,
@@ -126,6 +129,7 @@ def released(request: LedgerRequest, ledger: Ledger, now: float) -> dict[str, An
     """state=absent: a forced destroy's reservation forsaken, a queued session cancelled,
     or a destroyed session's reservation released (and how a batch session ended kept)."""
     name = str(request.name)
+    held = ledger.sessions.get(name) or {}
     if request.ended and request.session_id:
         # A batch session whose end its restart policy counts: queued again, at the head
         # (a part left on agents that did not answer stopped by itself: fencing.py).
@@ -133,6 +137,7 @@ def released(request: LedgerRequest, ledger: Ledger, now: float) -> dict[str, An
             ledger, name, request.session_id, request.ended, now, request.left_on
         )
         if again is not None:
+            fair_usage.charge_end(ledger, held, now)  # the attempt that ended
             return {
                 "changed": True,
                 "restarted": {"attempt": again["attempt"], "reason": again["reason"]},
@@ -140,6 +145,8 @@ def released(request: LedgerRequest, ledger: Ledger, now: float) -> dict[str, An
             }
     if request.left_on:
         forsaken = reservations.forsake(ledger, name, str(request.session_id), request.left_on, now)
+        if forsaken:
+            fair_usage.charge_end(ledger, held, now)
         return {"changed": forsaken}
     if not request.session_id and name in queue_.queue_of(ledger):
         # A queued session is cancelled: it leaves the queue (it holds nothing else); one
@@ -151,11 +158,12 @@ def released(request: LedgerRequest, ledger: Ledger, now: float) -> dict[str, An
         kind = (cancelled.get("spec") or {}).get("type") or "interactive"
         counters.count_end(ledger, kind, counters.CANCELLED)
         return {"changed": True, "cancelled": True, "waiting": len(queue_.queue_of(ledger))}
-    held = ledger.sessions.get(name) or {}
     owner = str(held.get("owner") or "")
     earlier = restarts.attempts_of(held) if held.get("session_id") == request.session_id else []
     known = bool(request.session_id and request.session_id in (ledger.ended or {}))
     released = reservations.release(ledger, name, request.session_id)
+    if released:
+        fair_usage.charge_end(ledger, held, now)
     if request.ended and request.session_id:
         end = {**request.ended, "attempt": len(earlier), "attempts": earlier}
         history.record_end(ledger, name, request.session_id, end, now, owner)
@@ -167,6 +175,20 @@ def released(request: LedgerRequest, ledger: Ledger, now: float) -> dict[str, An
     return {
         "changed": released or bool(request.ended and request.session_id),
         "waiting": len(queue_.queue_of(ledger)),
+    }
+
+
+def _queued_explained(
+    request: LedgerRequest, ledger: Ledger, name: str, now: float
+) -> dict[str, Any] | None:
+    """A queued session's view with why it is where it is (queue_order.explain)."""
+    entry = queue_.queue_of(ledger).get(name)
+    if entry is None:
+        return None
+    ordering = queue_order.order_of(request.policies, ledger, now, full=True)
+    return {
+        **queued_view(ledger, name, ordering),
+        "explain": queue_order.explain(ordering, entry),
     }
 
 
@@ -185,7 +207,7 @@ def shown(request: LedgerRequest, ledger: Ledger, now: float, missing: str) -> d
             "time_left": reservations.time_left(entry, now) if entry else None,
             "holders": sorted(kept_reads.holders(ledger, name)),
             "ended": history.ends_of(ledger, name),
-            "queued": (queued_view(ledger, name) if name in queue_.queue_of(ledger) else None),
+            "queued": _queued_explained(request, ledger, name, now),
         }
         if request.owner is not None:
             _refuse_others(name, request.owner, found)
@@ -193,7 +215,7 @@ def shown(request: LedgerRequest, ledger: Ledger, now: float, missing: str) -> d
     return {
         **read,
         "ledger": {"sessions": ledger.sessions, "given_out": roster.given_out(ledger)},
-        "queue": queue_list(ledger, now),
+        "queue": queue_list(ledger, now, order(request, ledger, now)),
         "counters": counters.read(ledger),
     }
 

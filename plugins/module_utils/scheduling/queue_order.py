@@ -1,0 +1,164 @@
+"""The queue's order (docs/placement.md, "Priority"): submission order (``fifo``, the
+default), or by priority (``priority``: priority.py's weighted sum of age, fair share and
+the owner's policy priority).
+
+``bai_session_policies.queue`` chooses it::
+
+    queue:
+      order: priority          # or fifo (the default)
+      weight_age: 1000         # the factors' weights (these are the defaults)
+      weight_fairshare: 1000
+      weight_priority: 1000
+      age_max_s: 604800        # the wait at which the age factor reaches 1 (7 days)
+      half_life_s: 604800      # how fast usage is forgotten (fair_usage.py)
+
+The owners' ``priority`` and ``share`` come from the same policies (policies.standing).
+
+One :class:`QueueOrder` orders every reading of the queue in a ledger step - the pass
+(session_queue.schedule), what a create may take (session_queue.room) and each queued
+session's position - so what is listed and what starts cannot disagree. Within a
+resource group a gang starting again stays first, then the highest priority, then
+submission order; with ``fifo``, or with one owner and no explicit priorities, that is
+the submission order. Pure: no Ansible, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import SpecError
+from ansible_collections.bai.cluster.plugins.module_utils.common.parse import (
+    reject_unknown,
+    require_mapping,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import fair_usage, priority
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import Ledger
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.policies import (
+    FIELD,
+    parse_policies,
+    standing,
+)
+
+FIFO = "fifo"
+PRIORITY = "priority"
+ORDERS = (FIFO, PRIORITY)
+_NUMBERS = ("weight_age", "weight_fairshare", "weight_priority", "age_max_s", "half_life_s")
+
+
+@dataclass(frozen=True)
+class QueuePolicy:
+    """``bai_session_policies.queue``, parsed."""
+
+    order: str = FIFO
+    weights: priority.Weights = field(default_factory=priority.Weights)
+
+
+def parse_queue_policy(raw: Any) -> QueuePolicy:
+    """The queue section of raw ``bai_session_policies`` (SpecError naming the field)."""
+    section = raw.get("queue") if isinstance(raw, Mapping) else None
+    if section is None:
+        return QueuePolicy()
+    where = f"{FIELD}.queue"
+    require_mapping(section, where)
+    reject_unknown(section, ("order", *_NUMBERS), where)
+    order = section.get("order", FIFO)
+    if order not in ORDERS:
+        raise SpecError(f"{where}.order: got {order!r}; expected one of {', '.join(ORDERS)}")
+    given: dict[str, float] = {}
+    for key in _NUMBERS:
+        if key in section:
+            value = section[key]
+            positive = key in ("age_max_s", "half_life_s")
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if not ok or value < 0 or (positive and value == 0) or value > 1e9:
+                kind = "above 0" if positive else "from 0"
+                raise SpecError(f"{where}.{key}: got {value!r}; expected a number {kind}")
+            given[key.replace("weight_", "")] = float(value)
+    return QueuePolicy(order, priority.Weights(**given))
+
+
+@dataclass
+class QueueOrder:
+    """The sort key of every queued session of one ledger step (module docstring)."""
+
+    policy: QueuePolicy = field(default_factory=QueuePolicy)
+    policies: Mapping[str, Mapping[str, float | None]] = field(default_factory=dict)
+    usage: priority.Usage = field(default_factory=priority.Usage)
+    shares: dict[str, float] = field(default_factory=dict)
+    now: float = 0.0
+    capacity_rate: float = 0.0  # units a second the agents offer (their kept reads)
+
+    def factors(self, owner: str, submitted_at: float) -> priority.Factors:
+        explicit, _share = standing(self.policies, owner)
+        return priority.factors(
+            self.now - submitted_at,
+            owner,
+            self.usage,
+            self.shares,
+            explicit,
+            self.policy.weights,
+            self.capacity_rate,
+        )
+
+    def __call__(
+        self, group: str, owner: str, head: bool, submitted_at: float, seq: int, name: str
+    ) -> tuple[Any, ...]:
+        if self.policy.order == FIFO:
+            return (group, 0 if head else 1, submitted_at, seq, name)
+        value = self.factors(owner, submitted_at).priority
+        return (group, *priority.order_key(value, head, submitted_at, seq, name))
+
+
+def order_of(raw_policies: Any, ledger: Ledger, now: float, full: bool = False) -> QueueOrder:
+    """The order of ``ledger``'s queue at ``now`` under raw ``bai_session_policies``
+    (``full``: with the usage and shares even for ``fifo``, for :func:`explain`)."""
+    policy = parse_queue_policy(raw_policies)
+    if policy.order == FIFO and not full:
+        return QueueOrder(policy)
+    policies = parse_policies(raw_policies)
+    usage = fair_usage.current(ledger, now, policy.weights.half_life_s)
+    owners = set(usage.units) | {str(e.get("owner") or "") for e in (ledger.queue or {}).values()}
+    shares = {owner: standing(policies, owner)[1] for owner in owners}
+    return QueueOrder(policy, policies, usage, shares, now, capacity_rate(ledger))
+
+
+def capacity_rate(ledger: Ledger, rates: priority.Rates = fair_usage.RATES) -> float:
+    """The units a second the agents the ledger keeps a read of offer in all."""
+    total = 0.0
+    for record in (ledger.agents or {}).values():
+        agent = (record or {}).get("agent") or {}
+        total += rates.rate(
+            float(agent.get("cpu") or 0), float(agent.get("mem") or 0), float(agent.get("gpu") or 0)
+        )
+    return total
+
+
+def explain(ordering: QueueOrder, entry: Mapping[str, Any]) -> dict[str, Any]:
+    """Why a queued session is where it is (bai-cluster session explain): the order, its
+    priority and each factor with its weight (``ordering`` built ``full``), its owner's
+    usage and share. The position and the reason it waits are the queue's own (what the
+    same order and the last scheduler pass gave)."""
+    owner = str(entry.get("owner") or "")
+    found = ordering.factors(owner, float(entry["submitted_at"]))
+    weights = ordering.policy.weights
+    rows = (
+        ("age", found.age, weights.age),
+        ("fairshare", found.fairshare, weights.fairshare),
+        ("priority", found.explicit, weights.priority),
+    )
+    return {
+        "order": ordering.policy.order,
+        "priority": priority.points(found.priority),
+        "factors": {
+            name: {"value": round(value, 6), "weight": weight, "points": round(value * weight, 3)}
+            for name, value, weight in rows
+        },
+        "owner": owner,
+        "owner_usage_units": round(found.used, 3),
+        "owner_share": round(found.share, 6),
+        "waited_s": round(max(0.0, ordering.now - float(entry["submitted_at"])), 3),
+        "age_max_s": weights.age_max_s,
+        "half_life_s": weights.half_life_s,
+    }
