@@ -19,12 +19,12 @@ from ansible_collections.bai.cluster.plugins.plugin_utils.ledger_text import (
 )
 
 from .. import api
-from ..errors import EXIT_OK
+from ..errors import EXIT_FAILED, EXIT_OK
 from ..progress import SessionProgress
 from .batch import print_logs, run_batch
 from .common import Context, UsageError, emit_json
 from .session_options import add_create_options, check_options, create_spec
-from .session_text import details_text, list_text, session_text
+from .session_text import details_text, explain_text, list_text, session_text
 
 # --- the parser -----------------------------------------------------------------------
 # --owner of destroy, show and logs (a login host's users act on their own sessions).
@@ -151,6 +151,17 @@ def _add_inspection(
     show = sub.add_parser("show", parents=[common], help="containers, agents, addresses, ports")
     show.add_argument("name")
     show.add_argument("--owner", metavar="NAME", help=OWNER_ONLY)
+    explain = sub.add_parser(
+        "explain",
+        parents=[common],
+        help="why a queued (PENDING) session is where it is: its priority's factors",
+        description="For a queued session: its place in the queue, the order "
+        "(bai_session_policies.queue), its priority and each factor with its weight, its "
+        "owner's decayed usage and share, and why it waits (the last scheduler pass's "
+        "reason). The pass orders the queue with the same function.",
+    )
+    explain.add_argument("name")
+    explain.add_argument("--owner", metavar="NAME", help=OWNER_ONLY)
     logs = sub.add_parser(
         "logs",
         parents=[common],
@@ -293,6 +304,26 @@ def show(ctx: Context) -> int:
     return EXIT_OK
 
 
+def explain(ctx: Context) -> int:
+    details = api.show_session(
+        ctx.args.name, owner=ctx.args.owner, on_event=ctx.verbose_plays(), **ctx.common
+    )
+    queued = details.pending
+    if queued is None:
+        print(
+            f"session {details.name} is not queued (PENDING): nothing to explain", file=sys.stderr
+        )
+        return EXIT_FAILED
+    if ctx.as_json:
+        emit_json(
+            {key: value for key, value in queued.items() if key != "explain"}
+            | dict(queued.get("explain") or {})
+        )
+    else:
+        print("\n".join(explain_text(queued)))
+    return EXIT_OK
+
+
 def logs(ctx: Context) -> int:
     return print_logs(ctx, ctx.verbose_plays())
 
@@ -356,6 +387,7 @@ ACTIONS: dict[str, Callable[[Context], int]] = {
     "list": list_,
     "reconcile": reconcile,
     "show": show,
+    "explain": explain,
     "logs": logs,
     "signal": signal,
     "env": env,

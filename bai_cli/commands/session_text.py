@@ -4,6 +4,7 @@ in detail, the session list, and what a batch session's command came to."""
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
@@ -156,3 +157,43 @@ def _ends(session: Any) -> str:
     signal, _at, lead = (getattr(session, "end_signal", "") or "").partition("@")
     warned = f"; {signal} {lead} s before" if signal else ""
     return f"{at} (session reconcile ends it then{warned})"
+
+
+def explain_text(queued: Mapping[str, Any]) -> list[str]:
+    """bai-cluster session explain: a queued session's place and priority, factor by
+    factor (scheduling/queue_order.py's explain, which the pass's order uses)."""
+    why = queued.get("explain") or {}
+    lines = [
+        f"session {queued.get('name')} is PENDING: number {queued.get('position')} in the "
+        f"queue of resource group {queued.get('resource_group')} "
+        f"(order: {why.get('order', 'fifo')})"
+    ]
+    factors = why.get("factors") or {}
+    if factors:
+        parts = [
+            f"{name} {f['value']:.3f} x {f['weight']:g} = {f['points']:.0f}"
+            for name, f in factors.items()
+        ]
+        lines.append(f"  priority {why.get('priority')} = " + " + ".join(parts))
+        lines.append(
+            f"  owner {why.get('owner') or '(none)'}: {why.get('owner_usage_units', 0):.1f} "
+            f"units used (decayed, half-life {_days(why.get('half_life_s'))}), share "
+            f"{why.get('owner_share', 0):.3f} of the owners that count"
+        )
+        lines.append(
+            f"  waited {_days(why.get('waited_s'))} (the age factor is full at "
+            f"{_days(why.get('age_max_s'))})"
+        )
+    if why.get("order") == "fifo":
+        lines.append("  the queue goes in submission order (bai_session_policies.queue.order)")
+    lines.append(f"  waits: {queued.get('reason') or 'for its turn'} ({queued.get('wait')})")
+    return lines
+
+
+def _days(seconds: Any) -> str:
+    value = float(seconds or 0)
+    if value >= 86400:
+        return f"{value / 86400:.1f} d"
+    if value >= 3600:
+        return f"{value / 3600:.1f} h"
+    return f"{value:.0f} s"

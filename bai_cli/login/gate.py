@@ -37,7 +37,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 # What a member of the users group may ask, of the session commands.
-USER_SESSION_ACTIONS = frozenset({"create", "run", "list", "show", "logs", "signal", "destroy"})
+USER_SESSION_ACTIONS = frozenset(
+    {"create", "run", "list", "show", "explain", "logs", "signal", "destroy"}
+)
 # The actions whose request names an owner: the caller's own name, always (all of them).
 OWNED_ACTIONS = USER_SESSION_ACTIONS
 # An OpenSSH public key line (TYPE BASE64 [COMMENT]): the caller's shim reads key files as

@@ -9,6 +9,9 @@ ledger alone.
   destroy of the first starts the second (the CLI's destroy runs a scheduler pass);
   its lifetime counts from its start, not from its submission. The destroy playbook does
   the same (one scheduler pass while sessions wait), unless told not to.
+- By priority (``bai_session_policies.queue.order: priority`` in the inventory): of two
+  owners racing for the capacity one of them holds, the lighter owner's session starts
+  first when it frees, though submitted later; ``session explain`` said so beforehand.
 - Four concurrent queued creates (two run, two wait), then two scheduler passes from two
   controllers at once after a destroy: each session starts exactly once (one session id
   per name) and what runs never exceeds the offer.
@@ -156,6 +159,49 @@ def test_the_destroy_playbook_starts_the_queued_session_as_the_cli_does(docker_c
     finally:
         cleanup(tmp_path, inventory, names)
     assert running(docker_client, "it-qp-") == {}
+
+
+def test_by_priority_the_lighter_owner_s_session_starts_first(docker_client, tmp_path):
+    inventory = make_inventory(tmp_path, ("qf1",), cpu=2)
+    book = yaml.safe_load(inventory.read_text())
+    # Usage forgotten within minutes, so that seconds of use already weigh.
+    book["all"]["vars"]["bai_session_policies"] = {
+        "queue": {"order": "priority", "half_life_s": 600}
+    }
+    inventory.write_text(yaml.safe_dump(book))
+    whole = ("-n", "2", "--cpu", "1", "--mem", "128m")
+    names = ["it-qf-run", "it-qf-heavy", "it-qf-light"]
+    try:
+        cli(tmp_path, inventory, "session", "create", names[0], *whole, "--owner", "heavy")
+        queued = cli(
+            tmp_path, inventory, "session", "create", names[1], *whole, "--queue",
+            "--owner", "heavy",
+        )  # fmt: skip
+        assert queued["pending"]["position"] == 1, queued
+        time.sleep(5)  # heavy's running session accrues usage
+        light = cli(
+            tmp_path, inventory, "session", "create", names[2], *whole, "--queue",
+            "--owner", "light",
+        )  # fmt: skip
+        assert light["action"] == "queued", light
+
+        why = {name: cli(tmp_path, inventory, "session", "explain", name) for name in names[1:]}
+        assert (why[names[2]]["position"], why[names[1]]["position"]) == (1, 2), why
+        assert why[names[2]]["order"] == "priority" and why[names[1]]["owner"] == "heavy"
+        fair = {name: why[name]["factors"]["fairshare"]["value"] for name in names[1:]}
+        assert fair[names[1]] < fair[names[2]] == 1.0, why
+        text = bai_cli(tmp_path, "-i", str(inventory), "session", "explain", names[1])
+        assert text.returncode == 0, text.stderr
+        assert "number 2 in the queue" in text.stdout and "owner heavy:" in text.stdout
+
+        cli(tmp_path, inventory, "session", "destroy", names[0])
+        now = running(docker_client, "it-qf-")
+        assert set(now) == {names[2]} and len(now[names[2]]) == 1, now  # Docker says so
+        rows = {r["name"]: r for r in cli(tmp_path, inventory, "session", "list")}
+        assert rows[names[1]]["state"] == "PENDING", rows
+    finally:
+        cleanup(tmp_path, inventory, names)
+    assert running(docker_client, "it-qf-") == {}
 
 
 @pytest.mark.slow
