@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from . import __version__
-from .commands import agent, lab, metrics, session
+from .commands import agent, lab, metrics, queue, session
 from .commands.common import Context, UsageError, emit_json
 from .errors import EXIT_BAD_INPUT, EXIT_FAILED, BaiClusterError
 from .progress import Printer
@@ -28,6 +28,7 @@ COMMANDS: dict[str, Callable[[Context], int]] = {
     "session": session.run,
     "agent": agent.run,
     "metrics": metrics.run,
+    "queue": queue.run,
 }
 
 
@@ -77,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     session.add_parser(top, common)
     agent.add_parser(top, common)
     metrics.add_parser(top, common)
+    queue.add_parser(top, common)
     return parser
 
 

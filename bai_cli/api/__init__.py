@@ -20,7 +20,8 @@ them into progress lines with :mod:`bai_cli.progress`.
 
 By noun: :mod:`.session` (and its records, :mod:`.session_model`), :mod:`.ledger` (the
 scheduler pass, reconcile), :mod:`.shell` (commands run in a container), :mod:`.agent`,
-:mod:`.lab` (lab and site), :mod:`.metrics`; :mod:`.base` runs the playbooks.
+:mod:`.lab` (lab and site), :mod:`.metrics`, :mod:`.queue`; :mod:`.base` runs the
+playbooks.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from .ledger import (
     schedule_sessions,
 )
 from .metrics import METRICS, Metrics, collect_metrics
+from .queue import QUEUE, list_queue
 from .session import (
     CREATE,
     DESTROY,
@@ -99,6 +101,7 @@ __all__ = [
     "LIST",
     "LOGS",
     "METRICS",
+    "QUEUE",
     "RECONCILE",
     "SCHEDULE",
     "SHOW",
@@ -130,6 +133,7 @@ __all__ = [
     "drain_agent",
     "lab",
     "list_agents",
+    "list_queue",
     "list_sessions",
     "logs_command",
     "parse_env",

@@ -193,6 +193,9 @@ def test_by_priority_the_lighter_owner_s_session_starts_first(docker_client, tmp
         text = bai_cli(tmp_path, "-i", str(inventory), "session", "explain", names[1])
         assert text.returncode == 0, text.stderr
         assert "number 2 in the queue" in text.stdout and "owner heavy:" in text.stdout
+        listed = cli(tmp_path, inventory, "queue")
+        assert [(r["name"], r["position"]) for r in listed] == [(names[2], 1), (names[1], 2)]
+        assert listed[1]["explain"]["priority"] < listed[0]["explain"]["priority"], listed
 
         cli(tmp_path, inventory, "session", "destroy", names[0])
         now = running(docker_client, "it-qf-")

@@ -215,3 +215,26 @@ def test_the_cli_parses_session_explain():
 
     args = cli.build_parser().parse_args(["session", "explain", "job1", "--json"])
     assert (args.command, args.action, args.name, args.json) == ("session", "explain", "job1", True)
+
+
+def test_the_queue_lists_each_session_s_factors_in_the_pass_s_order(tmp_path):
+    from bai_cli import __main__ as cli
+    from bai_cli.commands.queue import queue_text
+
+    policies = {**BY_PRIORITY, "owners": {"vip": {"priority": 50}}}
+    path = queue_of_two(tmp_path, policies, "heavy", "vip")
+    with_usage(path, {"heavy": {"units": 1e7, "at": 4e9}})
+    rows = ledger_step(path, state="read", policies=policies)["queue"]
+    assert [(r["name"], r["position"]) for r in rows] == [("second", 1), ("first", 2)]
+    assert rows[0]["explain"]["factors"]["priority"]["points"] == 500.0
+    lines = queue_text(rows)
+    assert lines[0] == "order: priority; weights: age 1000, fairshare 1000, priority 1000"
+    assert lines[1].split() == [
+        "GROUP", "#", "NAME", "OWNER", "PRIORITY", "AGE", "FAIRSHARE", "POLICY", "USED", "WAIT"
+    ]  # fmt: skip
+    second, first = lines[2].split(), lines[3].split()
+    assert second[:5] == ["default", "1", "second", "vip", str(rows[0]["explain"]["priority"])]
+    assert second[7] == "500" and first[2:4] == ["first", "heavy"] and first[7] == "0"
+    assert queue_text([]) == ["no queued sessions"]
+    args = cli.build_parser().parse_args(["queue", "--owner", "vip", "--json"])
+    assert (args.command, args.owner, args.json) == ("queue", "vip", True)

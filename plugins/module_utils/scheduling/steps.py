@@ -39,7 +39,6 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger_requ
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.reserve import reserve
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.schedule import (
-    order,
     queue_list,
     queued_view,
     scheduled,
@@ -192,6 +191,16 @@ def _queued_explained(
     }
 
 
+def _queue_explained(request: LedgerRequest, ledger: Ledger, now: float) -> list[dict[str, Any]]:
+    """The whole queue in order, each session with why it is where it is."""
+    ordering = queue_order.order_of(request.policies, ledger, now, full=True)
+    entries = queue_.queue_of(ledger)
+    return [
+        {**view, "explain": queue_order.explain(ordering, entries[view["name"]])}
+        for view in queue_list(ledger, now, ordering)
+    ]
+
+
 def shown(request: LedgerRequest, ledger: Ledger, now: float, missing: str) -> dict[str, Any]:
     """state=read: one session's entry with O(name), else the whole ledger; changing
     nothing."""
@@ -215,7 +224,7 @@ def shown(request: LedgerRequest, ledger: Ledger, now: float, missing: str) -> d
     return {
         **read,
         "ledger": {"sessions": ledger.sessions, "given_out": roster.given_out(ledger)},
-        "queue": queue_list(ledger, now, order(request, ledger, now)),
+        "queue": _queue_explained(request, ledger, now),
         "counters": counters.read(ledger),
     }
 
