@@ -40,6 +40,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.policies im
     parse_policies,
     standing,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.session_queue import fifo
 
 FIFO = "fifo"
 PRIORITY = "priority"
@@ -106,7 +107,7 @@ class QueueOrder:
         self, group: str, owner: str, head: bool, submitted_at: float, seq: int, name: str
     ) -> tuple[Any, ...]:
         if self.policy.order == FIFO:
-            return (group, 0 if head else 1, submitted_at, seq, name)
+            return fifo(group, owner, head, submitted_at, seq, name)
         value = self.factors(owner, submitted_at).priority
         return (group, *priority.order_key(value, head, submitted_at, seq, name))
 
