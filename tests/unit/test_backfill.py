@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Pending
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import backfill
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import session_queue as q
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
     Agent,
     place,
@@ -134,3 +135,115 @@ def test_a_backfilled_session_never_delays_the_blocked_one(
     after = backfill.earliest_start(head, mode, "default", taken, running + started, NOW)
     event("backfilled ahead of a blocked session")
     assert before is not None and after is not None and after <= before, (before, after)
+
+
+# --- Backfill in the scheduler pass (session_queue.schedule with a Backfill) ----------
+
+
+def waiting(name, cpus, lifetime, mode, at):
+    return q.Waiting(
+        name, "default", mode, tuple(kernels(cpus)), at, seq=int(at), lifetime_s=lifetime
+    )
+
+
+def state_after(agents, running, starts):
+    """The agents once ``starts`` (decisions, each with its session's lifetime) run, and
+    the running sessions with theirs."""
+    for decision in starts:
+        agents = q.take(agents, decision.session, decision.placement)
+        life = decision.session.lifetime_s
+        running = running + [
+            backfill.Running(
+                decision.placement.assignment[k.hostname],
+                k.resources.cpu,
+                k.resources.mem,
+                ends_at=None if life is None else NOW + life,
+            )
+            for k in decision.session.kernels
+        ]
+    return agents, running
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.integers(4, 8), min_size=1, max_size=3),
+    st.lists(st.tuples(st.integers(0, 2), st.integers(1, 3), end), min_size=1, max_size=8),
+    # Big sessions first (likely blocked), then small, short ones (likely to backfill).
+    st.lists(
+        st.tuples(
+            st.lists(st.integers(3, 8), min_size=1, max_size=2),
+            st.one_of(st.none(), st.floats(1, 600)),
+            st.sampled_from([MODE_SINGLE, MODE_MULTI]),
+        ),
+        min_size=1,
+        max_size=2,
+    ),
+    st.lists(
+        st.tuples(
+            st.lists(st.integers(1, 2), min_size=1, max_size=2),
+            st.one_of(st.none(), *[st.floats(1, 300)] * 4),
+            st.sampled_from([MODE_SINGLE, MODE_MULTI]),
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    st.floats(min_value=0, max_value=60),
+)
+def test_the_pass_never_delays_a_blocked_session_by_what_it_backfills(
+    sizes, running, big, small, margin
+):
+    agents, running = cluster(sizes, running)
+    queue = big + small
+    sessions = [waiting(f"s{i}", c, life, m, float(i)) for i, (c, life, m) in enumerate(queue)]
+    given = q.Backfill(tuple(running), NOW, margin)
+    decisions = q.schedule(sessions, agents, backfill=given)
+    starts = [d for d in decisions if d.starts]
+    jumped = [d for d in starts if d.behind]
+    if not jumped:
+        event("nothing backfilled")
+        return
+    event("backfilled")
+    order = [d.session.name for d in decisions]
+    for head in decisions:
+        if head.starts or head.permanent or head.wait == "behind":
+            continue
+        if not any(head.session.name in d.behind for d in jumped):
+            continue
+        # Without the sessions that went ahead of it, and with them: never a later start.
+        mine = order.index(head.session.name)
+        kept = [d for d in starts if not (d.behind and order.index(d.session.name) > mine)]
+        without = backfill.earliest_start(
+            head.session.kernels,
+            head.session.mode,
+            "default",
+            *state_after(agents, running, kept),
+            NOW,
+        )
+        with_them = backfill.earliest_start(
+            head.session.kernels,
+            head.session.mode,
+            "default",
+            *state_after(agents, running, starts),
+            NOW,
+        )
+        assert without is not None, (head, jumped)  # backfill needs an estimate
+        assert with_them is not None and with_them <= without, (head, without, with_them)
+
+
+def test_without_backfill_the_pass_is_as_before():
+    agents, running = cluster([4], [(0, 3, NOW + 100)])
+    queue = [
+        waiting("big", [4], None, MODE_SINGLE, 1.0),
+        waiting("small", [1], 50, MODE_SINGLE, 2.0),
+    ]
+    plain = q.schedule(queue, agents)
+    assert [d.starts for d in plain] == [False, False] and plain[1].wait == "behind"
+    # With backfill: small ends (50 s + 10 s margin) before big could start (at 100 s).
+    given = q.Backfill(tuple(running), NOW, 10.0)
+    filled = q.schedule(queue, agents, backfill=given)
+    assert [d.starts for d in filled] == [False, True] and filled[1].behind == ("big",)
+    # A lifetime that ends after big's earliest start, or none: it waits behind.
+    late = [queue[0], waiting("small", [1], 95, MODE_SINGLE, 2.0)]
+    assert not q.schedule(late, agents, backfill=given)[1].starts
+    none = [queue[0], waiting("small", [1], None, MODE_SINGLE, 2.0)]
+    assert not q.schedule(none, agents, backfill=given)[1].starts

@@ -238,3 +238,75 @@ def test_the_queue_lists_each_session_s_factors_in_the_pass_s_order(tmp_path):
     assert queue_text([]) == ["no queued sessions"]
     args = cli.build_parser().parse_args(["queue", "--owner", "vip", "--json"])
     assert (args.command, args.owner, args.json) == ("queue", "vip", True)
+
+
+def make(path, name, cpu, policies, *, lifetime=None, queue=False):
+    from ansible_collections.bai.cluster.plugins.modules import bai_session_ledger
+    from docker_fake import FakeEngine, run_module
+    from ledger_fake import fresh_read
+
+    spec = {"name": name, "size": 1, "resources": {"cpu": cpu}, "owner": "u"}
+    if lifetime:
+        spec["lifetime_s"] = lifetime
+    args = {
+        "state": "reserved",
+        "path": str(path),
+        "spec": spec,
+        "agents": AGENTS,
+        "agent_info": [fresh_read()],
+        "queue": queue,
+        "policies": policies,
+    }
+    return run_module(bai_session_ledger, args, FakeEngine())
+
+
+def test_backfill_starts_a_short_session_ahead_of_a_blocked_one_never_a_long_one(tmp_path):
+    """a1 has 8 CPUs; hold takes 6 for an hour; big (8) waits for hold's end, claiming a1.
+    With backfill, a session of 2 CPUs that ends within the hour starts beside hold; one
+    without a lifetime, or longer than the hour, waits behind big."""
+    policies = {"queue": {"backfill": True, "backfill_margin_s": 60}}
+    path = tmp_path / "ledger.json"
+    assert make(path, "hold", 6, policies, lifetime=3600)["action"] == "create"
+    assert make(path, "big", 8, policies, queue=True)["queued"]["position"] == 1
+    for name, life in (("forever", None), ("long", 3600)):
+        waits = make(path, name, 2, policies, lifetime=life)
+        assert waits["failed"] and "waits behind big" in waits["msg"], waits
+    short = make(path, "short", 2, policies, lifetime=600)
+    assert short["action"] == "create" and short["agents"] == ["a1"], short
+    # Without backfill the same create waits its turn.
+    plain = tmp_path / "plain.json"
+    make(plain, "hold", 6, None, lifetime=3600)
+    make(plain, "big", 8, None, queue=True)
+    assert "waits behind big" in make(plain, "short", 2, None, lifetime=600)["msg"]
+
+
+def test_the_scheduler_pass_backfills_a_queued_session(tmp_path):
+    """a1 full (hold for an hour, rest without a lifetime); big and short queued. rest
+    goes: big still waits for hold's end, and the pass starts short in what rest freed,
+    ahead of big; its ticket then starts it."""
+    policies = {"queue": {"backfill": True, "backfill_margin_s": 60}}
+    path = tmp_path / "ledger.json"
+    make(path, "hold", 6, policies, lifetime=3600)
+    rest = make(path, "rest", 2, policies)
+    make(path, "big", 8, policies, queue=True)
+    assert make(path, "short", 2, policies, lifetime=600, queue=True)["queued"]["position"] == 2
+    sid = rest["reservation"]["session_id"]
+    assert ledger_step(path, state="absent", name="rest", session_id=sid)["changed"]
+    passed = schedule(path, policies)
+    assert [s["name"] for s in passed["start"]] == ["short"], passed
+    started = make(path, "short", 2, policies, lifetime=600, queue=True)
+    assert started["queued"]["name"] == "short"  # no ticket: still queued
+    from ansible_collections.bai.cluster.plugins.modules import bai_session_ledger
+    from docker_fake import FakeEngine, run_module
+    from ledger_fake import fresh_read
+
+    spec = {"name": "short", "size": 1, "resources": {"cpu": 2}, "owner": "u", "lifetime_s": 600}
+    args = {
+        "state": "reserved", "path": str(path), "spec": spec, "agents": AGENTS,
+        "agent_info": [fresh_read()], "queue": True, "policies": policies,
+        "ticket": passed["start"][0]["ticket"],
+    }  # fmt: skip
+    made = run_module(bai_session_ledger, args, FakeEngine())
+    assert made["action"] == "create" and made["agents"] == ["a1"], made
+    with pytest.raises(SpecError, match="backfill: got 'yes'"):
+        parse_queue_policy({"queue": {"backfill": "yes"}})

@@ -11,6 +11,8 @@ the owner's policy priority).
       weight_priority: 1000
       age_max_s: 604800        # the wait at which the age factor reaches 1 (7 days)
       half_life_s: 604800      # how fast usage is forgotten (fair_usage.py)
+      backfill: false          # start later sessions that end before blocked ones start
+      backfill_margin_s: 120   # how late a lifetime may be enforced (backfill.py)
 
 The owners' ``priority`` and ``share`` come from the same policies (policies.standing).
 
@@ -25,7 +27,7 @@ the submission order. Pure: no Ansible, no I/O.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import SpecError
@@ -34,18 +36,27 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.parse import (
     require_mapping,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import fair_usage, priority
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.backfill import Running
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import Ledger
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.policies import (
     FIELD,
+    lifetime,
+    limits_for,
     parse_policies,
     standing,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.session_queue import fifo
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.session_queue import (
+    Backfill,
+    Waiting,
+    fifo,
+)
 
 FIFO = "fifo"
 PRIORITY = "priority"
 ORDERS = (FIFO, PRIORITY)
 _NUMBERS = ("weight_age", "weight_fairshare", "weight_priority", "age_max_s", "half_life_s")
+# How late a lifetime may be enforced: the housekeeping pass's interval and the stop grace.
+BACKFILL_MARGIN_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -54,6 +65,8 @@ class QueuePolicy:
 
     order: str = FIFO
     weights: priority.Weights = field(default_factory=priority.Weights)
+    backfill: bool = False
+    backfill_margin_s: float = BACKFILL_MARGIN_S
 
 
 def parse_queue_policy(raw: Any) -> QueuePolicy:
@@ -63,7 +76,7 @@ def parse_queue_policy(raw: Any) -> QueuePolicy:
         return QueuePolicy()
     where = f"{FIELD}.queue"
     require_mapping(section, where)
-    reject_unknown(section, ("order", *_NUMBERS), where)
+    reject_unknown(section, ("order", "backfill", "backfill_margin_s", *_NUMBERS), where)
     order = section.get("order", FIFO)
     if order not in ORDERS:
         raise SpecError(f"{where}.order: got {order!r}; expected one of {', '.join(ORDERS)}")
@@ -77,7 +90,13 @@ def parse_queue_policy(raw: Any) -> QueuePolicy:
                 kind = "above 0" if positive else "from 0"
                 raise SpecError(f"{where}.{key}: got {value!r}; expected a number {kind}")
             given[key.replace("weight_", "")] = float(value)
-    return QueuePolicy(order, priority.Weights(**given))
+    backfill = section.get("backfill", False)
+    if not isinstance(backfill, bool):
+        raise SpecError(f"{where}.backfill: got {backfill!r}; expected true or false")
+    margin = section.get("backfill_margin_s", BACKFILL_MARGIN_S)
+    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0 <= margin <= 86400:
+        raise SpecError(f"{where}.backfill_margin_s: got {margin!r}; expected 0 to 86400 seconds")
+    return QueuePolicy(order, priority.Weights(**given), backfill, float(margin))
 
 
 @dataclass
@@ -163,3 +182,35 @@ def explain(ordering: QueueOrder, entry: Mapping[str, Any]) -> dict[str, Any]:
         "age_max_s": weights.age_max_s,
         "half_life_s": weights.half_life_s,
     }
+
+
+def backfill_of(raw_policies: Any, ledger: Ledger, now: float) -> Backfill | None:
+    """The pass's backfill (session_queue.Backfill) when the policy asks for it: every
+    reservation's containers with the end of its lifetime (None: no lifetime)."""
+    policy = parse_queue_policy(raw_policies)
+    if not policy.backfill:
+        return None
+    running = [
+        Running(
+            str(k["agent"]),
+            float(k.get("cpu") or 0),
+            int(k.get("mem") or 0),
+            int(k.get("gpu") or 0),
+            tuple(int(d) for d in k.get("gpu_devices") or ()),
+            float(entry["deadline"]) if entry.get("deadline") else None,
+        )
+        for entry in ledger.sessions.values()
+        for k in entry.get("kernels") or ()
+    ]
+    return Backfill(tuple(running), now, policy.backfill_margin_s)
+
+
+def with_lifetimes(queue: list[Waiting], raw_policies: Any) -> list[Waiting]:
+    """``queue`` with each session's lifetime as it will run: its own, else its owner's
+    longest (policies.lifetime); what backfill counts on."""
+    parsed = parse_policies(raw_policies)
+    out = []
+    for session in queue:
+        life = lifetime(limits_for(parsed, session.owner), session.lifetime_s or 0)
+        out.append(replace(session, lifetime_s=float(life) if life else None))
+    return out

@@ -29,6 +29,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling import (
     counters,
     document,
     kept_reads,
+    queue_order,
     reservations,
     restarts,
     usage,
@@ -337,13 +338,16 @@ def _plan(
         bool(queued and queued.get("head")),
     )
     ordering = order(request, ledger, now)
+    filling = queue_order.backfill_of(request.policies, ledger, now)
+    ahead_of_me = queue_.waiting(ledger, ordering)
     room = queue_.room(
-        queue_.waiting(ledger, ordering),
+        queue_order.with_lifetimes(ahead_of_me, request.policies) if filling else ahead_of_me,
         me,
         usable,
         out_of_service=passed_over,
         refuse=owner_refusal(policies, ledger),
         order=ordering,
+        backfill=filling,
     )
     try:
         return plan_session(

@@ -206,12 +206,15 @@ def scheduled(
     except SpecError as exc:
         raise LedgerFailure(f"bai_session_ledger: {exc}") from None
     ordering = order(request, ledger, now)
+    filling = queue_order.backfill_of(request.policies, ledger, now)
+    queued = queue_.waiting(ledger, ordering)
     decisions = queue_.schedule(
-        queue_.waiting(ledger, ordering),
+        queue_order.with_lifetimes(queued, request.policies) if filling else queued,
         agents or [],
         out_of_service=out_of_service(request.agents, [], unavailable),
         refuse=owner_refusal(parse_policies(request.policies), ledger),
         order=ordering,
+        backfill=filling,
     )
     changed, more = False, 0
     start: list[dict[str, Any]] = []

@@ -42,6 +42,11 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
     WAIT_UNKNOWN,
     Pending,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.backfill import (
+    Running,
+    earliest_start,
+    may_backfill,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import Ledger
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
     Agent,
@@ -77,6 +82,19 @@ class Waiting:
     # A batch session's gang starting again (scheduling/restarts.py): at the head of its
     # group, ahead of every session submitted after or before it.
     head: bool = False
+    # How long it runs at most (its own lifetime, else its owner's longest): what
+    # backfill needs (backfill.py); None: no lifetime, it never backfills.
+    lifetime_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Backfill:
+    """What lets a pass start a later session ahead of a blocked one (backfill.py): the
+    running sessions with their ends, the time, and the margin a lifetime may overrun."""
+
+    running: tuple[Running, ...] = ()
+    now: float = 0.0
+    margin_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -91,6 +109,7 @@ class Decision:
     behind: tuple[str, ...] = ()
     position: int = 0  # 1-based place in its group's queue
     wait: str = ""  # why it waits, in one word (errors.WAIT_KINDS); "" when it starts
+    permanent: bool = False  # it can never fit: it claims nothing
 
     @property
     def starts(self) -> bool:
@@ -213,13 +232,15 @@ def schedule(
     refuse: Callable[[Waiting, Sequence[Waiting]], str] | None = None,
     limit: int | None = None,
     order: Order = fifo,
+    backfill: Backfill | None = None,
 ) -> list[Decision]:
     """One pass over ``queue`` (any order) against ``agents`` (in service, with their
     use): a Decision per session, in queue order (module docstring). ``refuse(session,
     started)`` says why the owner's limits refuse it, given the sessions this pass already
     started ("" to allow). ``limit``: stop deciding after this many starts (the rest are
-    left out of the result). ``order``: the queue's order (queue_order.py)."""
-    return _pass(queue, agents, out_of_service, refuse, limit, None, order)[0]
+    left out of the result). ``order``: the queue's order (queue_order.py). ``backfill``:
+    let a later session with a lifetime start ahead of blocked ones it ends before."""
+    return _pass(queue, agents, out_of_service, refuse, limit, None, order, backfill)[0]
 
 
 def room(
@@ -230,13 +251,55 @@ def room(
     out_of_service: Sequence[OutOfService] = (),
     refuse: Callable[[Waiting, Sequence[Waiting]], str] | None = None,
     order: Order = fifo,
+    backfill: Backfill | None = None,
 ) -> Room:
     """What is left for ``session`` once every session ahead of it in ``queue`` (it may
     be in there, or be a newcomer, then last of its group) had its turn: the same pass
     as :func:`schedule`, stopped at ``session``. A create places on ``Room.usable()``,
     so it never takes what an older queued session starts into or waits for."""
     others = [s for s in queue if s.name != session.name]
-    return _pass([*others, session], agents, out_of_service, refuse, None, session.name, order)[1]
+    queue = [*others, session]
+    return _pass(queue, agents, out_of_service, refuse, None, session.name, order, backfill)[1]
+
+
+class _Backfilling:
+    """A pass's backfill book: each claimer's earliest start (estimated when it claims)
+    and what this pass started, as running sessions with their ends."""
+
+    def __init__(self, given: Backfill) -> None:
+        self.given = given
+        self.started: list[Running] = []
+        self.starts: dict[str, float | None] = {}
+
+    def claim(self, session: Waiting, free: Sequence[Agent]) -> None:
+        running = [*self.given.running, *self.started]
+        self.starts[session.name] = earliest_start(
+            session.kernels, session.mode, session.group, free, running, self.given.now
+        )
+
+    def allows(self, session: Waiting, ahead: Sequence[str]) -> bool:
+        """It ends, margin included, before every blocked session ahead could start."""
+        return bool(ahead) and all(
+            may_backfill(
+                session.lifetime_s, self.starts.get(h), self.given.now, self.given.margin_s
+            )
+            for h in ahead
+        )
+
+    def ran(self, session: Waiting, placement: Placement, free: Sequence[Agent]) -> None:
+        ends = None if session.lifetime_s is None else self.given.now + session.lifetime_s
+        devices = assign_gpu_devices(session.kernels, placement.assignment, free)
+        for k in session.kernels:
+            self.started.append(
+                Running(
+                    placement.assignment[k.hostname],
+                    k.resources.cpu,
+                    k.resources.mem,
+                    k.resources.gpu,
+                    tuple(devices[k.hostname]),
+                    ends,
+                )
+            )
 
 
 def _pass(
@@ -247,6 +310,7 @@ def _pass(
     limit: int | None,
     until: str | None,
     order: Order,
+    backfill: Backfill | None = None,
 ) -> tuple[list[Decision], Room]:
     decisions: list[Decision] = []
     started: list[Waiting] = []
@@ -254,8 +318,15 @@ def _pass(
     claimed: dict[str, str] = {}  # agent -> the first waiting session that claims it
     position: dict[str, int] = {}  # session -> its place in its group's queue
     length: dict[str, int] = {}  # group -> sessions decided so far
+    book = _Backfilling(backfill) if backfill is not None else None
     for session in ordered(queue, order):
         if session.name == until:
+            usable = [a.name for a in free if could_use(session, a)]
+            ahead = tuple(
+                sorted({claimed[n] for n in usable if n in claimed}, key=position.__getitem__)
+            )
+            if book is not None and book.allows(session, ahead):
+                return decisions, Room(tuple(free), {})  # it may backfill: nothing held back
             return decisions, Room(tuple(free), dict(claimed))
         where = position[session.name] = length[session.group] = length.get(session.group, 0) + 1
         why = refuse(session, started) if refuse else ""
@@ -266,39 +337,63 @@ def _pass(
         ahead = tuple(
             sorted({claimed[n] for n in usable if n in claimed}, key=position.__getitem__)
         )
-        if usable and all(n in claimed for n in usable):
-            # Everything it could use is claimed: it waits its turn, no need to place.
-            reason = _behind(ahead)
-            decisions.append(
-                Decision(session, reason=reason, behind=ahead, position=where, wait=WAIT_BEHIND)
-            )
-            continue
-        try:
-            placement = _place(session, [a for a in free if a.name not in claimed], out_of_service)
-        except Pending as exc:
-            reason, permanent, kind = exc.reason, exc.permanent, exc.kind
-            if ahead:
-                # Would it fit if nothing ahead claimed an agent? Then it waits its turn.
-                try:
-                    _place(session, free, out_of_service)
-                    reason, permanent, kind = _behind(ahead), False, WAIT_BEHIND
-                except Pending as whole:
-                    reason, permanent, kind = whole.reason, whole.permanent, whole.kind
-                    if not permanent:
-                        reason = f"{reason}; behind {', '.join(ahead)} in the queue"
-            if not permanent:  # a session that can never fit holds nobody back
-                for name in usable:
+        placement, claims = _start(session, free, claimed, ahead, book, out_of_service)
+        if isinstance(placement, Decision):
+            waits = replace(placement, position=where)
+            if claims:
+                for name in usable:  # a session that can never fit holds nobody back
                     claimed.setdefault(name, session.name)
-            decisions.append(
-                Decision(session, reason=reason, behind=ahead, position=where, wait=kind)
-            )
+                if book is not None:
+                    book.claim(session, free)
+            decisions.append(waits)
             continue
+        if book is not None:
+            book.ran(session, placement, free)
         free = take(free, session, placement)
         started.append(session)
-        decisions.append(Decision(session, placement=placement, position=where))
+        # Started on claimed capacity (backfill): ``behind`` names those it went ahead of.
+        jumped = ahead if any(claimed.get(n) for n in placement.agents) else ()
+        decisions.append(Decision(session, placement=placement, position=where, behind=jumped))
         if limit is not None and len(started) >= limit:
             break
     return decisions, Room(tuple(free), dict(claimed))
+
+
+def _start(
+    session: Waiting,
+    free: Sequence[Agent],
+    claimed: Mapping[str, str],
+    ahead: tuple[str, ...],
+    book: _Backfilling | None,
+    out_of_service: Sequence[OutOfService],
+) -> tuple[Placement | Decision, bool]:
+    """Where ``session`` starts now (on agents nobody ahead claims, or, backfilling, on
+    claimed ones it leaves before their claimers could start), else why it waits; and
+    whether, waiting, it claims the agents it could use (not when they are all claimed
+    already, nor when it can never fit)."""
+    usable = [a.name for a in free if could_use(session, a)]
+    if usable and all(n in claimed for n in usable) and not (book and book.allows(session, ahead)):
+        # Everything it could use is claimed: it waits its turn, no need to place.
+        return Decision(session, reason=_behind(ahead), behind=ahead, wait=WAIT_BEHIND), False
+    try:
+        return _place(session, [a for a in free if a.name not in claimed], out_of_service), False
+    except Pending as exc:
+        reason, permanent, kind = exc.reason, exc.permanent, exc.kind
+    if ahead:
+        # Would it fit if nothing ahead claimed an agent? Then it waits its turn - or
+        # starts now, when it ends before every one of them could start (backfill).
+        try:
+            placement = _place(session, free, out_of_service)
+        except Pending as whole:
+            reason, permanent, kind = whole.reason, whole.permanent, whole.kind
+            if not permanent:
+                reason = f"{reason}; behind {', '.join(ahead)} in the queue"
+        else:
+            if book is not None and book.allows(session, ahead):
+                return replace(placement), False
+            reason, permanent, kind = _behind(ahead), False, WAIT_BEHIND
+    waits = Decision(session, reason=reason, behind=ahead, wait=kind, permanent=permanent)
+    return waits, not permanent
 
 
 # --- The queue in the session ledger (``Ledger.queue``: name -> entry) --------------
@@ -335,6 +430,7 @@ def waiting_of(spec: SessionSpec, submitted_at: float, seq: int, head: bool = Fa
         seq=seq,
         owner=spec.owner,
         head=head,
+        lifetime_s=float(spec.lifetime_s) if spec.lifetime_s else None,
     )
 
 
