@@ -207,6 +207,34 @@ def test_by_priority_the_lighter_owner_s_session_starts_first(docker_client, tmp
     assert running(docker_client, "it-qf-") == {}
 
 
+def test_backfill_starts_a_short_session_ahead_of_a_blocked_one(docker_client, tmp_path):
+    """One virtual agent of 2 CPUs: hold (1 CPU, an hour) and rest (1 CPU, no lifetime)
+    run; big (2 CPUs) and short (1 CPU, 10 min) are queued. When rest goes, big still
+    waits for hold's end, and the pass starts short in the CPU rest freed."""
+    inventory = make_inventory(tmp_path, ("qb1",), cpu=2)
+    book = yaml.safe_load(inventory.read_text())
+    book["all"]["vars"]["bai_session_policies"] = {"queue": {"backfill": True}}
+    inventory.write_text(yaml.safe_dump(book))
+    one = ("-n", "1", "--cpu", "1", "--mem", "128m")
+    names = ["it-qb-hold", "it-qb-rest", "it-qb-big", "it-qb-short"]
+    try:
+        cli(tmp_path, inventory, "session", "create", names[0], *one, "--lifetime", "3600")
+        cli(tmp_path, inventory, "session", "create", names[1], *one)
+        big = cli(tmp_path, inventory, "session", "create", names[2], "-n", "2", "--cpu", "1",
+                  "--mem", "128m", "--queue")  # fmt: skip
+        short = cli(tmp_path, inventory, "session", "create", names[3], *one, "--queue",
+                    "--lifetime", "600")  # fmt: skip
+        assert (big["action"], short["action"]) == ("queued", "queued"), (big, short)
+        cli(tmp_path, inventory, "session", "destroy", names[1])
+        now = running(docker_client, "it-qb-")
+        assert set(now) == {names[0], names[3]}, now  # Docker: short started, big did not
+        rows = {r["name"]: r for r in cli(tmp_path, inventory, "session", "list")}
+        assert rows[names[2]]["state"] == "PENDING", rows
+    finally:
+        cleanup(tmp_path, inventory, names)
+    assert running(docker_client, "it-qb-") == {}
+
+
 @pytest.mark.slow
 def test_four_concurrent_queued_creates_start_once_each_from_two_controllers(
     run_playbook, docker_client, tmp_path
