@@ -454,12 +454,21 @@ ARGUMENT_SPEC = {
 }
 
 
+REQUIRED_IF = [("state", "present", ("session_id", "agent", "kernels", "mode"))]
+
+
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec=ARGUMENT_SPEC,
-        required_if=[("state", "present", ("session_id", "agent", "kernels", "mode"))],
-        supports_check_mode=True,
+    # Normally run in the controller's process when the agent is the controller itself
+    # and the task is not async (plugins/action/bai_session_containers.py).
+    run(
+        AnsibleModule(
+            argument_spec=ARGUMENT_SPEC, required_if=REQUIRED_IF, supports_check_mode=True
+        )
     )
+
+
+def run(module: AnsibleModule) -> None:
+    """Make or remove this agent's share of the session; exit with what was done."""
     key_problems = public_key_errors(module.params["authorized_keys"])
     if key_problems:
         module.fail_json(

@@ -103,7 +103,9 @@ class InProcessAction(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         code = importlib.import_module(MODULES + self.MODULE)
-        _validation, params = self.validate_argument_spec(argument_spec=code.ARGUMENT_SPEC)
+        _validation, params = self.validate_argument_spec(
+            argument_spec=code.ARGUMENT_SPEC, required_if=getattr(code, "REQUIRED_IF", None)
+        )
         module = _Module(params, bool(self._task.check_mode))
         try:
             outcome = module._warned(code.run(module))  # pylint: disable=protected-access
@@ -118,14 +120,22 @@ class HereFirstAction(InProcessAction):
     delegate_to) is this controller; ship the module to it otherwise."""
 
     _requires_connection = True
+    _supports_async = True  # an async task is always shipped, as the normal action does
 
     def run(self, tmp=None, task_vars=None):
-        if self._here(task_vars or {}):
+        if not self._task.async_val and self._here(task_vars or {}):
             return super().run(tmp, task_vars)
         result = ActionBase.run(self, tmp, task_vars)
+        wrap_async = bool(self._task.async_val) and not self._connection.has_native_async
         result.update(
-            self._execute_module(module_name=f"bai.cluster.{self.MODULE}", task_vars=task_vars)
+            self._execute_module(
+                module_name=f"bai.cluster.{self.MODULE}",
+                task_vars=task_vars,
+                wrap_async=wrap_async,
+            )
         )
+        if not wrap_async:
+            self._remove_tmp_path(self._connection._shell.tmpdir)  # as the normal action
         return result
 
     def _here(self, task_vars: dict[str, Any]) -> bool:
