@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import importlib
 import os
-import shutil
 import subprocess
 import sys
 from typing import Any, NoReturn
 
+from ansible.module_utils.common.process import get_bin_path
 from ansible.plugins.action import ActionBase
 
 MODULES = "ansible_collections.bai.cluster.plugins.modules."
@@ -88,8 +88,12 @@ class _Module:
 
     @staticmethod
     def get_bin_path(name: str) -> str | None:
-        """AnsibleModule.get_bin_path without required: the program's path, or None."""
-        return shutil.which(name)
+        """AnsibleModule.get_bin_path without required: the program's path (PATH, then
+        /sbin, /usr/sbin and /usr/local/sbin, as there), or None."""
+        try:
+            return str(get_bin_path(name))
+        except ValueError:
+            return None
 
 
 class InProcessAction(ActionBase):

@@ -5,7 +5,9 @@ integration tests: inventories/local (in this process) and the lab (shipped)."""
 
 from __future__ import annotations
 
+import os
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -77,3 +79,15 @@ def test_shim_run_command_get_bin_path_and_warnings():
     with pytest.raises(_Done) as done:
         module.exit_json(answer=1)
     assert done.value.result == {"answer": 1, "warnings": ["careful"]}
+
+
+def test_shim_get_bin_path_looks_in_the_sbin_folders_as_ansible_does(monkeypatch):
+    """nft lives in /usr/sbin, which a user's PATH may lack: AnsibleModule.get_bin_path
+    looks there too, and so must the shim."""
+    sbin = Path("/usr/sbin")
+    program = next(p for p in sorted(sbin.iterdir()) if p.is_file() and os.access(p, os.X_OK))
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert _Module({}, check_mode=False).get_bin_path(program.name) in (
+        str(program),
+        f"/sbin/{program.name}",
+    )
