@@ -6,8 +6,9 @@ options into a :class:`Request` (the session, as the plan gave it) and :class:`S
 
 - ``present``: sort what exists (create, start, keep); check images, mount sources,
   network and keys before anything is made; GPUs and the agent's offer; admission under
-  the engine's lock; create in parallel; copy the keys in; start; wait for sshd; the SSH
-  mesh check. Any failure removes what the call created (``failure``).
+  the engine's lock; create in parallel (copying the keys in), each container started as
+  soon as it is made; wait for sshd; the SSH mesh check. Any failure removes what the
+  call created (``failure``).
 - ``absent``: remove the session's containers (and its local networks) on this agent.
 
 Each phase has its module beside this one (share: the types and the state the phases
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Optional
 
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
@@ -125,12 +127,11 @@ class AgentShare(Share):
             result["network"] = made["network"]
         if self.module.check_mode:
             return {"changed": True, **result, **self.report()}
-        outcomes = self.make_all(create_, start, plans, offer)
-        readiness.check_outcomes(self, result["created"], outcomes, "create")
         since = int(time.time())
-        pairs = [(cid, k.image) for cid, (k, _env) in zip(outcomes, plans)]
-        pairs += [(c["id"], kernel.image) for kernel, c in start]
-        started = parallel(lambda pair: readiness.start(self, *pair), pairs, self.cfg.workers)
+        outcomes, started = self.make_all(create_, start, plans, offer)
+        readiness.check_outcomes(self, result["created"], outcomes, "create")
+        pairs = [(c["id"], kernel.image) for kernel, c in start]
+        started += parallel(lambda pair: readiness.start(self, *pair), pairs, self.cfg.workers)
         readiness.check_outcomes(self, result["created"] + result["restarted"], started, "start")
         targets: list[tuple[str, str, Optional[int]]] = [
             (name, cid, None) for name, cid in zip(result["created"], outcomes)
@@ -164,24 +165,38 @@ class AgentShare(Share):
         admit.admit(self, create_, start, offer)
         return plans, offer
 
-    def make_all(self, create_: list, start: list, plans: Plans, offer: admission.Offer) -> list:
+    def make_all(
+        self, create_: list, start: list, plans: Plans, offer: admission.Offer
+    ) -> tuple[list, list]:
         """Admit again and create, under the engine's lock (the one look that counts):
-        made (not started) under it, the next admission counts them."""
+        made under it, the next admission counts them. Each container starts as soon as
+        it is made, beside the creates still running (a start adds nothing that admission
+        counts, so it needs no lock): the create and the start outcomes, in order, once
+        every start has returned."""
         archive = session_tar(self.req.keypair or {}) if create_ else b""
+        workers = max(1, min(self.cfg.workers, len(plans)))
         try:
-            with admit.admission_lock(self):
-                admit.admit(self, create_, start, offer)
-                return parallel(
-                    lambda item: create.make(self, item[0], item[1], archive),
-                    plans,
-                    self.cfg.workers,
-                )
+            with ThreadPoolExecutor(workers) as starting:
+                with admit.admission_lock(self):
+                    admit.admit(self, create_, start, offer)
+                    made = parallel(
+                        lambda item: self._made(item, archive, starting), plans, workers
+                    )
+                outcomes = [m if isinstance(m, Exception) else m[0] for m in made]
+                started = [m if isinstance(m, Exception) else _outcome(m[1]) for m in made]
         except Busy:
             raise Failure(
                 f"agent {self.req.agent}: the admission lock of its engine stayed taken for "
                 f"{self.cfg.lock_timeout} s (another create holds it; if none runs, a stuck "
                 f"process on this agent does); nothing was created"
             ) from None
+        return outcomes, started
+
+    def _made(self, item: tuple, archive: bytes, starting: ThreadPoolExecutor) -> tuple:
+        """Create one container and hand its start to ``starting``: (id, start future)."""
+        kernel, env = item
+        cid = create.make(self, kernel, env, archive)
+        return cid, starting.submit(readiness.start, self, cid, kernel.image)
 
     def report(self) -> dict:
         found = {
@@ -224,3 +239,9 @@ def failure(share: Optional[AgentShare], exc: Exception) -> str:
         if leftovers:
             msg += f" (except: {'; '.join(leftovers)})"
     return msg
+
+
+def _outcome(future: Future) -> Any:
+    """A start's outcome: None, or the exception it raised (as ``parallel`` gives)."""
+    error = future.exception()
+    return error if error is not None else future.result()
