@@ -8,6 +8,8 @@ import argparse
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ansible_collections.bai.cluster.plugins.module_utils.containers.listing import format_duration
+
 from .. import api
 from ..errors import EXIT_OK
 from .common import Context, emit_json, table
@@ -49,8 +51,20 @@ def queue_text(rows: Sequence[Mapping[str, Any]]) -> list[str]:
         f"{name} {float(f.get('weight') or 0):g}"
         for name, f in (first.get("factors") or {}).items()
     )
-    lines = [f"order: {first.get('order', 'fifo')}; weights: {weights or '-'}"]
-    head = ("GROUP", "#", "NAME", "OWNER", "PRIORITY", "AGE", "FAIRSHARE", "POLICY", "USED", "WAIT")
+    lines = [f"order: {first.get('order', 'priority')}; weights: {weights or '-'}"]
+    head: tuple[str, ...] = (
+        "GROUP",
+        "#",
+        "NAME",
+        "OWNER",
+        "PRIORITY",
+        "AGE",
+        "FAIRSHARE",
+        "POLICY",
+        "USED",
+        "WAIT",
+        "START",
+    )
     cells = [head]
     for row in rows:
         why = row.get("explain") or {}
@@ -64,10 +78,22 @@ def queue_text(rows: Sequence[Mapping[str, Any]]) -> list[str]:
                 str(why.get("priority", "-")),
                 *(_points(factors.get(name)) for name in FACTORS),
                 f"{float(why.get('owner_usage_units') or 0):.1f}",
-                str(row.get("wait") or "-"),
+                str((why.get("pass") or row).get("wait") or "-"),
+                _start(why.get("pass")),
             )
         )
     return lines + table(cells)
+
+
+def _start(now: Mapping[str, Any] | None) -> str:
+    """When the scheduler pass expects it to start: now, in a while (an estimate from
+    the running sessions' lifetimes), or - (no estimate)."""
+    if not now:
+        return "-"
+    if now.get("starts"):
+        return "now"
+    at = now.get("earliest_start_in_s")
+    return "-" if at is None else f"in {format_duration(float(at))}"
 
 
 def _points(factor: Mapping[str, Any] | None) -> str:

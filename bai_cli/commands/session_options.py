@@ -203,7 +203,8 @@ def add_create_options(parser: argparse.ArgumentParser) -> None:
         "--queue",
         action="store_true",
         help="when it does not fit now, queue it (PENDING) and return; it starts in "
-        "submission order when a scheduler pass finds room (session_queue)",
+        "queue order (by priority; submission order among one owner's sessions) when a "
+        "scheduler pass finds room (session_queue)",
     )
     parser.add_argument("--ssh-timeout", type=int, metavar="SECONDS", help="per-container sshd")
     parser.add_argument("--mtu", type=int, help="session network MTU")

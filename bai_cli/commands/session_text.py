@@ -166,7 +166,7 @@ def explain_text(queued: Mapping[str, Any]) -> list[str]:
     lines = [
         f"session {queued.get('name')} is PENDING: number {queued.get('position')} in the "
         f"queue of resource group {queued.get('resource_group')} "
-        f"(order: {why.get('order', 'fifo')})"
+        f"(order: {why.get('order', 'priority')})"
     ]
     factors = why.get("factors") or {}
     if factors:
@@ -186,7 +186,31 @@ def explain_text(queued: Mapping[str, Any]) -> list[str]:
         )
     if why.get("order") == "fifo":
         lines.append("  the queue goes in submission order (bai_session_policies.queue.order)")
-    lines.append(f"  waits: {queued.get('reason') or 'for its turn'} ({queued.get('wait')})")
+    now = why.get("pass")
+    if not now:  # the reason the last scheduler pass recorded
+        return [*lines, f"  waits: {queued.get('reason') or 'for its turn'} ({queued.get('wait')})"]
+    return lines + _pass_lines(now)
+
+
+def _pass_lines(now: Mapping[str, Any]) -> list[str]:
+    """What the scheduler pass decides now (explain.pass): where it starts, else why it
+    waits, what it claims, when it could start, and why it does not backfill."""
+    if now.get("starts"):
+        ahead = now.get("behind") or []
+        jump = f", ahead of {', '.join(ahead)} (backfill)" if ahead else ""
+        return [f"  the next scheduler pass starts it on {', '.join(now['agents'])}{jump}"]
+    lines = [f"  waits: {now.get('reason') or 'for its turn'} ({now.get('wait')})"]
+    if now.get("claims"):
+        lines.append(f"  it claims {', '.join(now['claims'])}: nobody behind it starts there")
+    at = now.get("earliest_start_in_s")
+    if at is not None:
+        lines.append(
+            f"  earliest start: in {format_duration(at)} (from the running sessions' lifetimes)"
+        )
+    elif now.get("backfill") and now.get("claims"):
+        lines.append("  earliest start: unknown (a session in its way has no lifetime)")
+    if now.get("no_backfill"):
+        lines.append(f"  no backfill: {now['no_backfill']}")
     return lines
 
 

@@ -76,7 +76,8 @@ description:
     the owner's limits refuse for now, in the ledger's queue (PENDING, RV(queued)) with its
     request, owner, submission time and the reason it waits, in the same step that would
     have reserved it; the same request again finds it there. Sessions start in
-    submission order within a resource group (docs/placement.md, "The queue") - every
+    priority order within a resource group (docs/placement.md, "The queue"; submission
+    order among one owner's sessions, or with C(order=fifo)) - every
     create, queued or not, places only on what the queued sessions ahead of it leave,
     so nothing overtakes an older queued session.
   - O(state=scheduled) is the scheduler pass's step - it decides, by the agents' kept
@@ -131,6 +132,9 @@ options:
         kept reads (see above). Without it, O(agent_info) must hold every agent.
       - With O(state=reconciled), the agents that had to be read; an unknown incomplete
         session is removed only when every one of them was (RV(unread)).
+      - With O(state=read), the queued sessions' explanations add what the scheduler pass
+        would decide for each of them now, changing nothing (C(explain.pass) in
+        RV(queued) and RV(queue)).
     type: list
     elements: dict
   read_max_age:
@@ -185,7 +189,7 @@ options:
         refused in the same step that would reserve it (RV(policy)), counted on the
         ledger's own sessions, so concurrent creates cannot both slip under a limit.
       - The queue's order (docs/placement.md, "Priority"), in the same policies - C(queue)
-        (C(order) C(fifo), the default, or C(priority); C(weight_age),
+        (C(order) C(priority), the default, or C(fifo); C(weight_age),
         C(weight_fairshare), C(weight_priority), C(age_max_s), C(half_life_s)), and each
         owner's (or the default's) C(priority) (0-100) and C(share) - for every reading
         of the queue in the step, O(state=read) too.

@@ -12,6 +12,9 @@ ledger alone.
 - By priority (``bai_session_policies.queue.order: priority`` in the inventory): of two
   owners racing for the capacity one of them holds, the lighter owner's session starts
   first when it frees, though submitted later; ``session explain`` said so beforehand.
+- Backfill (``bai_session_policies.queue.backfill``): a short session starts ahead of a
+  blocked one in what a destroy freed, ``session explain`` says when the blocked one could
+  start, and it starts once its capacity is free.
 - Four concurrent queued creates (two run, two wait), then two scheduler passes from two
   controllers at once after a destroy: each session starts exactly once (one session id
   per name) and what runs never exceeds the offer.
@@ -210,7 +213,8 @@ def test_by_priority_the_lighter_owner_s_session_starts_first(docker_client, tmp
 def test_backfill_starts_a_short_session_ahead_of_a_blocked_one(docker_client, tmp_path):
     """One virtual agent of 2 CPUs: hold (1 CPU, an hour) and rest (1 CPU, no lifetime)
     run; big (2 CPUs) and short (1 CPU, 10 min) are queued. When rest goes, big still
-    waits for hold's end, and the pass starts short in the CPU rest freed."""
+    waits for hold's end, and the pass starts short in the CPU rest freed. Once hold
+    and short are gone, big starts."""
     inventory = make_inventory(tmp_path, ("qb1",), cpu=2)
     book = yaml.safe_load(inventory.read_text())
     book["all"]["vars"]["bai_session_policies"] = {"queue": {"backfill": True}}
@@ -230,6 +234,16 @@ def test_backfill_starts_a_short_session_ahead_of_a_blocked_one(docker_client, t
         assert set(now) == {names[0], names[3]}, now  # Docker: short started, big did not
         rows = {r["name"]: r for r in cli(tmp_path, inventory, "session", "list")}
         assert rows[names[2]]["state"] == "PENDING", rows
+        # explain says what the pass does: big claims qb1 until hold's hour is up.
+        why = cli(tmp_path, inventory, "session", "explain", names[2])["pass"]
+        assert (why["starts"], why["claims"]) == (False, ["qb1"]), why
+        assert 3000 < why["earliest_start_in_s"] <= 3600, why
+        # The head still starts when its capacity frees: hold and short gone.
+        cli(tmp_path, inventory, "session", "destroy", names[0])
+        assert set(running(docker_client, "it-qb-")) == {names[3]}  # short holds 1 of 2
+        cli(tmp_path, inventory, "session", "destroy", names[3])
+        now = running(docker_client, "it-qb-")
+        assert set(now) == {names[2]} and len(now[names[2]]) == 1, now
     finally:
         cleanup(tmp_path, inventory, names)
     assert running(docker_client, "it-qb-") == {}

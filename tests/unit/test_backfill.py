@@ -247,3 +247,24 @@ def test_without_backfill_the_pass_is_as_before():
     assert not q.schedule(late, agents, backfill=given)[1].starts
     none = [queue[0], waiting("small", [1], None, MODE_SINGLE, 2.0)]
     assert not q.schedule(none, agents, backfill=given)[1].starts
+
+
+def test_the_pass_says_what_a_waiting_session_claims_when_it_could_start_and_why_not_ahead():
+    agents, running = cluster([4, 4], [(0, 3, NOW + 100), (1, 4, None)])
+    queue = [
+        waiting("big", [4], None, MODE_SINGLE, 1.0),
+        waiting("long", [1], 200, MODE_SINGLE, 2.0),
+        waiting("open", [1], None, MODE_SINGLE, 3.0),
+        waiting("short", [1], 50, MODE_SINGLE, 4.0),
+    ]
+    big, long_, open_, short = q.schedule(queue, agents, backfill=q.Backfill(tuple(running), NOW))
+    # The head claims both agents; a0 frees at NOW + 100, a1 never (no lifetime there).
+    assert (big.claims, big.earliest_start, big.no_backfill) == (("a0", "a1"), NOW + 100, "")
+    assert long_.behind == ("big",) and not long_.starts
+    assert long_.no_backfill.startswith("it would end in 200 s") and "in 100 s" in long_.no_backfill
+    assert "no lifetime" in open_.no_backfill and open_.claims == ()
+    assert short.starts and short.behind == ("big",)  # ends before big could start
+    # The same words for the same question, one function: the pass's and explain's.
+    assert backfill.why_not(50, {"big": NOW + 100}, NOW) == ""
+    assert "unknown" in backfill.why_not(50, {"big": None}, NOW)
+    assert backfill.why_not(50, {}, NOW).startswith("no waiting session ahead")

@@ -16,7 +16,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.policies im
     standing,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue_order import (
-    FIFO,
+    PRIORITY,
     QueueOrder,
     QueuePolicy,
     order_of,
@@ -57,12 +57,20 @@ def queue_of_two(tmp_path, policies, first_owner, second_owner):
     return path
 
 
-def test_fifo_by_default_whatever_the_owners_used(tmp_path):
+def test_fifo_when_the_policy_says_so_whatever_the_owners_used(tmp_path):
+    fifo = {"queue": {"order": "fifo"}}
+    path = queue_of_two(tmp_path, fifo, "heavy", "light")
+    with_usage(path, {"heavy": {"units": 1e7, "at": 4e9}})
+    passed = schedule(path, fifo)
+    assert [s["name"] for s in passed["start"]] == ["first"], passed
+    assert [s["name"] for s in passed["queue"]] == ["first", "second"]
+
+
+def test_priority_is_the_default_order(tmp_path):
     path = queue_of_two(tmp_path, None, "heavy", "light")
     with_usage(path, {"heavy": {"units": 1e7, "at": 4e9}})
     passed = schedule(path, None)
-    assert [s["name"] for s in passed["start"]] == ["first"], passed
-    assert [s["name"] for s in passed["queue"]] == ["first", "second"]
+    assert [s["name"] for s in passed["start"]] == ["second"], passed
 
 
 def test_by_priority_the_lighter_owner_starts_first_and_is_listed_first(tmp_path):
@@ -177,7 +185,7 @@ def test_fair_share_moves_a_heavy_owner_back_and_decay_brings_them_forward():
     later = order_of(BY_PRIORITY, ledger, 10 * priority.Weights().half_life_s)
     keys = sorted(ledger.queue, key=lambda n: q.entry_key(ledger.queue[n], later))
     assert keys == ["h", "l"]
-    assert isinstance(soon, QueueOrder) and order_of(None, ledger, 0).policy.order == FIFO
+    assert isinstance(soon, QueueOrder) and order_of(None, ledger, 0).policy.order == PRIORITY
 
 
 def test_explain_says_each_factor_and_the_cli_prints_it(tmp_path):
@@ -204,8 +212,10 @@ def test_explain_says_each_factor_and_the_cli_prints_it(tmp_path):
     assert "(order: priority)" in lines[0] and "owner heavy:" in lines[2]
     assert lines[1].startswith(f"  priority {why['priority']} = age ")
     assert "fairshare" in lines[1] and "priority 0.000 x 1000 = 0" in lines[1]
-    # Without a queue policy, explain says the order is submission order.
-    fifo = ledger_step(path, state="read", name="first")["queued"]
+    # With order: fifo, explain says the order is submission order.
+    fifo = ledger_step(path, state="read", name="first", policies={"queue": {"order": "fifo"}})[
+        "queued"
+    ]
     assert fifo["position"] == 1 and fifo["explain"]["order"] == "fifo"
     assert "submission order" in "\n".join(explain_text(fifo))
 
@@ -230,7 +240,8 @@ def test_the_queue_lists_each_session_s_factors_in_the_pass_s_order(tmp_path):
     lines = queue_text(rows)
     assert lines[0] == "order: priority; weights: age 1000, fairshare 1000, priority 1000"
     assert lines[1].split() == [
-        "GROUP", "#", "NAME", "OWNER", "PRIORITY", "AGE", "FAIRSHARE", "POLICY", "USED", "WAIT"
+        "GROUP", "#", "NAME", "OWNER", "PRIORITY", "AGE", "FAIRSHARE", "POLICY", "USED", "WAIT",
+        "START",
     ]  # fmt: skip
     second, first = lines[2].split(), lines[3].split()
     assert second[:5] == ["default", "1", "second", "vip", str(rows[0]["explain"]["priority"])]
@@ -310,3 +321,44 @@ def test_the_scheduler_pass_backfills_a_queued_session(tmp_path):
     assert made["action"] == "create" and made["agents"] == ["a1"], made
     with pytest.raises(SpecError, match="backfill: got 'yes'"):
         parse_queue_policy({"queue": {"backfill": "yes"}})
+
+
+def test_explain_shows_the_pass_s_own_decision_its_claim_earliest_start_and_backfill(tmp_path):
+    """The read with the agents runs the scheduler pass dry (schedule.decide): big
+    claims a1 and could start when hold's hour is up; forever (no lifetime) may not
+    backfill; short would start now ahead of big. Nothing changes in the ledger."""
+    from bai_cli.commands.queue import queue_text
+    from bai_cli.commands.session_text import explain_text
+
+    policies = {"queue": {"backfill": True, "backfill_margin_s": 60}}
+    path = tmp_path / "ledger.json"
+    make(path, "hold", 6, policies, lifetime=3600)
+    rest = make(path, "rest", 2, policies)
+    make(path, "big", 8, policies, queue=True)
+    make(path, "forever", 2, policies, queue=True)
+    make(path, "short", 2, policies, lifetime=600, queue=True)
+    sid = rest["reservation"]["session_id"]
+    assert ledger_step(path, state="absent", name="rest", session_id=sid)["changed"]
+    before = path.read_text()
+    read = ledger_step(path, state="read", agents=AGENTS, policies=policies)
+    assert path.read_text() == before and not read["changed"]
+    now = {r["name"]: r["explain"]["pass"] for r in read["queue"]}
+    assert now["big"]["claims"] == ["a1"] and not now["big"]["starts"]
+    # hold's deadline: whole seconds, rounded up (reservations.deadline)
+    assert 3500 < now["big"]["earliest_start_in_s"] <= 3601 and now["big"]["no_backfill"] == ""
+    assert "no lifetime" in now["forever"]["no_backfill"] and now["forever"]["behind"] == ["big"]
+    assert now["short"] == {**now["short"], "starts": True, "agents": ["a1"], "behind": ["big"]}
+    # The pass itself decides the same: it starts short.
+    assert [s["name"] for s in schedule(path, policies)["start"]] == ["short"]
+    lines = explain_text(read["queue"][0])
+    assert any(line.startswith("  earliest start: in ") for line in lines), lines
+    assert "  it claims a1: nobody behind it starts there" in lines
+    text = "\n".join(explain_text(read["queue"][1]))
+    assert "no backfill: it has no lifetime" in text, text
+    assert "starts it on a1, ahead of big (backfill)" in "\n".join(explain_text(read["queue"][2]))
+    table = queue_text(read["queue"])
+    assert table[2].split()[-2:] in (["in", "59m"], ["in", "60m"]), table  # big: hold's end
+    assert table[4].split()[-1] == "now", table
+    # Without the agents the read explains the order only, as before.
+    plain = ledger_step(path, state="read", policies=policies)["queue"][0]["explain"]
+    assert "pass" not in plain

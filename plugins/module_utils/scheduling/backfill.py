@@ -17,7 +17,7 @@ grace). Sessions without a lifetime never backfill. Pure: no Ansible, no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Pending
@@ -94,3 +94,34 @@ def may_backfill(
     if lifetime_s is None or lifetime_s <= 0 or head_start is None:
         return False
     return now + float(lifetime_s) + float(margin_s) <= head_start
+
+
+def why_not(
+    lifetime_s: float | None,
+    ahead: Mapping[str, float | None],
+    now: float,
+    margin_s: float = 0.0,
+) -> str:
+    """Why a session of this lifetime may not start now ahead of the blocked sessions
+    ``ahead`` (name -> earliest start, oldest first); "" when it may (:func:`may_backfill`
+    for each of them). What the pass decides and what explain says, in one place."""
+    if not ahead:
+        return "no waiting session ahead of it holds the agents it needs"
+    if lifetime_s is None or lifetime_s <= 0:
+        return (
+            "it has no lifetime (nor a longest one from its owner's policy), so it never "
+            "starts ahead of others"
+        )
+    ends_in = float(lifetime_s) + float(margin_s)
+    for name, start in ahead.items():
+        if start is None:
+            return (
+                f"the earliest start of {name} is unknown (a session in its way runs "
+                f"without a lifetime)"
+            )
+        if not may_backfill(lifetime_s, start, now, margin_s):
+            return (
+                f"it would end in {ends_in:.0f} s (its lifetime and a {margin_s:.0f} s "
+                f"margin), after {name} could start, in {max(0.0, start - now):.0f} s"
+            )
+    return ""

@@ -1,11 +1,11 @@
-"""The queue's order (docs/placement.md, "Priority"): submission order (``fifo``, the
-default), or by priority (``priority``: priority.py's weighted sum of age, fair share and
-the owner's policy priority).
+"""The queue's order (docs/placement.md, "Priority"): by priority (``priority``, the
+default: priority.py's weighted sum of age, fair share and the owner's policy priority),
+or submission order (``fifo``).
 
 ``bai_session_policies.queue`` chooses it::
 
     queue:
-      order: priority          # or fifo (the default)
+      order: priority          # the default; or fifo
       weight_age: 1000         # the factors' weights (these are the defaults)
       weight_fairshare: 1000
       weight_priority: 1000
@@ -47,6 +47,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.policies im
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.session_queue import (
     Backfill,
+    Decision,
     Waiting,
     fifo,
 )
@@ -63,7 +64,7 @@ BACKFILL_MARGIN_S = 120.0
 class QueuePolicy:
     """``bai_session_policies.queue``, parsed."""
 
-    order: str = FIFO
+    order: str = PRIORITY
     weights: priority.Weights = field(default_factory=priority.Weights)
     backfill: bool = False
     backfill_margin_s: float = BACKFILL_MARGIN_S
@@ -77,7 +78,7 @@ def parse_queue_policy(raw: Any) -> QueuePolicy:
     where = f"{FIELD}.queue"
     require_mapping(section, where)
     reject_unknown(section, ("order", "backfill", "backfill_margin_s", *_NUMBERS), where)
-    order = section.get("order", FIFO)
+    order = section.get("order", PRIORITY)
     if order not in ORDERS:
         raise SpecError(f"{where}.order: got {order!r}; expected one of {', '.join(ORDERS)}")
     given: dict[str, float] = {}
@@ -155,11 +156,14 @@ def capacity_rate(ledger: Ledger, rates: priority.Rates = fair_usage.RATES) -> f
     return total
 
 
-def explain(ordering: QueueOrder, entry: Mapping[str, Any]) -> dict[str, Any]:
+def explain(
+    ordering: QueueOrder, entry: Mapping[str, Any], decision: Decision | None = None
+) -> dict[str, Any]:
     """Why a queued session is where it is (bai-cluster session explain): the order, its
     priority and each factor with its weight (``ordering`` built ``full``), its owner's
     usage and share. The position and the reason it waits are the queue's own (what the
-    same order and the last scheduler pass gave)."""
+    same order and the last scheduler pass gave); ``decision``, the scheduler pass's for
+    it now (schedule.decide), adds what it claims, its earliest start and backfill."""
     owner = str(entry.get("owner") or "")
     found = ordering.factors(owner, float(entry["submitted_at"]))
     weights = ordering.policy.weights
@@ -168,7 +172,7 @@ def explain(ordering: QueueOrder, entry: Mapping[str, Any]) -> dict[str, Any]:
         ("fairshare", found.fairshare, weights.fairshare),
         ("priority", found.explicit, weights.priority),
     )
-    return {
+    out = {
         "order": ordering.policy.order,
         "priority": priority.points(found.priority),
         "factors": {
@@ -181,6 +185,32 @@ def explain(ordering: QueueOrder, entry: Mapping[str, Any]) -> dict[str, Any]:
         "waited_s": round(max(0.0, ordering.now - float(entry["submitted_at"])), 3),
         "age_max_s": weights.age_max_s,
         "half_life_s": weights.half_life_s,
+    }
+    if decision is not None:
+        out["pass"] = _pass_view(decision, ordering)
+    return out
+
+
+def _pass_view(decision: Decision, ordering: QueueOrder) -> dict[str, Any]:
+    """What the scheduler pass decides for a queued session now, as explain shows it."""
+    at = decision.earliest_start
+    on = ordering.policy.backfill
+    why = decision.no_backfill
+    if decision.behind and not on:
+        why = "backfill is off (bai_session_policies.queue.backfill)"
+    elif decision.starts and decision.behind:
+        why = ""  # it starts ahead of them: it backfills
+    return {
+        "starts": decision.starts,
+        "agents": sorted(set(decision.placement.agents)) if decision.placement else [],
+        "reason": decision.reason,
+        "wait": decision.wait,
+        "behind": list(decision.behind),
+        "claims": list(decision.claims),
+        "earliest_start": at,
+        "earliest_start_in_s": None if at is None else round(max(0.0, at - ordering.now)),
+        "backfill": on,
+        "no_backfill": why,
     }
 
 

@@ -187,28 +187,25 @@ def _known_agents(
     return info, unavailable
 
 
-def scheduled(
+def decide(
     request: LedgerRequest,
     ledger: Ledger,
     now: float,
     nodes: Mapping[str, Any] | None,
-) -> dict[str, Any]:
-    """state=scheduled: which queued sessions start now (by the agents' kept reads, or
-    their declared capacity), each one's reason recorded, and a lease for at most
-    O(limit) of them."""
-    entries = queue_.queue_of(ledger)
-    if not entries:
-        return {"changed": False, "start": [], "more": 0, "waiting": 0, "queue": []}
-    began = time.monotonic()
+    ordering: queue_.Order | None = None,
+) -> list[queue_.Decision]:
+    """The scheduler pass over ``ledger``'s queue (by the agents' kept reads, or their
+    declared capacity), changing nothing: what state=scheduled commits, and what
+    ``session explain`` shows (one function, so they cannot disagree)."""
     info, unavailable = _known_agents(request, ledger, nodes)
     try:
         agents = agents_from_info(None, None, adjust(info, ledger))[0]
     except SpecError as exc:
         raise LedgerFailure(f"bai_session_ledger: {exc}") from None
-    ordering = order(request, ledger, now)
+    ordering = ordering or order(request, ledger, now)
     filling = queue_order.backfill_of(request.policies, ledger, now)
     queued = queue_.waiting(ledger, ordering)
-    decisions = queue_.schedule(
+    return queue_.schedule(
         queue_order.with_lifetimes(queued, request.policies) if filling else queued,
         agents or [],
         out_of_service=out_of_service(request.agents, [], unavailable),
@@ -216,6 +213,22 @@ def scheduled(
         order=ordering,
         backfill=filling,
     )
+
+
+def scheduled(
+    request: LedgerRequest,
+    ledger: Ledger,
+    now: float,
+    nodes: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """state=scheduled: which queued sessions start now (:func:`decide`), each one's
+    reason recorded, and a lease for at most O(limit) of them."""
+    entries = queue_.queue_of(ledger)
+    if not entries:
+        return {"changed": False, "start": [], "more": 0, "waiting": 0, "queue": []}
+    began = time.monotonic()
+    ordering = order(request, ledger, now)
+    decisions = decide(request, ledger, now, nodes, ordering)
     changed, more = False, 0
     start: list[dict[str, Any]] = []
     for decision in decisions:

@@ -21,8 +21,9 @@ takes capacity the head waits for, the head's chance to start depends only on th
 already running on its agents ending, and no number of later, smaller sessions can starve
 it. Capacity freed on a claimed agent goes to the oldest session that claimed it first.
 The price: a small session behind a big one waits even where it would have finished before
-the big one could start (backfill by expected end times needs every session's lifetime,
-which is optional here).
+the big one could start - unless the policy turns on backfill (backfill.py,
+``bai_session_policies.queue.backfill``): then a later session with a lifetime may start on
+claimed agents when it ends before every claimer ahead of it could start.
 
 Pure: no Ansible, no I/O; the ledger module runs it in its compare-and-swap.
 """
@@ -45,7 +46,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.backfill import (
     Running,
     earliest_start,
-    may_backfill,
+    why_not,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import Ledger
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
@@ -110,6 +111,11 @@ class Decision:
     position: int = 0  # 1-based place in its group's queue
     wait: str = ""  # why it waits, in one word (errors.WAIT_KINDS); "" when it starts
     permanent: bool = False  # it can never fit: it claims nothing
+    claims: tuple[str, ...] = ()  # the agents it claims (first): what it waits for
+    # With backfill: when it could start at the earliest (None: no estimate), and why it
+    # may not start ahead of ``behind`` ("" when nothing ahead holds it back).
+    earliest_start: float | None = None
+    no_backfill: str = ""
 
     @property
     def starts(self) -> bool:
@@ -279,12 +285,19 @@ class _Backfilling:
 
     def allows(self, session: Waiting, ahead: Sequence[str]) -> bool:
         """It ends, margin included, before every blocked session ahead could start."""
-        return bool(ahead) and all(
-            may_backfill(
-                session.lifetime_s, self.starts.get(h), self.given.now, self.given.margin_s
-            )
-            for h in ahead
-        )
+        return bool(ahead) and not self.why_not(session, ahead)
+
+    def why_not(self, session: Waiting, ahead: Sequence[str]) -> str:
+        """Why it may not start ahead of ``ahead`` (backfill.why_not); "" when it may."""
+        starts = {h: self.starts.get(h) for h in ahead}
+        return why_not(session.lifetime_s, starts, self.given.now, self.given.margin_s)
+
+    def waits(self, decision: Decision, claims: bool) -> Decision:
+        """A waiting ``decision`` with its earliest start (when it claims) and why it
+        does not backfill."""
+        at = self.starts.get(decision.session.name) if claims else None
+        why = self.why_not(decision.session, decision.behind) if decision.behind else ""
+        return replace(decision, earliest_start=at, no_backfill=why)
 
     def ran(self, session: Waiting, placement: Placement, free: Sequence[Agent]) -> None:
         ends = None if session.lifetime_s is None else self.given.now + session.lifetime_s
@@ -339,13 +352,15 @@ def _pass(
         )
         placement, claims = _start(session, free, claimed, ahead, book, out_of_service)
         if isinstance(placement, Decision):
-            waits = replace(placement, position=where)
-            if claims:
-                for name in usable:  # a session that can never fit holds nobody back
-                    claimed.setdefault(name, session.name)
+            mine: tuple[str, ...] = ()
+            if claims:  # a session that can never fit holds nobody back
+                mine = tuple(
+                    n for n in usable if claimed.setdefault(n, session.name) == session.name
+                )
                 if book is not None:
                     book.claim(session, free)
-            decisions.append(waits)
+            waits = replace(placement, position=where, claims=mine)
+            decisions.append(book.waits(waits, claims) if book is not None else waits)
             continue
         if book is not None:
             book.ran(session, placement, free)

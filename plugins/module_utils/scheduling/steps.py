@@ -39,6 +39,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger_requ
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.reserve import reserve
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.schedule import (
+    decide,
     queue_list,
     queued_view,
     scheduled,
@@ -55,7 +56,9 @@ def swarm_nodes(
     """The swarm's node list by node ID and hostname (one call on this manager), for a
     placement; None without a swarm, or when the list cannot be had (then every agent
     counts as up)."""
-    if request.state not in ("reserved", "scheduled") or not isinstance(store, store_.SwarmStore):
+    placing = request.state in ("reserved", "scheduled")
+    explaining = request.state == "read" and request.agents is not None  # a pass, dry
+    if not (placing or explaining) or not isinstance(store, store_.SwarmStore):
         return None
     try:
         return roster.node_table(store.api.nodes())
@@ -98,7 +101,7 @@ def step(
         return confirmed(request, ledger, now, where)
     if state == "absent":
         return released(request, ledger, now)
-    read = shown(request, ledger, now, missing)
+    read = shown(request, ledger, now, missing, nodes)
     if not request.name:
         # Its size as the swarm store writes it, and that store's cap (none for a file).
         read["ledger_bytes"] = len(document.dumps_compact(ledger))
@@ -177,31 +180,60 @@ def released(request: LedgerRequest, ledger: Ledger, now: float) -> dict[str, An
     }
 
 
+def _passed(
+    request: LedgerRequest,
+    ledger: Ledger,
+    now: float,
+    nodes: Mapping[str, Any] | None,
+    ordering: queue_order.QueueOrder,
+) -> dict[str, queue_.Decision]:
+    """The scheduler pass's decisions now (schedule.decide, changing nothing), by name,
+    when the read names the agents (O(agents)); else none."""
+    if request.agents is None or not ledger.queue:
+        return {}
+    return {d.session.name: d for d in decide(request, ledger, now, nodes, ordering)}
+
+
 def _queued_explained(
-    request: LedgerRequest, ledger: Ledger, name: str, now: float
+    request: LedgerRequest, ledger: Ledger, name: str, now: float, nodes: Mapping[str, Any] | None
 ) -> dict[str, Any] | None:
     """A queued session's view with why it is where it is (queue_order.explain)."""
     entry = queue_.queue_of(ledger).get(name)
     if entry is None:
         return None
     ordering = queue_order.order_of(request.policies, ledger, now, full=True)
+    decision = _passed(request, ledger, now, nodes, ordering).get(name)
     return {
         **queued_view(ledger, name, ordering),
-        "explain": queue_order.explain(ordering, entry),
+        "explain": queue_order.explain(ordering, entry, decision),
     }
 
 
-def _queue_explained(request: LedgerRequest, ledger: Ledger, now: float) -> list[dict[str, Any]]:
+def _queue_explained(
+    request: LedgerRequest, ledger: Ledger, now: float, nodes: Mapping[str, Any] | None
+) -> list[dict[str, Any]]:
     """The whole queue in order, each session with why it is where it is."""
     ordering = queue_order.order_of(request.policies, ledger, now, full=True)
     entries = queue_.queue_of(ledger)
+    decisions = _passed(request, ledger, now, nodes, ordering)
     return [
-        {**view, "explain": queue_order.explain(ordering, entries[view["name"]])}
+        {
+            **view,
+            "explain": queue_order.explain(
+                ordering, entries[view["name"]], decisions.get(view["name"])
+            ),
+        }
         for view in queue_list(ledger, now, ordering)
     ]
 
 
-def shown(request: LedgerRequest, ledger: Ledger, now: float, missing: str) -> dict[str, Any]:
+def shown(
+    request: LedgerRequest,
+    ledger: Ledger,
+    now: float,
+    missing: str,
+    nodes: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """state=read: one session's entry with O(name), else the whole ledger; changing
     nothing."""
     read: dict[str, Any] = {"changed": False, "ledger_time": now}
@@ -216,7 +248,7 @@ def shown(request: LedgerRequest, ledger: Ledger, now: float, missing: str) -> d
             "time_left": reservations.time_left(entry, now) if entry else None,
             "holders": sorted(kept_reads.holders(ledger, name)),
             "ended": history.ends_of(ledger, name),
-            "queued": _queued_explained(request, ledger, name, now),
+            "queued": _queued_explained(request, ledger, name, now, nodes),
         }
         if request.owner is not None:
             _refuse_others(name, request.owner, found)
@@ -224,7 +256,7 @@ def shown(request: LedgerRequest, ledger: Ledger, now: float, missing: str) -> d
     return {
         **read,
         "ledger": {"sessions": ledger.sessions, "given_out": roster.given_out(ledger)},
-        "queue": _queue_explained(request, ledger, now),
+        "queue": _queue_explained(request, ledger, now, nodes),
         "counters": counters.read(ledger),
     }
 
