@@ -712,8 +712,14 @@ class ModuleFail(ModuleExit):
 
 def _exit_json(self: AnsibleModule, **kwargs: Any) -> None:
     kwargs.setdefault("changed", False)
-    kwargs.setdefault("warnings", list(getattr(self, "_warnings", [])))
+    kwargs.setdefault("warnings", list(getattr(self, "_fake_warnings", [])))
     raise ModuleExit(kwargs)
+
+
+def _warn(self: AnsibleModule, warning: str, **_: Any) -> None:
+    """AnsibleModule.warn, kept on the module for exit_json's ``warnings`` (the real one
+    goes process-wide, or to the controller's display once a test has loaded it)."""
+    self.__dict__.setdefault("_fake_warnings", []).append(warning)
 
 
 def _fail_json(self: AnsibleModule, msg: str, **kwargs: Any) -> None:
@@ -746,6 +752,7 @@ def run_module(
         patch.setattr(AnsibleModule, "fail_json", _fail_json)
         for (target, name), value in (patches or {}).items():
             patch.setattr(target, name, value)
+        patch.setattr(AnsibleModule, "warn", _warn)
         with patch_module_args(params):
             try:
                 module.main()

@@ -399,6 +399,35 @@ def test_a_create_that_fails_part_way_removes_what_it_made(engine, tmp_path, dat
     assert engine.network_named("bai-s1-net") is None
 
 
+ATTACH_TIMED_OUT = "Could not attach to network bai-s1-net: context deadline exceeded"
+
+
+def test_an_attach_that_timed_out_asking_a_gone_manager_is_tried_once_more(
+    engine, tmp_path, data_root
+):
+    # A swarm worker asks a manager to attach the overlay; one that has just stopped
+    # leaves the engine's request to run out (20 s) while its agent moves to another.
+    engine.fail("start", "bai-s1-sub1", api_error(500, ATTACH_TIMED_OUT))
+
+    result = run(args_for(plan_for(), tmp_path, data_root), engine)
+
+    assert result.get("failed") is not True, result
+    assert engine.called("start") == ["bai-s1-main1", "bai-s1-sub1", "bai-s1-sub1"]
+    assert any("timed out asking a swarm manager" in w for w in result["warnings"]), result
+    assert all(c.status == "running" for c in engine.store.values())
+
+
+def test_an_attach_that_times_out_twice_fails_and_removes_what_it_made(engine, tmp_path, data_root):
+    engine.fail("start", "bai-s1-sub1", api_error(500, ATTACH_TIMED_OUT), always=True)
+
+    result = run(args_for(plan_for(), tmp_path, data_root), engine)
+
+    assert result["failed"] is True, result
+    assert f"bai-s1-sub1: {ATTACH_TIMED_OUT}" in result["msg"], result["msg"]
+    assert engine.called("start").count("bai-s1-sub1") == 2
+    assert engine.store == {}
+
+
 def test_a_container_that_exits_before_sshd_listens_fails_the_run_and_is_removed(
     engine, tmp_path, data_root
 ):

@@ -55,14 +55,20 @@ def start(share: Share, cid: str, image: str, attempts: int = 4) -> None:
 def start_on(
     docker: Any, warn: Callable[[str], None], at: Where, cid: str, image: str, attempts: int = 4
 ) -> None:
-    """Start a container. On a swarm worker, after its engine restarted, Docker 20.10
-    may have lost the session overlay and answer "network ... not found" (or fail to
-    attach): the worker then learns the overlay again, as at a first create, from a
-    helper container created on it by name (never started, removed once the start
-    went through or gave up), and the start is tried again (docs/sessions.md, "After
-    a restart")."""
+    """Start a container, trying again where the swarm's answer is transient:
+
+    - On a swarm worker, after its engine restarted, Docker 20.10 may have lost the
+      session overlay and answer "network ... not found" (or fail to attach): the
+      worker then learns the overlay again, as at a first create, from a helper
+      container created on it by name (never started, removed once the start went
+      through or gave up), and the start is tried again (docs/sessions.md, "After a
+      restart").
+    - An attach that times out ("context deadline exceeded", after the engine's 20 s)
+      asked a manager that has gone: the worker's swarm agent moves to another one
+      meanwhile, so the start is tried once more as it is."""
     api = docker.api
     helpers: list[str] = []
+    timed_out = 0
     try:
         for attempt in range(attempts):
             try:
@@ -70,8 +76,18 @@ def start_on(
                 return
             except DockerException as exc:
                 text = error_text(exc).lower()
-                lost = "network" in text and ("not found" in text or "attaching" in text)
-                if not (lost and at.network) or attempt == attempts - 1:
+                if attempt == attempts - 1 or not at.network:
+                    raise
+                if _attach_timed_out(text):
+                    timed_out += 1
+                    if timed_out > 1:
+                        raise
+                    warn(
+                        f"agent {at.agent}: starting {cid[:12]} timed out asking a swarm "
+                        f"manager to attach network {at.network} ({text}); trying again"
+                    )
+                    continue
+                if not _network_lost(text):
                     raise
             if not helpers:
                 warn(
@@ -82,6 +98,14 @@ def start_on(
             time.sleep(1.0 + attempt)
     finally:
         remove_containers(docker, helpers)
+
+
+def _attach_timed_out(text: str) -> bool:
+    return "attach" in text and "deadline exceeded" in text
+
+
+def _network_lost(text: str) -> bool:
+    return "network" in text and ("not found" in text or "attaching" in text)
 
 
 def learn_network(api: Any, at: Where, image: str) -> str:
