@@ -70,12 +70,14 @@ class Scheduled:
     """What a scheduler pass did (``session schedule``; also run by destroy and
     reconcile while sessions are queued): the queued sessions it started, those whose
     start failed (name -> why), and the queue afterwards (rows as ``session list``
-    gives PENDING sessions)."""
+    gives PENDING sessions); the preemptions it made (each: the queued ``session``, the
+    ``victims`` it stopped, and the ``reason``)."""
 
     started: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
     queue: list[dict[str, Any]] = field(default_factory=list)
     runs: int = 0
+    preempted: list[dict[str, Any]] = field(default_factory=list)
 
 
 def schedule_sessions(
@@ -97,6 +99,11 @@ def schedule_sessions(
         if data is None:  # failed before it decided anything
             raise error or BaiClusterError("failed", "session_schedule.yml decided nothing")
         names = [str(n) for n in data.get("start") or []]
+        preempted = result.stats.get("bai_preempted")
+        if preempted:
+            done.preempted.append(
+                {key: preempted.get(key) for key in ("session", "victims", "reason")}
+            )
         done.queue = list(data.get("queue") or [])
         summary = result.stats.get("bai_session") or {}
         for name in names:

@@ -72,6 +72,7 @@ def create_extravars(
     end_signal: str | None = None,
     restarts: int | None = None,
     restart_on: str | None = None,
+    preemptible: bool | None = None,
     queue: bool | None = None,
 ) -> dict[str, Any]:
     """The variables of session_create.yml (docs/sessions.md) for these arguments; what is
@@ -101,6 +102,7 @@ def create_extravars(
     set_var(extravars, "session_end_signal", end_signal)
     set_var(extravars, "session_restarts", restarts)
     set_var(extravars, "session_restart_on", restart_on)
+    set_var(extravars, "session_preemptible", preemptible)
     if queue:
         extravars["session_queue"] = True
     check_request_numbers(extravars)
@@ -119,7 +121,7 @@ def create_session(
 ) -> Session:
     """Create (or confirm) a session; ``spec``: mode, image, resource_group, resources,
     mounts, env, roles, authorized_keys, wait_s, ssh_timeout_s, network_mtu, owner,
-    lifetime_s, end_signal, restarts, restart_on (see
+    lifetime_s, end_signal, restarts, restart_on, preemptible (see
     :func:`create_extravars`). Idempotent: the same request again returns the session
     with ``action == "exists"``."""
     extravars = create_extravars(name, size, **spec)

@@ -65,12 +65,18 @@ def run_batch(ctx: Context) -> int:
             "session run --restarts cannot keep the session (--keep, --keep-on-failure): "
             "a gang that starts again replaces it"
         )
+    if args.preemptible and not (args.restarts and args.detach):
+        raise UsageError(
+            "session run --preemptible needs --restarts (a preempted gang starts again "
+            "through them) and --detach (a restarted gang runs detached)"
+        )
     spec = create_spec(args)
     spec.update(
         command=" ".join(remote),
         stop_grace_s=args.grace,
         restarts=args.restarts,
         restart_on=args.restart_on,
+        preemptible=args.preemptible or None,
     )
     steps = SessionProgress(ctx.verbose)
     quiet = None if ctx.verbose else (lambda event: None)

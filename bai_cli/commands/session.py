@@ -96,6 +96,12 @@ def _add_create_and_run(
         help="exit codes of the command that restart the gang too, e.g. 75 "
         "(session_restart_on; needs --restarts)",
     )
+    run.add_argument(
+        "--preemptible",
+        action="store_true",
+        help="a queued session of a higher priority may stop it; it then starts again "
+        "through its restarts (session_preemptible; needs --restarts and --detach)",
+    )
 
 
 def _add_ledger_actions(

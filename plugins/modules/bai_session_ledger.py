@@ -19,11 +19,9 @@ description:
     (compare-and-swap, at most 40 times). Nothing depends on which manager serves it.
   - O(store=file) keeps it in a JSON file on this host (O(path)), changed under an
     exclusive C(flock) lock, written atomically and fsynced with its folder.
-  - The ledger's clock is this host's, never run backwards past the last write (another
-    manager's clock may have been ahead); every reservation time and RV(ledger_time)
-    comes from it, never from the controller or an agent.
-  - The step (read, place, write) takes milliseconds and never spans the creation of
-    containers; a killed create blocks nobody (the kernel drops the file lock).
+  - The ledger's clock is this host's, never run backwards past the last write; every
+    reservation time and RV(ledger_time) comes from it. The step (read, place, write)
+    takes milliseconds and never spans the creation of containers.
   - O(state=reserved) places the session like M(bai.cluster.bai_session_plan) (same options
     O(spec) and O(agent_info), same results) with each reserved session counted by its
     reservation, not only by the running containers the agents report; a new session's
@@ -38,13 +36,11 @@ description:
     hold the session are always among them. A kept read only ever says yes - every
     reserved session counts on it by its reservation, and a placement that fails with
     kept reads asks for those agents afresh before it reports PENDING.
-  - An agent without a recent kept read is placed by a hint - its declared capacity
-    (C(cpu), C(mem) and C(gpu=0)), an older read's, or the swarm node list's - with the
-    ledger's sessions as its load; a placement on hinted agents reserves nothing and asks
-    for reads of those agents only (RV(need_read)), then places again. With O(store=swarm)
-    the node list (one call) also keeps placement off down nodes; paused and drained
-    agents are passed over wherever the cluster or the agent says so (RV(unavailable)).
-    So a create reads only the agents it places on, whatever the size of the cluster.
+  - An agent without a recent kept read is placed by a hint (its declared capacity, an
+    older read's, or the swarm node list's) with the ledger's sessions as its load; such a
+    placement reserves nothing and asks for reads of those agents only (RV(need_read)).
+    Down, paused and drained agents are passed over (RV(unavailable)). So a create reads
+    only the agents it places on, whatever the size of the cluster.
   - O(state=ready) confirms this run's reservation (matched by O(session_id)); it lasts
     until the session is destroyed. It fails when that reservation is gone (it expired
     while the create still ran), so the create removes what it made instead of reporting
@@ -54,11 +50,9 @@ description:
     forced destroy, whose part on those agents was not removed because they did not
     answer) the session's id is remembered, so that O(state=reconciled) removes its
     leftovers there once they answer, never adopts them.
-  - O(state=read) returns the ledger; with O(name), only that session's reservation
-    and the agents that may hold it (RV(holders)). A missing ledger reads as no
-    reservation (RV(missing)); a damaged one fails.
-  - O(state=identity) returns RV(ledger_id), RV(store) and RV(ledger_time) (a manager
-    answers only when the swarm has a quorum).
+  - O(state=read) returns the ledger; with O(name), only that session's reservation and
+    the agents that may hold it (RV(holders)); a missing ledger reads as empty
+    (RV(missing)). O(state=identity) returns RV(ledger_id), RV(store) and RV(ledger_time).
   - A C(creating) reservation past its expiry is settled only once fresh reads of its
     agents show what its create left (RV(need_read) names them) - dropped when they run
     nothing of it, adopted (RV(adopted)) when they run all of it, kept (counted, with a
@@ -72,19 +66,15 @@ description:
     on the agents, and the stopped containers of running sessions in RV(stopped). A
     missing or damaged ledger is rebuilt this way (RV(rebuilt)); a damaged one is kept
     beside it (C(PATH.damaged-EPOCH), or config C(bai-session-ledger-damaged-EPOCH)).
-  - O(queue=true) (C(session_queue)) keeps a session that does not fit now, or that
-    the owner's limits refuse for now, in the ledger's queue (PENDING, RV(queued)) with its
-    request, owner, submission time and the reason it waits, in the same step that would
-    have reserved it; the same request again finds it there. Sessions start in
-    priority order within a resource group (docs/placement.md, "The queue"; submission
-    order among one owner's sessions, or with C(order=fifo)) - every
-    create, queued or not, places only on what the queued sessions ahead of it leave,
-    so nothing overtakes an older queued session.
-  - O(state=scheduled) is the scheduler pass's step - it decides, by the agents' kept
-    reads, which queued sessions start now in queue order, records each one's reason and
-    gives the start of at most O(limit) of them a lease (RV(start), each with a
-    C(ticket)). A create given that O(ticket) starts the session and takes it out of the
-    queue in the step that reserves it; if it no longer fits it stays queued, in its place.
+  - O(queue=true) (C(session_queue)) keeps a session that does not fit now, or that the
+    owner's limits refuse for now, in the ledger's queue (PENDING, RV(queued)), in the
+    step that would have reserved it. Sessions start in priority order within a resource
+    group (docs/placement.md, "The queue"); every create places only on what the queued
+    sessions ahead of it leave.
+  - O(state=scheduled) is the scheduler pass - it decides, by the agents' kept reads,
+    which queued sessions start now, records each one's reason, leases the start of at
+    most O(limit) of them (RV(start), each with a C(ticket) a create then takes), and may
+    preempt (RV(preempt)).
   - A missing or damaged ledger is never read as empty - O(state=reserved) refuses while
     the agents run any session, and names the way to rebuild it.
 version_added: "1.0.0"
@@ -149,8 +139,7 @@ options:
     type: bool
     default: false
   ttl:
-    description:
-      - Seconds a C(creating) reservation lasts unless confirmed (longer than a create takes).
+    description: Seconds a C(creating) reservation lasts unless confirmed (beyond a create).
     type: int
     default: 900
   lock_timeout:
@@ -192,7 +181,8 @@ options:
         (C(order) C(priority), the default, or C(fifo); C(weight_age),
         C(weight_fairshare), C(weight_priority), C(age_max_s), C(half_life_s)), and each
         owner's (or the default's) C(priority) (0-100) and C(share) - for every reading
-        of the queue in the step, O(state=read) too.
+        of the queue in the step, O(state=read) too; C(backfill), C(backfill_margin_s),
+        C(preemption) (default true) and C(preempt_grace_s) for O(state=scheduled).
     type: dict
   queue:
     description:
@@ -314,9 +304,7 @@ holders:
   type: list
   elements: str
 need_read:
-  description:
-    - The agents to read before this module can place the session (nothing was placed);
-      only with O(agents) and without O(final).
+  description: The agents to read before it can place the session (nothing was placed yet).
   returned: when reads are needed
   type: list
   elements: str
@@ -333,9 +321,7 @@ read:
   type: list
   elements: str
 unavailable:
-  description:
-    - Agents not placed on - paused or drained (M(bai.cluster.bai_agent_availability), by
-      any record of it) or down in the swarm's node list; a PENDING failure says why.
+  description: Agents not placed on - paused, drained or down; a PENDING failure says why.
   returned: O(state=reserved), placed or PENDING
   type: list
   elements: str
@@ -350,9 +336,7 @@ dropped:
   type: list
   elements: str
 adopted:
-  description:
-    - Sessions taken into the ledger as made - a reservation past its expiry whose agents
-      run all of it, and (O(state=reconciled)) complete sessions the ledger did not know.
+  description: Sessions taken into the ledger as made (run all of it, expired or unknown).
   returned: O(state=reserved), O(state=reconciled)
   type: list
   elements: str
@@ -374,14 +358,12 @@ incomplete:
   type: list
   elements: str
 stopped:
-  description: Stopped containers of running interactive sessions, to start again
-    (M(bai.cluster.bai_session_repair)) - C(agent), C(session), C(session_id), C(containers).
+  description: Stopped containers of running sessions, to start again (C(agent), C(session), ...).
   returned: O(state=reconciled)
   type: list
   elements: dict
 recheck:
-  description: Where to check the mesh of each session of RV(stopped) - C(agent), C(session),
-    C(session_id), C(master) (its container), C(hosts).
+  description: Where to check the mesh of each session of RV(stopped) (C(master), C(hosts), ...).
   returned: O(state=reconciled)
   type: list
   elements: dict
@@ -401,9 +383,7 @@ foreign:
   type: list
   elements: str
 forsaken:
-  description:
-    - Sessions whose destroy was forced while an agent did not answer (O(left_on)); their
-      leftovers on the agents read are in RV(remove), never adopted.
+  description: Sessions destroyed by force (O(left_on)); their leftovers go in RV(remove).
   returned: O(state=reconciled)
   type: list
   elements: str
@@ -453,9 +433,7 @@ damaged:
   returned: O(state=identity), when the ledger is damaged
   type: str
 ledger_id:
-  description:
-    - The ledger's identity - the swarm's cluster ID, or the file ledger's id (C(PATH.id),
-      empty before its first write).
+  description: The ledger's identity - the swarm's cluster ID, or the file's (C(PATH.id)).
   returned: always
   type: str
 store:
@@ -474,8 +452,7 @@ queued:
   returned: O(state=reserved), when the session is queued
   type: dict
 queue:
-  description:
-    - The queued sessions (as RV(queued)), in queue order.
+  description: The queued sessions (as RV(queued)), in queue order.
   returned: O(state=read) without O(name), and O(state=scheduled)
   type: list
   elements: dict
@@ -486,6 +463,13 @@ start:
   returned: O(state=scheduled)
   type: list
   elements: dict
+preempt:
+  description:
+    - What this pass preempts (docs/placement.md, "Preemption"; {} for nothing) -
+      C(session), C(victims) (marked; the caller stops them), C(reason), C(at), and their
+      warnings, C(rows) (agent, session, session_id, signal) and C(lead_s).
+  returned: O(state=scheduled)
+  type: dict
 more:
   description: How many other queued sessions would start now (left for the next run).
   returned: O(state=scheduled)

@@ -93,6 +93,12 @@ options:
       - Exit codes (1 to 255; a list, or a string C(3,75)) that restart the gang as well.
         Needs O(restarts). Kept in RV(spec), not in RV(spec_hash).
     type: raw
+  preemptible:
+    description:
+      - Whether a queued session of a higher priority (its owner's policy C(priority))
+        may stop this batch session, which then queues again through its restarts
+        (needs O(restarts)). Kept in RV(spec), not in RV(spec_hash).
+    type: raw
   spec:
     description:
       - A spec in canonical form (RV(spec) of an earlier call), instead of the separate
@@ -241,6 +247,7 @@ ARGUMENT_SPEC = {
     "end_signal": {"type": "raw"},
     "restarts": {"type": "raw"},
     "restart_on": {"type": "raw"},
+    "preemptible": {"type": "raw"},
     "spec": {"type": "dict"},
     "data_roots": {"type": "list", "elements": "str"},
     # no_log: a private key pasted by mistake must not reach the invocation in a log.

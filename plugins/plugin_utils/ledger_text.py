@@ -84,7 +84,10 @@ def schedule_lines(done: Mapping[str, Any] | None, waiting: int = 0) -> list[str
     one, how many sessions are queued (``waiting``)."""
     if not done:
         return [f"sessions queued (PENDING): {waiting}"] if waiting else []
-    lines = []
+    lines = [
+        f"{', '.join(p.get('victims') or [])}: {p.get('reason')}"
+        for p in done.get("preempted") or []
+    ]
     if done.get("started"):
         lines.append(f"queued sessions started: {', '.join(done['started'])}")
     for name, why in sorted((done.get("failed") or {}).items()):

@@ -520,6 +520,23 @@ def test_queue_becomes_session_queue_and_run_needs_detach(capsys):
     assert "--queue needs --detach" in capsys.readouterr().err
 
 
+def test_preemptible_needs_restarts_and_detach_and_reaches_the_playbook(monkeypatch, capsys):
+    assert cli.main(["session", "run", "j", "--preemptible", "--detach", "--", "true"]) == (
+        EXIT_BAD_INPUT
+    )
+    assert "--preemptible needs --restarts" in capsys.readouterr().err
+    seen = {}
+
+    def fake_run(playbook, extravars, **kwargs):
+        seen.update(extravars)
+        return PlaybookResult(rc=2, status="failed", stats={}, failures=[], ok_results={})
+
+    monkeypatch.setattr(runner, "run_playbook", fake_run)
+    argv = ["session", "run", "j", "--restarts", "1", "--preemptible", "--detach", "--", "true"]
+    cli.main(argv)
+    assert (seen["session_preemptible"], seen["session_restarts"]) == (True, 1)
+
+
 def test_a_queued_create_prints_its_place_and_reason(monkeypatch, capsys):
     queued = {
         "name": "s2", "state": "PENDING", "owner": "alice", "resource_group": "default",
@@ -560,4 +577,25 @@ def test_schedule_runs_the_pass_again_while_more_would_start(monkeypatch, capsys
     assert capsys.readouterr().out.splitlines() == [
         "queued sessions started: a, b",
         "still queued (PENDING): 1, first c (r)",
+    ]
+
+
+def test_schedule_says_which_sessions_it_preempted_and_for_whom(monkeypatch, capsys):
+    preempted = {"session": "high", "victims": ["low"], "reason": "preempted for high (p)"}
+
+    def fake_run(playbook, extravars, **kwargs):
+        decided = {"start": ["high"], "more": 0, "waiting": 2, "queue": [{"name": "low"}]}
+        stats = {
+            "bai_schedule": decided,
+            "bai_session": {"name": "high", "action": "create"},
+            "bai_preempted": {**preempted, "rows": [], "lead_s": 0, "at": 1.0},
+        }
+        return PlaybookResult(rc=0, status="successful", stats=stats, failures=[], ok_results={})
+
+    monkeypatch.setattr(runner, "run_playbook", fake_run)
+    assert cli.main(["session", "schedule"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "low: preempted for high (p)",
+        "queued sessions started: high",
+        "still queued (PENDING): 1, first low (waiting)",
     ]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Pending
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
@@ -39,6 +40,22 @@ class Running:
     gpu: int = 0
     gpu_devices: tuple[int, ...] = ()
     ends_at: float | None = None
+
+
+def held_by(entry: Mapping[str, Any], ends_at: float | None) -> list[Running]:
+    """What a reservation (a ledger entry) holds, one row per container, ending at
+    ``ends_at``."""
+    return [
+        Running(
+            str(k["agent"]),
+            float(k.get("cpu") or 0),
+            int(k.get("mem") or 0),
+            int(k.get("gpu") or 0),
+            tuple(int(d) for d in k.get("gpu_devices") or ()),
+            ends_at,
+        )
+        for k in entry.get("kernels") or ()
+    ]
 
 
 def freed(agents: Sequence[Agent], running: Sequence[Running], at: float) -> list[Agent]:

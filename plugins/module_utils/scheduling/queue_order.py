@@ -13,6 +13,8 @@ or submission order (``fifo``).
       half_life_s: 604800      # how fast usage is forgotten (fair_usage.py)
       backfill: false          # start later sessions that end before blocked ones start
       backfill_margin_s: 120   # how late a lifetime may be enforced (backfill.py)
+      preemption: true         # stop preemptible sessions for higher ones (preemption.py)
+      preempt_grace_s: 300     # the longest warning a victim's end signal gets
 
 The owners' ``priority`` and ``share`` come from the same policies (policies.standing).
 
@@ -36,7 +38,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.parse import (
     require_mapping,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import fair_usage, priority
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.backfill import Running
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.backfill import held_by
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import Ledger
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.policies import (
     FIELD,
@@ -58,6 +60,8 @@ ORDERS = (FIFO, PRIORITY)
 _NUMBERS = ("weight_age", "weight_fairshare", "weight_priority", "age_max_s", "half_life_s")
 # How late a lifetime may be enforced: the housekeeping pass's interval and the stop grace.
 BACKFILL_MARGIN_S = 120.0
+# The longest a preemption waits after a victim's end signal (its lead) before it stops it.
+PREEMPT_GRACE_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,8 @@ class QueuePolicy:
     weights: priority.Weights = field(default_factory=priority.Weights)
     backfill: bool = False
     backfill_margin_s: float = BACKFILL_MARGIN_S
+    preemption: bool = True
+    preempt_grace_s: float = PREEMPT_GRACE_S
 
 
 def parse_queue_policy(raw: Any) -> QueuePolicy:
@@ -77,7 +83,8 @@ def parse_queue_policy(raw: Any) -> QueuePolicy:
         return QueuePolicy()
     where = f"{FIELD}.queue"
     require_mapping(section, where)
-    reject_unknown(section, ("order", "backfill", "backfill_margin_s", *_NUMBERS), where)
+    known = ("order", "backfill", "backfill_margin_s", "preemption", "preempt_grace_s")
+    reject_unknown(section, (*known, *_NUMBERS), where)
     order = section.get("order", PRIORITY)
     if order not in ORDERS:
         raise SpecError(f"{where}.order: got {order!r}; expected one of {', '.join(ORDERS)}")
@@ -91,13 +98,25 @@ def parse_queue_policy(raw: Any) -> QueuePolicy:
                 kind = "above 0" if positive else "from 0"
                 raise SpecError(f"{where}.{key}: got {value!r}; expected a number {kind}")
             given[key.replace("weight_", "")] = float(value)
-    backfill = section.get("backfill", False)
-    if not isinstance(backfill, bool):
-        raise SpecError(f"{where}.backfill: got {backfill!r}; expected true or false")
-    margin = section.get("backfill_margin_s", BACKFILL_MARGIN_S)
-    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0 <= margin <= 86400:
-        raise SpecError(f"{where}.backfill_margin_s: got {margin!r}; expected 0 to 86400 seconds")
-    return QueuePolicy(order, priority.Weights(**given), backfill, float(margin))
+    backfill = _flag(section, "backfill", False, where)
+    margin = _seconds(section, "backfill_margin_s", BACKFILL_MARGIN_S, where)
+    preempting = _flag(section, "preemption", True, where)
+    grace = _seconds(section, "preempt_grace_s", PREEMPT_GRACE_S, where)
+    return QueuePolicy(order, priority.Weights(**given), backfill, margin, preempting, grace)
+
+
+def _flag(section: Mapping[str, Any], key: str, default: bool, where: str) -> bool:
+    value = section.get(key, default)
+    if not isinstance(value, bool):
+        raise SpecError(f"{where}.{key}: got {value!r}; expected true or false")
+    return value
+
+
+def _seconds(section: Mapping[str, Any], key: str, default: float, where: str) -> float:
+    value = section.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 86400:
+        raise SpecError(f"{where}.{key}: got {value!r}; expected 0 to 86400 seconds")
+    return float(value)
 
 
 @dataclass
@@ -221,16 +240,9 @@ def backfill_of(raw_policies: Any, ledger: Ledger, now: float) -> Backfill | Non
     if not policy.backfill:
         return None
     running = [
-        Running(
-            str(k["agent"]),
-            float(k.get("cpu") or 0),
-            int(k.get("mem") or 0),
-            int(k.get("gpu") or 0),
-            tuple(int(d) for d in k.get("gpu_devices") or ()),
-            float(entry["deadline"]) if entry.get("deadline") else None,
-        )
+        row
         for entry in ledger.sessions.values()
-        for k in entry.get("kernels") or ()
+        for row in held_by(entry, float(entry["deadline"]) if entry.get("deadline") else None)
     ]
     return Backfill(tuple(running), now, policy.backfill_margin_s)
 

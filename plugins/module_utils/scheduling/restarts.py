@@ -1,7 +1,9 @@
 """Gang restarts in the session ledger (docs/sessions.md, "Restarts"): a batch session that
 may restart (``session_restarts``) keeps its request on its entry; when it ends in a way
 its policy counts (session/restart_policy.py) with restarts left, its release puts it back
-in the queue, at the head of its resource group, instead of forgetting it.
+in the queue, at the head of its resource group, instead of forgetting it - or, stopped by
+a preemption (preemption.py), as a new submission, so that what it made room for goes
+first.
 
 The whole gang is down by then: the release is the last step of a destroy, which removed
 every member first (or, forced, forsook the part on agents that did not answer, whose
@@ -28,6 +30,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling import sess
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import Ledger
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.kept_reads import (
     forget_in_record,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.preemption import (
+    MARK as preemption_mark,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.session.restart_policy import (
     restart_cause,
@@ -87,6 +92,11 @@ def restart(
     cause, why = restart_cause(end, tuple(spec.get("restart_on") or ()))
     if not why or attempt >= allowed:
         return None
+    # Stopped by a preemption: it queues again as a new submission, so the session it
+    # made room for goes first (preemption.py).
+    by = (entry.get(preemption_mark) or {}).get("session") if cause == "preempted" else None
+    if by:
+        why = f"preempted for {by}"
     record = {
         "attempt": attempt,
         **{key: end.get(key) for key in _ATTEMPT_KEYS},
@@ -106,9 +116,9 @@ def restart(
         "spec_hash": entry["spec_hash"],
         "group": spec.get("resource_group") or "default",
         "owner": entry.get("owner") or "",
-        "submitted_at": entry.get("submitted_at") or entry.get("reserved_at") or now,
+        "submitted_at": now if by else entry.get("submitted_at") or entry.get("reserved_at") or now,
         "seq": seq,
-        "head": True,
+        "head": not by,
         "reason": f"starting again ({attempt + 1} of {allowed} restarts): {why}",
         "wait": WAIT_RESTART,
         "session_id": session_id,

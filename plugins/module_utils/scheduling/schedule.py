@@ -15,7 +15,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import availability as avail
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import (
     counters,
+    end_signals,
     kept_reads,
+    preemption,
     queue_order,
     roster,
 )
@@ -25,13 +27,17 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger_requ
     LedgerFailure,
     LedgerRequest,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import OutOfService
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
+    Agent,
+    OutOfService,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.policies import (
     Limits,
     forever,
     limits_for,
     parse_policies,
     refusal,
+    standing,
     usage,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.usage import adjust
@@ -187,32 +193,69 @@ def _known_agents(
     return info, unavailable
 
 
+def pass_agents(
+    request: LedgerRequest, ledger: Ledger, nodes: Mapping[str, Any] | None
+) -> tuple[list[Agent], list[OutOfService]]:
+    """The agents a scheduler pass places on (by their kept reads, or their declared
+    capacity, with the ledger's reservations), and those out of service."""
+    info, unavailable = _known_agents(request, ledger, nodes)
+    try:
+        agents = agents_from_info(None, None, adjust(info, ledger))[0]
+    except SpecError as exc:
+        raise LedgerFailure(f"bai_session_ledger: {exc}") from None
+    return list(agents or []), out_of_service(request.agents, [], unavailable)
+
+
 def decide(
     request: LedgerRequest,
     ledger: Ledger,
     now: float,
     nodes: Mapping[str, Any] | None,
     ordering: queue_.Order | None = None,
+    known: tuple[list[Agent], list[OutOfService]] | None = None,
 ) -> list[queue_.Decision]:
     """The scheduler pass over ``ledger``'s queue (by the agents' kept reads, or their
-    declared capacity), changing nothing: what state=scheduled commits, and what
-    ``session explain`` shows (one function, so they cannot disagree)."""
-    info, unavailable = _known_agents(request, ledger, nodes)
-    try:
-        agents = agents_from_info(None, None, adjust(info, ledger))[0]
-    except SpecError as exc:
-        raise LedgerFailure(f"bai_session_ledger: {exc}") from None
+    declared capacity: ``known``, else :func:`pass_agents`), changing nothing: what
+    state=scheduled commits, and what ``session explain`` shows (one function, so they
+    cannot disagree)."""
+    agents, away = known or pass_agents(request, ledger, nodes)
     ordering = ordering or order(request, ledger, now)
     filling = queue_order.backfill_of(request.policies, ledger, now)
     queued = queue_.waiting(ledger, ordering)
     return queue_.schedule(
         queue_order.with_lifetimes(queued, request.policies) if filling else queued,
-        agents or [],
-        out_of_service=out_of_service(request.agents, [], unavailable),
+        agents,
+        out_of_service=away,
         refuse=owner_refusal(parse_policies(request.policies), ledger),
         order=ordering,
         backfill=filling,
     )
+
+
+def preempts(
+    request: LedgerRequest,
+    ledger: Ledger,
+    now: float,
+    decisions: Sequence[queue_.Decision],
+    agents: Sequence[Agent],
+) -> preemption.Preemption | None:
+    """What this pass preempts (preemption.py), marked in the ledger; None when the
+    policy turns preemption off or nothing is to be preempted."""
+    policy = queue_order.parse_queue_policy(request.policies)
+    if not policy.preemption:
+        return None
+    parsed = parse_policies(request.policies)
+    chosen = preemption.plan(
+        decisions,
+        agents,
+        ledger,
+        lambda owner: standing(parsed, owner)[0],
+        now,
+        request.lease_s + policy.preempt_grace_s,
+    )
+    if chosen is not None:
+        preemption.mark(ledger, chosen, now)
+    return chosen
 
 
 def scheduled(
@@ -228,7 +271,8 @@ def scheduled(
         return {"changed": False, "start": [], "more": 0, "waiting": 0, "queue": []}
     began = time.monotonic()
     ordering = order(request, ledger, now)
-    decisions = decide(request, ledger, now, nodes, ordering)
+    known = pass_agents(request, ledger, nodes)
+    decisions = decide(request, ledger, now, nodes, ordering, known)
     changed, more = False, 0
     start: list[dict[str, Any]] = []
     for decision in decisions:
@@ -253,12 +297,25 @@ def scheduled(
         elif (entry.get("reason"), entry.get("wait")) != (decision.reason, decision.wait):
             entry.update(reason=decision.reason, wait=decision.wait)
             changed = True
+    chosen = preempts(request, ledger, now, decisions, known[0])
     counters.note_pass(ledger, "schedule", now, time.monotonic() - began)
     return {
-        "changed": changed,
+        "changed": changed or chosen is not None,
         "save": True,
         "start": start,
         "more": more,
         "waiting": len(entries),
         "queue": queue_list(ledger, order=ordering),
+        "preempt": _preempt_result(ledger, chosen, request.policies),
     }
+
+
+def _preempt_result(
+    ledger: Ledger, chosen: preemption.Preemption | None, raw_policies: Any
+) -> dict[str, Any]:
+    """What session_schedule.yml needs to preempt: the victims, why, and the warnings to
+    send first (their end signals, the longest lead within preempt_grace_s); {} for none."""
+    if chosen is None:
+        return {}
+    cap = queue_order.parse_queue_policy(raw_policies).preempt_grace_s
+    return {**chosen.as_result(), **end_signals.warnings(ledger.sessions, chosen.victims, cap)}

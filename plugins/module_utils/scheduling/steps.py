@@ -23,6 +23,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling import (
     fencing,
     history,
     kept_reads,
+    preemption,
     queue_order,
     reconcile,
     reservations,
@@ -132,6 +133,9 @@ def released(request: LedgerRequest, ledger: Ledger, now: float) -> dict[str, An
     or a destroyed session's reservation released (and how a batch session ended kept)."""
     name = str(request.name)
     held = ledger.sessions.get(name) or {}
+    # A preempted attempt (a preemption, or a forced drain) is not its owner's doing: its
+    # usage is not charged to their fair share.
+    preempted = (request.ended or {}).get("state") == preemption.PREEMPTED
     if request.ended and request.session_id:
         # A batch session whose end its restart policy counts: queued again, at the head
         # (a part left on agents that did not answer stopped by itself: fencing.py).
@@ -139,7 +143,8 @@ def released(request: LedgerRequest, ledger: Ledger, now: float) -> dict[str, An
             ledger, name, request.session_id, request.ended, now, request.left_on
         )
         if again is not None:
-            fair_usage.charge_end(ledger, held, now)  # the attempt that ended
+            if not preempted:
+                fair_usage.charge_end(ledger, held, now)  # the attempt that ended
             return {
                 "changed": True,
                 "restarted": {"attempt": again["attempt"], "reason": again["reason"]},
@@ -164,7 +169,7 @@ def released(request: LedgerRequest, ledger: Ledger, now: float) -> dict[str, An
     earlier = restarts.attempts_of(held) if held.get("session_id") == request.session_id else []
     known = bool(request.session_id and request.session_id in (ledger.ended or {}))
     released = reservations.release(ledger, name, request.session_id)
-    if released:
+    if released and not preempted:
         fair_usage.charge_end(ledger, held, now)
     if request.ended and request.session_id:
         end = {**request.ended, "attempt": len(earlier), "attempts": earlier}

@@ -110,6 +110,9 @@ class SessionSpec:
     # OOM killer. Not part of the hash.
     restarts: int = 0
     restart_on: tuple[int, ...] = ()
+    # Whether a queued session of a higher priority may stop it, to be queued again
+    # through its restarts (scheduling/preemption.py). Not part of the hash.
+    preemptible: bool = False
 
     @property
     def size(self) -> int:

@@ -5,6 +5,7 @@ ledger asks it, when a batch session ends, whether the gang starts again
 (scheduling/restarts.py).
 
     parse_restart_policy(given, type)   (restarts, restart_on) from a request; SpecError
+    parse_preemptible(given, type, restarts)  whether it may be preempted; SpecError
     restart_reason(end, restart_on)     why an end restarts the gang, or "" when it does not
     restart_cause(end, restart_on)      the same, with the cause in one word (for metrics)
 
@@ -62,6 +63,31 @@ def parse_restart_policy(
     if codes and not restarts:
         raise SpecError("restart_on: names exit codes, but restarts is 0 (how many times?)")
     return restarts, tuple(codes)
+
+
+# The words a request may give for "yes" and "no" (Ansible passes -e values as strings).
+_TRUE = ("true", "yes", "1")
+_FALSE = ("false", "no", "0", "")
+
+
+def parse_preemptible(given: Mapping[str, Any], session_type: str, restarts: int) -> bool:
+    """``preemptible``: whether a queued session of a higher priority may stop this one
+    (scheduling/preemption.py). Only a batch session with restarts, which comes back
+    through them, may be; SpecError otherwise."""
+    raw = given.get("preemptible", False)
+    text = str(raw).strip().lower()
+    if isinstance(raw, bool):
+        value = raw
+    elif isinstance(raw, str) and text in _TRUE + _FALSE:
+        value = text in _TRUE
+    else:
+        raise SpecError(f"preemptible: got {type_name(raw)} {raw!r}; expected true or false")
+    if value and (session_type != _BATCH or restarts < 1):
+        raise SpecError(
+            "preemptible: only a batch session with restarts (session_restarts of 1 or "
+            "more) may be preempted: it comes back through its restarts"
+        )
+    return value
 
 
 def _exit_code(value: Any) -> int:

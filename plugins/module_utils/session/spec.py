@@ -49,6 +49,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.session.model import (
 from ansible_collections.bai.cluster.plugins.module_utils.session.mounts import destination_error
 from ansible_collections.bai.cluster.plugins.module_utils.session.naming import parse_session_name
 from ansible_collections.bai.cluster.plugins.module_utils.session.restart_policy import (
+    parse_preemptible,
     parse_restart_policy,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.session.signal_names import (
@@ -87,10 +88,11 @@ SPEC_KEYS = (
     "end_signal",
     "restarts",
     "restart_on",
+    "preemptible",
 )
 # Given, but not part of the hash: who holds a session and how long it may run are not
 # what it is, so a rerun by anyone, with any lifetime, matches the session.
-UNHASHED_KEYS = ("owner", "lifetime_s", "end_signal", "restarts", "restart_on")
+UNHASHED_KEYS = ("owner", "lifetime_s", "end_signal", "restarts", "restart_on", "preemptible")
 _ROLE_KEYS = ("role", "replicas", "image", "resources")
 _MOUNT_KEYS = ("src", "dst", "readonly")
 
@@ -102,7 +104,8 @@ def normalize_spec(raw: Mapping[str, Any]) -> SessionSpec:
     roles, type (interactive or batch), command (a batch session's), owner (who holds
     it, module_utils/scheduling/policies.py), lifetime_s (seconds it may run, 0: no
     limit), end_signal (SIG@SECONDS: that signal that long before the lifetime ends),
-    restarts and restart_on (a batch session's gang restarts: session/restart_policy.py).
+    restarts and restart_on (a batch session's gang restarts: session/restart_policy.py),
+    preemptible (it may be stopped for a higher priority, and comes back by a restart).
     A key whose value is None counts as absent, so playbooks can pass optional variables
     through unconditionally. ``size`` is required unless ``roles`` is given; if both are
     given they must agree.
@@ -132,6 +135,7 @@ def normalize_spec(raw: Mapping[str, Any]) -> SessionSpec:
     check_number("lifetime_s", lifetime, LIMITS["session_lifetime_s"])
     end_signal = parse_end_signal(given["end_signal"]) if given.get("end_signal") else ""
     restarts, restart_on = parse_restart_policy(given, session_type)
+    preemptible = parse_preemptible(given, session_type, restarts)
     spec = SessionSpec(
         name,
         mode,
@@ -146,6 +150,7 @@ def normalize_spec(raw: Mapping[str, Any]) -> SessionSpec:
         end_signal,
         restarts,
         restart_on,
+        preemptible,
     )
     _check_total_size(spec)
     _check_unique_hostnames(spec)
@@ -403,6 +408,8 @@ def spec_canonical(spec: SessionSpec) -> dict[str, Any]:
         canonical["restarts"] = spec.restarts
     if spec.restart_on:
         canonical["restart_on"] = list(spec.restart_on)
+    if spec.preemptible:
+        canonical["preemptible"] = True
     return canonical
 
 
