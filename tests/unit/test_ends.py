@@ -55,18 +55,6 @@ def test_a_command_that_ended_by_itself_first_keeps_its_own_end(own):
     assert ends.toolkit_end(done, "s1", timed_out=["s1"], preempted=["s1"]) == done
 
 
-def test_a_command_that_ended_after_a_preemption_s_warning_is_preempted_all_the_same():
-    # It saved a checkpoint on its end signal and exited 0: its gang must come back.
-    why = "preempted for high (priority 50 over 0)"
-    after = {**STOPPED, "state": "succeeded", "exit_code": 0, "ended": 1000.0}
-    got = ends.toolkit_end(after, "s1", preempted=["s1"], reason=why, since=999.5)
-    assert got is not None and (got["state"], got["reason"]) == ("preempted", why)
-    # Ended before the warning: its own end; an agent that did not answer: lost.
-    assert ends.toolkit_end(after, "s1", preempted=["s1"], since=1000.5) == after
-    lost = {**after, "state": "lost"}
-    assert ends.toolkit_end(lost, "s1", preempted=["s1"], since=999.5) == lost
-
-
 def test_no_record_for_an_interactive_session_or_an_end_not_known_yet():
     assert ends.toolkit_end(None, "s1", timed_out=["s1"]) is None
     assert ends.toolkit_end({"state": "ending", "terminal": False}, "s1") is None

@@ -172,8 +172,10 @@ def test_a_pass_preempts_for_a_higher_priority_and_the_victim_comes_back_behind_
     # One preemption at a time: the next pass, before the victim is gone, stops nothing.
     assert schedule(path)["preempt"] == {}
 
-    # session_schedule.yml destroys it as preempted: it queues again, uncharged.
-    ended = {"state": "preempted", "exit_code": 143, "started": 1.0, "ended": 2.0, "members": {}}
+    # session_schedule.yml warns it and destroys it. Its command saved a checkpoint on
+    # the warning and exited 0: preempted all the same, it queues again, uncharged.
+    at = book["sessions"]["low"][preemption.MARK]["at"]
+    ended = {"state": "succeeded", "exit_code": 0, "started": 1.0, "ended": at + 1, "members": {}}
     gone = ledger_step(path, state="absent", name="low", session_id=low, ended=ended)
     assert gone["restarted"]["reason"].endswith("preempted for high"), gone
     book = stored(path)
@@ -181,10 +183,35 @@ def test_a_pass_preempts_for_a_higher_priority_and_the_victim_comes_back_behind_
     again = book["queue"]["low"]
     assert (again["head"], again["attempt"]) == (False, 1)
     assert again["attempts"][0]["restarted_because"] == "preempted for high"
+    assert (again["attempts"][0]["state"], again["attempts"][0]["exit_code"]) == ("preempted", 0)
 
     # The next pass starts what it made room for, not the victim.
     (start,) = schedule(path)["start"]
     assert start["name"] == "high"
+
+
+MARKED = {"session_id": "s1", preemption.MARK: {"session": "high", "at": 100.0}}
+
+
+@pytest.mark.parametrize(
+    "ended, state",
+    [
+        ({"state": "succeeded", "ended": 101.0}, "preempted"),  # exited once warned
+        ({"state": "failed", "ended": 100.0, "signal": "SIGUSR1"}, "preempted"),  # killed by it
+        ({"state": "cancelled"}, "preempted"),  # the destroy's stop
+        ({"state": "succeeded", "ended": 99.0}, "succeeded"),  # it was done before the mark
+        ({"state": "lost", "ended": 101.0}, "lost"),
+        ({"state": "timeout", "ended": 101.0}, "timeout"),
+    ],
+)
+def test_a_marked_victim_s_end_after_the_mark_is_preempted(ended, state):
+    got = preemption.victim_end(MARKED, ended, "s1")
+    assert got is not None and got["state"] == state, got
+    if state == "preempted":
+        assert got["reason"] == "preempted for high" and got["terminal"] is True
+    # Unmarked, or another instance of the name: as given.
+    assert preemption.victim_end({"session_id": "s1"}, ended, "s1") == ended
+    assert preemption.victim_end(MARKED, ended, "s2") == ended
 
 
 def test_a_failed_attempt_is_charged_where_a_preempted_one_is_not(tmp_path):

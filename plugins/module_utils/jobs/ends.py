@@ -47,32 +47,20 @@ def toolkit_end(
     timed_out: Iterable[str] = (),
     preempted: Iterable[str] = (),
     reason: str = "",
-    since: Any = 0,
 ) -> Optional[dict[str, Any]]:
     """The end destroy records for batch session ``name`` (the filter bai_job_end): its
     job as the removal read it, made ``timeout`` when its lifetime was up
     (``timed_out``), or ``preempted`` (``reason``) when a drain or a preemption stopped
     it - unless the command had ended by itself first (succeeded, failed) or an agent
-    did not answer (lost): such an end is its own. ``since`` (epoch seconds, a
-    preemption's): a command that ended at or after it ended for the warning it was
-    sent, so it is preempted all the same. None for an interactive session, or a batch
-    session whose end is not known yet."""
+    did not answer (lost): such an end is its own (the ledger makes a preemption's victim
+    that ended after its warning preempted all the same: scheduling/preemption.py).
+    None for an interactive session, or a batch session whose end is not known yet."""
     if not job:
         return None
     state = job.get("state")
-    own = state == LOST or (state in (SUCCEEDED, FAILED) and not _warned(job, since))
+    own = state in (SUCCEEDED, FAILED, LOST)
     if not own and name in set(timed_out):
         return {**job, "state": TIMEOUT, "terminal": True, "reason": REASONS[TIMEOUT]}
     if not own and name in set(preempted):
         return {**job, "state": PREEMPTED, "terminal": True, "reason": reason or REASONS[PREEMPTED]}
     return dict(job) if job.get("terminal") else None
-
-
-def _warned(job: Mapping[str, Any], since: Any) -> bool:
-    """Whether the command ended at or after a preemption's warning at ``since``."""
-    try:
-        at = float(since or 0)
-    except (TypeError, ValueError):
-        return False
-    ended = job.get("ended")
-    return at > 0 and isinstance(ended, (int, float)) and float(ended) >= at

@@ -25,6 +25,7 @@ The rules, each one to keep preemption predictable:
     mark(ledger, preemption, now)    the victims' and the queued session's marks
     under_way(ledger, now, stale_s)  the victims still marked
     victim_of(entry)                 whether a ledger entry was stopped by a preemption
+    victim_end(entry, ended, id)     a marked victim's end, made preempted
 Pure: no Ansible, no I/O.
 """
 
@@ -96,6 +97,33 @@ class Preemption:
 def victim_of(entry: Mapping[str, Any] | None) -> bool:
     """Whether a reservation was marked by a preemption (its end is then ``preempted``)."""
     return bool((entry or {}).get(MARK))
+
+
+# The ends a preemption turns into ``preempted`` once its victim is marked: the stop's
+# (cancelled), and the command's own after its warning (it saved a checkpoint and exited,
+# or the signal killed it). A lost agent, or a lifetime up, stays what it was.
+_TURNED = ("cancelled", "succeeded", "failed")
+
+
+def victim_end(
+    entry: Mapping[str, Any] | None, ended: Mapping[str, Any] | None, session_id: str | None
+) -> dict[str, Any] | None:
+    """How a session ended, as the ledger records it: a marked victim's end (of that
+    ``session_id``) that came after the mark is ``preempted`` for the session it made
+    room for - so its gang queues again through its restarts; any other as given."""
+    mark = (entry or {}).get(MARK) or {}
+    if not ended or not mark or (entry or {}).get("session_id") != session_id:
+        return dict(ended) if ended else None
+    at = ended.get("ended")
+    after = not isinstance(at, (int, float)) or float(at) >= float(mark.get("at") or 0)
+    if ended.get("state") not in _TURNED or not after:
+        return dict(ended)
+    return {
+        **ended,
+        "state": PREEMPTED,
+        "terminal": True,
+        "reason": f"preempted for {mark.get('session')}",
+    }
 
 
 def under_way(ledger: Ledger, now: float, stale_s: float) -> list[str]:

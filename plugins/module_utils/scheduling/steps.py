@@ -133,15 +133,15 @@ def released(request: LedgerRequest, ledger: Ledger, now: float) -> dict[str, An
     or a destroyed session's reservation released (and how a batch session ended kept)."""
     name = str(request.name)
     held = ledger.sessions.get(name) or {}
+    # A session a preemption stopped ended preempted, whatever its command did once warned.
+    given = preemption.victim_end(held, request.ended, request.session_id)
     # A preempted attempt (a preemption, or a forced drain) is not its owner's doing: its
     # usage is not charged to their fair share.
-    preempted = (request.ended or {}).get("state") == preemption.PREEMPTED
-    if request.ended and request.session_id:
+    preempted = (given or {}).get("state") == preemption.PREEMPTED
+    if given and request.session_id:
         # A batch session whose end its restart policy counts: queued again, at the head
         # (a part left on agents that did not answer stopped by itself: fencing.py).
-        again = restarts.restart(
-            ledger, name, request.session_id, request.ended, now, request.left_on
-        )
+        again = restarts.restart(ledger, name, request.session_id, given, now, request.left_on)
         if again is not None:
             if not preempted:
                 fair_usage.charge_end(ledger, held, now)  # the attempt that ended
@@ -171,16 +171,16 @@ def released(request: LedgerRequest, ledger: Ledger, now: float) -> dict[str, An
     released = reservations.release(ledger, name, request.session_id)
     if released and not preempted:
         fair_usage.charge_end(ledger, held, now)
-    if request.ended and request.session_id:
-        end = {**request.ended, "attempt": len(earlier), "attempts": earlier}
+    if given and request.session_id:
+        end = {**given, "attempt": len(earlier), "attempts": earlier}
         history.record_end(ledger, name, request.session_id, end, now, owner)
-    if released or (request.ended and not known):
+    if released or (given and not known):
         # Counted once: a destroy run again finds nothing left to release or record.
-        ended = request.ended or {}
+        ended = given or {}
         kind = str(held.get("type") or ("batch" if ended else "interactive"))
         counters.count_end(ledger, kind, str(ended.get("state") or counters.DESTROYED))
     return {
-        "changed": released or bool(request.ended and request.session_id),
+        "changed": released or bool(given and request.session_id),
         "waiting": len(queue_.queue_of(ledger)),
     }
 
