@@ -20,7 +20,6 @@ from typing import Any, TextIO
 STEPS: tuple[tuple[str, str], ...] = (
     ("Find the manager that serves the session ledger", "manager"),
     ("Read the session ledger's identity through this manager", "manager"),
-    ("Choose the first manager that answered", "manager"),
     ("Check that a manager serves the swarm's session ledger", "manager"),
     ("Check the request's variables", "check"),
     ("Check the session request", "check"),
@@ -55,7 +54,6 @@ STEPS: tuple[tuple[str, str], ...] = (
     ("Report the failure", "cleanup"),
     ("Confirm the session's reservation", "summary"),
     ("Release the session's reservation", "summary"),
-    ("Summarise the session", "summary"),
     ("Note that the session is made", "summary"),
     ("Route a user-facing port of the app proxy", "app proxy"),
     ("Remove the session's route from the app proxy", "app proxy"),
