@@ -61,8 +61,9 @@ def queued(path, spec):
     return made
 
 
-def schedule(path, policies=POLICIES):
-    return ledger_step(path, state="scheduled", agents=ONE_AGENT, limit=1, policies=policies)
+def schedule(path, policies=None):
+    given = POLICIES if policies is None else policies
+    return ledger_step(path, state="scheduled", agents=ONE_AGENT, limit=1, policies=given)
 
 
 def stored(path):
