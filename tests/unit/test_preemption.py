@@ -199,7 +199,7 @@ MARKED = {"session_id": "s1", preemption.MARK: {"session": "high", "at": 100.0}}
     [
         ({"state": "succeeded", "ended": 101.0}, "preempted"),  # exited once warned
         ({"state": "failed", "ended": 100.0, "signal": "SIGUSR1"}, "preempted"),  # killed by it
-        ({"state": "cancelled"}, "preempted"),  # the destroy's stop
+        ({"state": "cancelled", "ended": 101.0}, "cancelled"),  # a destroy by hand
         ({"state": "succeeded", "ended": 99.0}, "succeeded"),  # it was done before the mark
         ({"state": "lost", "ended": 101.0}, "lost"),
         ({"state": "timeout", "ended": 101.0}, "timeout"),

@@ -99,10 +99,11 @@ def victim_of(entry: Mapping[str, Any] | None) -> bool:
     return bool((entry or {}).get(MARK))
 
 
-# The ends a preemption turns into ``preempted`` once its victim is marked: the stop's
-# (cancelled), and the command's own after its warning (it saved a checkpoint and exited,
-# or the signal killed it). A lost agent, or a lifetime up, stays what it was.
-_TURNED = ("cancelled", "succeeded", "failed")
+# The ends a preemption turns into ``preempted`` once its victim is marked: the command's
+# own after its warning (it saved a checkpoint and exited, or the signal killed it). The
+# preemption's stop is preempted already (session_schedule.yml's destroy says so); a
+# destroy by hand meanwhile stays cancelled, a lost agent or a lifetime up what it was.
+_TURNED = ("succeeded", "failed")
 
 
 def victim_end(
