@@ -106,7 +106,9 @@ def sdk_floor(n: int) -> float:
 
     client = docker.from_env()
     api = client.api
-    name = f"bench-sdk{n}"
+    # Its own names each run: Docker 20.10 may keep a stale endpoint in a network whose
+    # containers were removed at once ("has active endpoints" until dockerd restarts).
+    name = f"bench-sdk{n}-{os.getpid()}-{time.monotonic_ns() % 10**6}"
     start = time.perf_counter()
     net = api.create_network(f"{name}-net", driver="bridge", labels={"ai.backend.bench": name})
 
@@ -138,7 +140,14 @@ def sdk_floor(n: int) -> float:
     took = time.perf_counter() - start
     with ThreadPoolExecutor(max_workers=8) as pool:
         list(pool.map(lambda cid: api.remove_container(cid, force=True), ids))
-    api.remove_network(net["Id"])
+    for attempt in range(20):
+        try:
+            api.remove_network(net["Id"])
+            break
+        except docker.errors.APIError as exc:
+            if attempt == 19:
+                print(f"left network {name}-net behind: {exc}", file=sys.stderr)
+            time.sleep(0.25)
     client.close()
     return took
 
