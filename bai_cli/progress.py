@@ -20,6 +20,7 @@ from typing import Any, TextIO
 STEPS: tuple[tuple[str, str], ...] = (
     ("Find the manager that serves the session ledger", "manager"),
     ("Read the session ledger's identity through this manager", "manager"),
+    ("Choose the first manager that answered", "manager"),
     ("Check that a manager serves the swarm's session ledger", "manager"),
     ("Check the request's variables", "check"),
     ("Check the session request", "check"),
