@@ -4,6 +4,7 @@ start (learning a lost swarm overlay again on a worker), then sshd listening in 
     start(share, cid, image)          start one container
     check_outcomes(share, names, outcomes, what)  Failure naming those that failed
     wait_ssh(share, targets, began)   until every sshd logs that it listens
+    poll_interval(containers)         that wait's step
     start_on, wait_ssh_on             the same without a share (bai_session_repair)
 """
 
@@ -136,6 +137,11 @@ def check_outcomes(share: Share, names: list[str], outcomes: list, what: str) ->
         )
 
 
+# The sshd wait's step: POLL_PER_CONTAINER_S per container read, at most POLL_MAX_S.
+POLL_PER_CONTAINER_S = 0.02
+POLL_MAX_S = 0.1
+
+
 def wait_ssh(share: Share, targets: list[tuple[str, str, Optional[int]]], began: int) -> None:
     """Wait until every (name, id, since) of this agent's share listens (:func:`wait_ssh_on`)."""
     wait_ssh_on(share.docker.api, share.req.agent, share.cfg.ssh_timeout, targets, began)
@@ -167,7 +173,16 @@ def wait_ssh_on(
             f"ssh_timeout if the agent is slow, or check the container logs"
         )
 
-    poll_until(ready, timeout, expired)
+    poll_until(ready, timeout, expired, interval=poll_interval(len(targets)))
+
+
+def poll_interval(containers: int) -> float:
+    """How often the sshd wait reads the logs of ``containers`` new containers: sshd
+    comes up about 0.1 s after the start, and a step of 0.1 s added half that to every
+    create; a log read costs 1-3 ms of the engine's CPU, so a few containers are read
+    every 20 ms each, and many no oftener than every 0.1 s (the reads would take the
+    CPU the starting containers need)."""
+    return min(POLL_MAX_S, POLL_PER_CONTAINER_S * max(1, containers))
 
 
 def _listens(api: Any, agent: str, name: str, cid: str, since: Optional[int], began: int) -> bool:
