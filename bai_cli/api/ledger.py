@@ -115,7 +115,8 @@ def schedule_sessions(
         more = int(data.get("more") or 0)
         if budget is None:
             budget = 1 + more
-        if not names or not more:
+        # A run that preempted starts nothing: the next one starts what it made room for.
+        if not (names or preempted) or not more:
             break
     if done.started or done.failed:
         # The queue as it is now, without the sessions that left it.

@@ -471,7 +471,7 @@ preempt:
   returned: O(state=scheduled)
   type: dict
 more:
-  description: How many other queued sessions would start now (left for the next run).
+  description: How many more queued sessions start in the next run (one a preemption frees too).
   returned: O(state=scheduled)
   type: int
 waiting:

@@ -599,3 +599,34 @@ def test_schedule_says_which_sessions_it_preempted_and_for_whom(monkeypatch, cap
         "queued sessions started: high",
         "still queued (PENDING): 1, first low (waiting)",
     ]
+
+
+def test_schedule_runs_the_pass_again_to_start_what_a_preemption_made_room_for(monkeypatch, capsys):
+    # The run that preempts starts nothing and counts the session in more; the next starts it.
+    preempted = {"session": "high", "victims": ["low"], "reason": "preempted for high (p)"}
+    answers = [
+        (
+            {"start": [], "more": 1, "waiting": 2, "queue": [{"name": "high"}]},
+            {"bai_preempted": {**preempted, "rows": [], "lead_s": 0, "at": 1.0}},
+        ),
+        (
+            {"start": ["high"], "more": 0, "waiting": 2, "queue": [{"name": "low"}]},
+            {"bai_session": {"name": "high", "action": "create"}},
+        ),
+    ]
+    runs = []
+
+    def fake_run(playbook, extravars, **kwargs):
+        runs.append(playbook)
+        decided, more = answers[len(runs) - 1]
+        stats = {"bai_schedule": decided, **more}
+        return PlaybookResult(rc=0, status="successful", stats=stats, failures=[], ok_results={})
+
+    monkeypatch.setattr(runner, "run_playbook", fake_run)
+    assert cli.main(["session", "schedule"]) == 0
+    assert runs == [api.SCHEDULE, api.SCHEDULE]
+    assert capsys.readouterr().out.splitlines() == [
+        "low: preempted for high (p)",
+        "queued sessions started: high",
+        "still queued (PENDING): 1, first low (waiting)",
+    ]

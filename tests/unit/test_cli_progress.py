@@ -46,7 +46,7 @@ def task_names(node) -> list[str]:
         "playbooks/tasks/session_finish.yml",
         "playbooks/tasks/session_command.yml",
         "playbooks/tasks/session_report.yml",
-        "playbooks/session_destroy.yml",
+        "playbooks/session_teardown.yml",
         "playbooks/session_manager.yml",
     ],
 )

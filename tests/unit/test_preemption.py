@@ -191,6 +191,18 @@ def test_a_pass_preempts_for_a_higher_priority_and_the_victim_comes_back_behind_
     assert start["name"] == "high"
 
 
+def test_a_pass_that_preempts_counts_the_session_it_frees_room_for_as_one_more(tmp_path):
+    # session_schedule.yml destroys the victims and stops: the next run starts the
+    # session, and more says there is one (bai-cluster session schedule runs it at once).
+    path = tmp_path / "ledger.json"
+    running(path, batch("low", 6, restarts=1, preemptible=True))
+    queued(path, batch("high", 6, owner="ops"))
+    passed = schedule(path)
+    assert (passed["start"], passed["preempt"]["session"], passed["more"]) == ([], "high", 1)
+    # Without a preemption nothing is counted.
+    assert (schedule(path)["preempt"], schedule(path)["more"]) == ({}, 0)
+
+
 MARKED = {"session_id": "s1", preemption.MARK: {"session": "high", "at": 100.0}}
 
 

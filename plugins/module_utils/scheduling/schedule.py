@@ -303,7 +303,8 @@ def scheduled(
         "changed": changed or chosen is not None,
         "save": True,
         "start": start,
-        "more": more,
+        # The session a preemption makes room for starts in the next run of the pass.
+        "more": more + (chosen is not None),
         "waiting": len(entries),
         "queue": queue_list(ledger, order=ordering),
         "preempt": _preempt_result(ledger, chosen, request.policies),
