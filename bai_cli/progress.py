@@ -45,6 +45,7 @@ STEPS: tuple[tuple[str, str], ...] = (
     ("Create the containers", "containers"),
     ("Wait for every agent", "containers"),
     ("Check that main1 reaches every container", "SSH check"),
+    ("Undo what this run made", "cleanup"),
     ("Remove the containers this run made", "cleanup"),
     ("Remove the networks this run made", "cleanup"),
     ("Remove the app proxy route this run made", "cleanup"),
