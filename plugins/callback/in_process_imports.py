@@ -35,7 +35,7 @@ requirements:
 
 import importlib
 
-from ansible.plugins.callback import CallbackBase
+from ansible_collections.bai.cluster.plugins.plugin_utils.callbacks import RunCallback
 from ansible_collections.bai.cluster.plugins.plugin_utils.in_process import MODULES
 
 # The modules of plugins/action/*.py that subclass InProcessAction (always in process)
@@ -45,13 +45,10 @@ HERE_FIRST = ("bai_session_ledger", "bai_agent_info", "bai_session_containers")
 LOCAL = ("local", "ansible.builtin.local")
 
 
-class CallbackModule(CallbackBase):
+class CallbackModule(RunCallback):
     """Imports the in-process modules at the first play's start (in the main process)."""
 
-    CALLBACK_VERSION = 2.0
-    CALLBACK_TYPE = "aggregate"
     CALLBACK_NAME = "bai.cluster.in_process_imports"
-    CALLBACK_NEEDS_ENABLED = True
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

@@ -53,23 +53,20 @@ from pathlib import Path
 
 from ansible import constants as C
 from ansible.module_utils.parsing.convert_bool import boolean
-from ansible.plugins.callback import CallbackBase
 from ansible.plugins.loader import connection_loader
 from ansible.release import __version__ as ansible_version
 from ansible_collections.bai.cluster.plugins.plugin_utils import payload_store
+from ansible_collections.bai.cluster.plugins.plugin_utils.callbacks import RunCallback
 
 # plugins/callback/payload_cache.py -> the collection's root.
 COLLECTION_ROOT = Path(__file__).resolve().parents[2]
 
 
-class CallbackModule(CallbackBase):
+class CallbackModule(RunCallback):
     """Links the kept payloads in at the start of a playbook, keeps the new ones at its
     end (plugins/plugin_utils/payload_store.py)."""
 
-    CALLBACK_VERSION = 2.0
-    CALLBACK_TYPE = "aggregate"
     CALLBACK_NAME = "bai.cluster.payload_cache"
-    CALLBACK_NEEDS_ENABLED = True
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

@@ -32,19 +32,16 @@ requirements:
 
 from pathlib import Path
 
-from ansible.plugins.callback import CallbackBase
+from ansible_collections.bai.cluster.plugins.plugin_utils.callbacks import RunCallback
 
 # plugins/callback/vars_files_cache.py -> the collection's playbooks.
 PLAYBOOKS = Path(__file__).resolve().parents[2] / "playbooks"
 
 
-class CallbackModule(CallbackBase):
+class CallbackModule(RunCallback):
     """Keeps the collection's play vars files in the loader's cache at the playbook start."""
 
-    CALLBACK_VERSION = 2.0
-    CALLBACK_TYPE = "aggregate"
     CALLBACK_NAME = "bai.cluster.vars_files_cache"
-    CALLBACK_NEEDS_ENABLED = True
 
     def v2_playbook_on_start(self, playbook):
         try:

@@ -54,8 +54,8 @@ def ensure_network(share: Share) -> dict | None:
 def environment(share: Share, kernel: PlannedKernel, image_vars: dict[str, str]) -> dict[str, str]:
     req = share.req
     toolkit = cluster_env(
-        [k.kernel for k in req.kernels],
-        kernel.kernel,
+        req.kernels,
+        kernel,
         session_name=req.session,
         session_id=req.session_id,
         kernel_id=kernel.kernel_id,

@@ -7,7 +7,7 @@ Pure logic (no Ansible imports, Python 3.9+): Ansible ships these files to agent
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Optional
 
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import SpecError
@@ -138,57 +138,37 @@ class Kernel:
 
 
 @dataclass(frozen=True)
-class PlannedKernel:
-    """One container of a placed session, as the plan gives it to the agents: the kernel,
-    the agent it runs on, its kernel id, container name, GPU devices and labels.
+class PlannedKernel(Kernel):
+    """One container of a placed session, as the plan gives it to the agents: a kernel
+    with the agent it runs on, its kernel id, container name, GPU devices and labels.
 
     The plan's ``kernels`` are ``to_dict()`` of these, and the agents read them back with
     ``from_dict`` into the same object (``resources.shm`` is always the size of
     /dev/shm here: the plan has settled it)."""
 
-    kernel: Kernel
     agent: str
     kernel_id: str
     container_name: str
     gpu_devices: tuple[int, ...] = ()
     labels: Mapping[str, str] = field(default_factory=dict)
 
-    @property
-    def hostname(self) -> str:
-        return self.kernel.hostname
-
-    @property
-    def role(self) -> str:
-        return self.kernel.role
-
-    @property
-    def idx(self) -> int:
-        return self.kernel.idx
-
-    @property
-    def image(self) -> str:
-        return self.kernel.image
-
-    @property
-    def rank(self) -> int:
-        return self.kernel.rank
-
-    @property
-    def resources(self) -> Resources:
-        return self.kernel.resources
+    @classmethod
+    def placed(cls, kernel: Kernel, **where: Any) -> PlannedKernel:
+        """``kernel`` placed: ``where`` gives the fields a placement adds."""
+        return cls(**{f.name: getattr(kernel, f.name) for f in fields(Kernel)}, **where)
 
     def to_dict(self) -> dict[str, Any]:
         """The plan's form (bai_session_ledger's RV kernels, bai_session_containers' input)."""
-        kernel, res = self.kernel, self.kernel.resources
+        res = self.resources
         return {
-            "hostname": kernel.hostname,
-            "role": kernel.role,
-            "idx": kernel.idx,
-            "rank": kernel.rank,
+            "hostname": self.hostname,
+            "role": self.role,
+            "idx": self.idx,
+            "rank": self.rank,
             "agent": self.agent,
             "kernel_id": self.kernel_id,
             "container_name": self.container_name,
-            "image": kernel.image,
+            "image": self.image,
             "resources": {"cpu": res.cpu, "mem": res.mem, "gpu": res.gpu, "shm": res.shm_size},
             # The agent's GPU device indices this container is given ([] for none).
             "gpu_devices": list(self.gpu_devices),
@@ -206,16 +186,13 @@ class PlannedKernel:
                 int(res.get("gpu") or 0),
                 int(res["shm"]) if res.get("shm") is not None else None,
             )
-            kernel = Kernel(
+            planned = cls(
                 role=str(raw["role"]),
                 idx=int(raw["idx"]),
                 hostname=str(raw["hostname"]),
                 rank=int(raw["rank"]),
                 image=str(raw["image"]),
                 resources=resources,
-            )
-            planned = cls(
-                kernel=kernel,
                 agent=str(raw["agent"]),
                 kernel_id=str(raw["kernel_id"]),
                 container_name=str(raw["container_name"]),
@@ -230,7 +207,7 @@ class PlannedKernel:
             ) from None
         if len(planned.gpu_devices) != resources.gpu:
             raise SpecError(
-                f"kernels: {kernel.hostname} asks for {resources.gpu} GPU(s) but the plan "
+                f"kernels: {planned.hostname} asks for {resources.gpu} GPU(s) but the plan "
                 f"gave it devices {list(planned.gpu_devices)}; pass plan.kernels unchanged"
             )
         return planned

@@ -231,8 +231,8 @@ def _planned_kernels(
             agent=agent,
         )
         planned.append(
-            PlannedKernel(
-                kernel=replace(kernel, resources=with_shm(kernel.resources)),
+            PlannedKernel.placed(
+                replace(kernel, resources=with_shm(kernel.resources)),
                 agent=agent,
                 kernel_id=kid,
                 container_name=container_name(spec.name, kernel.hostname),
@@ -260,8 +260,8 @@ def _summary(
         "containers": [
             {
                 "host": k.hostname,
-                "role": k.kernel.role,
-                "idx": k.kernel.idx,
+                "role": k.role,
+                "idx": k.idx,
                 "agent": k.agent,
                 "kernel_id": k.kernel_id,
                 "container": k.container_name,
