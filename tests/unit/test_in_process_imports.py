@@ -5,14 +5,12 @@ ledger) only on an inventory whose hosts all use the local connection."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 import yaml
+from playbook_run import ansible_playbook
 
 REPO = Path(__file__).resolve().parents[2]
 PLAYBOOK = textwrap.dedent(
@@ -55,15 +53,8 @@ def run(tmp_path: Path, other_connection: str) -> str:
     }
     (tmp_path / "inventory.yml").write_text(yaml.safe_dump(inventory))
     (tmp_path / "probe.yml").write_text(PLAYBOOK)
-    env = {
-        **os.environ,
-        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-        "ANSIBLE_CALLBACKS_ENABLED": "bai.cluster.in_process_imports",
-        "ANSIBLE_LOCAL_TEMP": str(tmp_path / "tmp"),
-    }
-    done = subprocess.run(
+    done = ansible_playbook(
         [
-            str(Path(sys.executable).parent / "ansible-playbook"),
             "-vvv",
             "-i",
             str(tmp_path / "inventory.yml"),
@@ -71,12 +62,8 @@ def run(tmp_path: Path, other_connection: str) -> str:
             "-e",
             f"probe_ledger={tmp_path / 'ledger.json'}",
         ],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
+        tmp_path,
+        env={"ANSIBLE_CALLBACKS_ENABLED": "bai.cluster.in_process_imports"},
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     return done.stdout

@@ -19,6 +19,7 @@ import pytest
 from ansible.executor.module_common import _CachedModule
 from ansible_collections.bai.cluster.plugins.plugin_utils import payload_bytecode as pb
 from ansible_collections.bai.cluster.plugins.plugin_utils import payload_store as ps
+from playbook_run import ansible_playbook
 
 REPO = Path(__file__).resolve().parents[2]
 OWN = ps.OWN_PREFIX + "bai_x-ZIP_DEFLATED-none"
@@ -126,25 +127,13 @@ def test_a_run_links_the_bytecode_form_only_where_every_host_is_the_controller_i
     inventory.write_text(json.dumps({"all": {"hosts": hosts}}))
     playbook = tmp_path / "play.yml"
     playbook.write_text("- hosts: localhost\n  gather_facts: false\n  tasks: []\n")
-    env = {
-        **os.environ,
-        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-        "BAI_PAYLOAD_CACHE": str(tmp_path / "store"),
-    }
-    out = subprocess.run(
-        [
-            str(Path(sys.executable).parent / "ansible-playbook"),
-            "-vvv",
-            "-i",
-            str(inventory),
-            str(playbook),
-        ],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    done = ansible_playbook(
+        ["-vvv", "-i", str(inventory), str(playbook)],
+        tmp_path,
+        env={"BAI_PAYLOAD_CACHE": str(tmp_path / "store")},
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    out = done.stdout
     linked = [line for line in out.splitlines() if "payload(s) from" in line]
     assert len(linked) == 1, out[-2000:]
     assert linked[0].endswith("/bytecode") == (form == "bytecode"), linked[0]

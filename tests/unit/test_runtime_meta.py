@@ -8,14 +8,12 @@ host) shows that Ansible resolves the group and applies its defaults to a task.
 from __future__ import annotations
 
 import ast
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import yaml
 from ansible_collections.bai.cluster.plugins.doc_fragments.attributes import ModuleDocFragment
+from playbook_run import ansible_playbook
 
 ROOT = Path(__file__).resolve().parents[2]
 MODULES = ROOT / "plugins" / "modules"
@@ -103,24 +101,14 @@ def test_module_defaults_for_the_group_reach_a_module(tmp_path):
     link.symlink_to(ROOT)
     (tmp_path / "ansible.cfg").write_text("")
     (tmp_path / "play.yml").write_text(PLAYBOOK)
-    env = {
-        **os.environ,
-        "ANSIBLE_CONFIG": str(tmp_path / "ansible.cfg"),
-        "ANSIBLE_COLLECTIONS_PATH": str(tmp_path / "collections"),
-        "ANSIBLE_LOCAL_TEMP": str(tmp_path / "tmp"),
-        "ANSIBLE_NOCOLOR": "1",
-    }
-    proc = subprocess.run(
-        [
-            str(Path(sys.executable).parent / "ansible-playbook"),
-            "-i",
-            "localhost,",
-            str(tmp_path / "play.yml"),
-        ],
+    proc = ansible_playbook(
+        ["-i", "localhost,", str(tmp_path / "play.yml")],
+        tmp_path,
+        env={
+            "ANSIBLE_CONFIG": str(tmp_path / "ansible.cfg"),
+            "ANSIBLE_COLLECTIONS_PATH": str(tmp_path / "collections"),
+            "ANSIBLE_NOCOLOR": "1",
+        },
         cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr

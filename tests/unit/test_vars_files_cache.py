@@ -7,11 +7,11 @@ next play."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+from playbook_run import ansible_playbook
 
 REPO = Path(__file__).resolve().parents[2]
 SESSION_VARS = REPO / "playbooks" / "vars" / "session.yml"
@@ -48,30 +48,11 @@ def run(tmp_path: Path) -> str:
     mine = tmp_path / "mine.yml"
     mine.write_text("probe_value: first\n")
     (tmp_path / "probe.yml").write_text(PLAYBOOK.format(session=SESSION_VARS, mine=mine))
-    env = {
-        **os.environ,
-        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-        "ANSIBLE_CALLBACKS_ENABLED": "bai.cluster.vars_files_cache",
-        "ANSIBLE_LOCAL_TEMP": str(tmp_path / "tmp"),
-    }
-    done = subprocess.run(
-        [
-            str(Path(sys.executable).parent / "ansible-playbook"),
-            "-vvv",
-            "-i",
-            "localhost,",
-            "-c",
-            "local",
-            "-e",
-            f"ansible_python_interpreter={sys.executable}",
-            str(tmp_path / "probe.yml"),
-        ],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
+    interpreter = f"ansible_python_interpreter={sys.executable}"
+    done = ansible_playbook(
+        ["-vvv", "-i", "localhost,", "-c", "local", "-e", interpreter, str(tmp_path / "probe.yml")],
+        tmp_path,
+        env={"ANSIBLE_CALLBACKS_ENABLED": "bai.cluster.vars_files_cache"},
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     return done.stdout
