@@ -12,6 +12,9 @@ address is read as everywhere in the collection (module_utils/network/addresses.
     bai_cidr_overlaps_with(a, b)      entries of a that overlap an entry of b
     bai_public_ipv4(addresses)        the addresses that are public (ipaddress.is_global)
     bai_address_pool_errors(pools)    invalid Docker address pools ([{base, size}, ...])
+    bai_cidr_host(cidr, number)       the address numbered ``number`` in ``cidr``
+    bai_zone_ipv4(addresses, cidrs)   the IPv4 addresses inside ``cidrs`` (none given:
+                                      every one but loopback and link-local)
 """
 
 from __future__ import annotations
@@ -21,7 +24,11 @@ from collections.abc import Iterable, Mapping
 from itertools import combinations
 from typing import Any, ClassVar, Union
 
-from ansible_collections.bai.cluster.plugins.module_utils.network.addresses import parse_ip
+from ansible_collections.bai.cluster.plugins.module_utils.network.addresses import (
+    in_zone,
+    parse_ip,
+    read_addresses,
+)
 from ansible_collections.bai.cluster.plugins.plugin_utils.filters import Filters, FilterTable
 
 Network = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
@@ -153,6 +160,25 @@ def cidr_host(cidr: Any, number: Any) -> str:
     return str(network[index])
 
 
+def zone_ipv4(addresses: Any, cidrs: Any = None) -> list[str]:
+    """The IPv4 addresses of ``addresses`` (addresses, ``ADDRESS/PREFIX`` or lines of
+    ``ip -o -4 addr show``) that lie in one of ``cidrs`` (a CIDR or a list), in the order
+    given, each once; with no ``cidrs``, every one that is not loopback or link-local
+    (what a certificate names, roles/cluster_ca). A CIDR that is not one raises."""
+    found = read_addresses(addresses if isinstance(addresses, str) else list(addresses or []))
+    if cidrs:
+        return in_zone(found, cidrs, version=4)
+    own: list[str] = []
+    for text in found:
+        address = parse_ip(text)
+        if address is None or address.version != 4:
+            continue
+        if address.is_loopback or address.is_link_local or str(address) in own:
+            continue
+        own.append(str(address))
+    return own
+
+
 class FilterModule(FilterTable):
     """Ansible entry point."""
 
@@ -163,4 +189,5 @@ class FilterModule(FilterTable):
         "bai_public_ipv4": public_ipv4,
         "bai_address_pool_errors": address_pool_errors,
         "bai_cidr_host": cidr_host,
+        "bai_zone_ipv4": zone_ipv4,
     }

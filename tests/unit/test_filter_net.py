@@ -106,6 +106,7 @@ def test_filter_module_exports_every_filter():
         "bai_public_ipv4",
         "bai_address_pool_errors",
         "bai_cidr_host",
+        "bai_zone_ipv4",
     }
 
 
@@ -156,3 +157,33 @@ def test_cidr_host_gives_the_numbered_address():
 def test_cidr_host_refuses_network_broadcast_and_outside(number):
     with pytest.raises(ValueError, match="outside"):
         bai_net.cidr_host("10.210.3.0/24", number)
+
+
+IP_LINES = [
+    "1: lo    inet 127.0.0.1/8 scope host lo\\       valid_lft forever preferred_lft forever",
+    "2: eth0    inet 10.210.1.12/24 brd 10.210.1.255 scope global eth0\\       valid_lft forever",
+    "3: eth1    inet 10.210.3.12/24 brd 10.210.3.255 scope global eth1\\       valid_lft forever",
+    "4: eth2    inet 169.254.9.9/16 scope link eth2\\       valid_lft forever",
+]
+
+
+def test_zone_ipv4_keeps_the_addresses_inside_the_zone():
+    assert bai_net.zone_ipv4(IP_LINES, LAB_ZONES["public"]) == ["10.210.1.12"]
+    assert bai_net.zone_ipv4(IP_LINES, [LAB_ZONES["public"], LAB_ZONES["compute"]]) == [
+        "10.210.1.12",
+        "10.210.3.12",
+    ]
+    assert bai_net.zone_ipv4(IP_LINES, LAB_ZONES["management"]) == []
+
+
+def test_zone_ipv4_without_zones_leaves_out_loopback_and_link_local():
+    assert bai_net.zone_ipv4(IP_LINES) == ["10.210.1.12", "10.210.3.12"]
+    assert bai_net.zone_ipv4(["10.0.0.1", "10.0.0.1/8", "fd00::1", "nonsense"], None) == [
+        "10.0.0.1"
+    ]
+    assert bai_net.zone_ipv4("10.0.0.1\n10.0.0.2") == ["10.0.0.1", "10.0.0.2"]
+
+
+def test_zone_ipv4_refuses_a_zone_that_is_no_cidr():
+    with pytest.raises(ValueError, match="not a CIDR"):
+        bai_net.zone_ipv4(IP_LINES, "public")
