@@ -22,7 +22,7 @@ from labtools import lab_agents, lab_node, on_agent
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
-LAB_IMAGES = ("bai/session:latest", "bai/lab-node:latest")
+LAB_IMAGES = ("bai/session:latest", "bai/session-apps:latest", "bai/lab-node:latest")
 DOCKERFILE = "ARG BASE_IMAGE\nFROM scratch\nCOPY probe.txt /probe.txt\n"
 BUILD_TASK = re.compile(r"^Build (\S+:[0-9a-f]{16})$")
 
@@ -105,7 +105,8 @@ def test_image_build_rerun_rebuilds_nothing(probe, docker_client):
     # The first run did build the new image (so the second had something to skip).
     assert builds(first)[v1_ref(probe)] is True
     assert builds(second) == dict.fromkeys(builds(first), False)
-    assert len(builds(second)) == 3, builds(second)
+    # bai/session, bai/session-apps, bai/lab-node and the probe.
+    assert len(builds(second)) == 4, builds(second)
     for ref, before in probe["lab_images"].items():
         assert controller_image(docker_client, ref) == before, ref
     assert repo_tags(docker_client, probe["repo"]) == probe["tags"]
