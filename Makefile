@@ -25,7 +25,7 @@ help:  ## list the targets
 setup:  ## pinned venv in .venv/ and a running Docker engine
 	@[ -n "$${BAI_SETUP_DONE:-}" ] || scripts/setup.sh
 
-images: setup  ## build the base, session and lab-node images (content-hash tags)
+images: setup  ## build the base, session, apps (JupyterLab) and lab-node images (content-hash tags)
 	$(PLAYBOOK) playbooks/image_build.yml
 
 lab-up: setup  ## build images and start the 9-node lab
@@ -66,8 +66,9 @@ lint: setup  ## yamllint, ansible-lint, ruff, mypy, role READMEs, promtool, ansi
 unit: setup  ## fast tests, no Docker
 	$(PYTEST) tests/unit -q
 
-test-images: setup  ## the integration tests' images (bai/session-hpc; wheels cached by content hash)
+test-images: setup  ## the integration tests' images (bai/session-hpc) and browser (Chromium, for the app proxy)
 	scripts/test_images.sh
+	scripts/browser_setup.sh
 
 integration: test-images lab-up site integration-tests  ## real Docker: the lab, site.yml, sessions
 
