@@ -20,8 +20,8 @@ them into progress lines with :mod:`bai_cli.progress`.
 
 By noun: :mod:`.session` (and its records, :mod:`.session_model`), :mod:`.ledger` (the
 scheduler pass, reconcile), :mod:`.shell` (commands run in a container), :mod:`.agent`,
-:mod:`.lab` (lab and site), :mod:`.metrics`, :mod:`.queue`; :mod:`.base` runs the
-playbooks.
+:mod:`.lab` (lab and site), :mod:`.metrics`, :mod:`.queue`, :mod:`.apps` (a session's
+interactive apps); :mod:`.base` runs the playbooks.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from .agent import (
     set_agent_availability,
     show_agent,
 )
+from .apps import APP, App, Apps, open_app, session_apps
 from .base import Event
 from .lab import LAB, SITE, PlaybookSummary, lab, site
 from .ledger import (
@@ -92,6 +93,7 @@ __all__ = [
     "AGENT_DRAIN",
     "AGENT_LIST",
     "AGENT_REMOVE",
+    "APP",
     "CREATE",
     "DESTROY",
     "DRAIN_TIMEOUT_S",
@@ -110,6 +112,8 @@ __all__ = [
     "WAIT",
     "Access",
     "AgentAvailability",
+    "App",
+    "Apps",
     "BaiClusterError",
     "Container",
     "Destroyed",
@@ -136,10 +140,12 @@ __all__ = [
     "list_queue",
     "list_sessions",
     "logs_command",
+    "open_app",
     "parse_env",
     "reconcile_sessions",
     "remove_agent",
     "schedule_sessions",
+    "session_apps",
     "session_env",
     "session_output",
     "set_agent_availability",

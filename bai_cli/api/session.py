@@ -74,6 +74,7 @@ def create_extravars(
     restart_on: str | None = None,
     preemptible: bool | None = None,
     queue: bool | None = None,
+    apps: Iterable[str] | None = None,
 ) -> dict[str, Any]:
     """The variables of session_create.yml (docs/sessions.md) for these arguments; what is
     None is left to the playbook's defaults."""
@@ -103,6 +104,7 @@ def create_extravars(
     set_var(extravars, "session_restarts", restarts)
     set_var(extravars, "session_restart_on", restart_on)
     set_var(extravars, "session_preemptible", preemptible)
+    set_var(extravars, "session_apps", list(apps) if apps else None)
     if queue:
         extravars["session_queue"] = True
     check_request_numbers(extravars)
@@ -121,7 +123,7 @@ def create_session(
 ) -> Session:
     """Create (or confirm) a session; ``spec``: mode, image, resource_group, resources,
     mounts, env, roles, authorized_keys, wait_s, ssh_timeout_s, network_mtu, owner,
-    lifetime_s, end_signal, restarts, restart_on, preemptible (see
+    lifetime_s, end_signal, restarts, restart_on, preemptible, apps (see
     :func:`create_extravars`). Idempotent: the same request again returns the session
     with ``action == "exists"``."""
     extravars = create_extravars(name, size, **spec)

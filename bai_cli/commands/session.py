@@ -21,6 +21,7 @@ from ansible_collections.bai.cluster.plugins.plugin_utils.ledger_text import (
 from .. import api
 from ..errors import EXIT_FAILED, EXIT_OK
 from ..progress import SessionProgress
+from . import apps
 from .batch import print_logs, run_batch
 from .common import Context, UsageError, emit_json
 from .session_options import add_create_options, check_options, create_spec
@@ -35,12 +36,13 @@ def add_parser(
     top: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
 ) -> None:
     """``session ACTION``: create, run, schedule, destroy, list, reconcile, show, logs, env,
-    ssh (in this order in the help)."""
+    ssh, app (in this order in the help)."""
     session = top.add_parser("session", parents=[common], help="cluster sessions")
     sub = session.add_subparsers(dest="action", required=True, metavar="ACTION")
     _add_create_and_run(sub, common)
     _add_ledger_actions(sub, common)
     _add_inspection(sub, common)
+    apps.add_parser(sub, common, OWNER_ONLY)
 
 
 def _add_create_and_run(
@@ -54,6 +56,14 @@ def _add_create_and_run(
         description="Create a session (session_create.yml). Options mirror its variables.",
     )
     add_create_options(create)
+    create.add_argument(
+        "--app",
+        action="append",
+        metavar="APP|NAME=http:PORT",
+        help="NAME=http:PORT: declare your own web port in main1, routed by the app proxy "
+        "(session_apps); APP: open that app once the session is made and print its link "
+        "(repeatable)",
+    )
     run = sub.add_parser(
         "run",
         parents=[common],
@@ -229,6 +239,8 @@ def run(ctx: Context) -> int:
 def create(ctx: Context) -> int:
     args = ctx.args
     spec = create_spec(args)
+    given = list(args.app or [])
+    spec["apps"] = [a for a in given if "=" in a] or None
     steps = SessionProgress(ctx.verbose)
     session = api.create_session(
         args.name,
@@ -241,6 +253,7 @@ def create(ctx: Context) -> int:
         emit_json(session.to_dict())
     else:
         print("\n".join(session_text(session)))
+    apps.open_after_create(ctx, args.name, [a for a in given if "=" not in a])
     return EXIT_OK
 
 
@@ -398,4 +411,5 @@ ACTIONS: dict[str, Callable[[Context], int]] = {
     "signal": signal,
     "env": env,
     "ssh": ssh,
+    "app": apps.run_app,
 }

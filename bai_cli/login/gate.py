@@ -8,11 +8,12 @@ set), never from an argument; the request is parsed by the same parser as any
 ``bai-cluster`` command line and checked before anything runs:
 
 - members of the admin group may do everything, as the service account may;
-- members of the users group may create, run, list, show, read the logs of, signal and
-  destroy sessions, and only as themselves: ``--owner`` is theirs (or refused), and the options
-  that reach the inventory or Ansible (``-i``, ``-vv`` and more, which print the modules'
-  arguments, ``--keep-runner-dir``) are refused, as are ``agent``, ``site``, ``lab`` and
-  the other session commands;
+- members of the users group may create, run, list, show, read the logs of, signal,
+  open the apps of (``session app``) and destroy sessions, and only as themselves:
+  ``--owner`` is theirs (or refused), and the options that reach the inventory or
+  Ansible (``-i``, ``-vv`` and more, which print the modules' arguments,
+  ``--keep-runner-dir``) are refused, as are ``agent``, ``site``, ``lab`` and the other
+  session commands;
 - anyone else gets nothing.
 
 Every request of a user names them as the owner (``--owner``): create and run make the
@@ -38,7 +39,7 @@ from dataclasses import dataclass
 
 # What a member of the users group may ask, of the session commands.
 USER_SESSION_ACTIONS = frozenset(
-    {"create", "run", "list", "show", "explain", "logs", "signal", "destroy"}
+    {"create", "run", "list", "show", "explain", "logs", "signal", "destroy", "app"}
 )
 # The actions whose request names an owner: the caller's own name, always (all of them).
 OWNED_ACTIONS = USER_SESSION_ACTIONS

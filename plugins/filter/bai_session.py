@@ -11,6 +11,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.hosts.agent_settings i
     from_hostvars,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.jobs import attempts, ends, job
+from ansible_collections.bai.cluster.plugins.module_utils.session import apps
 from ansible_collections.bai.cluster.plugins.plugin_utils.filters import Filters, FilterTable
 from ansible_collections.bai.cluster.plugins.plugin_utils.ledger_text import reconcile_lines
 from ansible_collections.bai.cluster.plugins.plugin_utils.repair_outcome import (
@@ -84,4 +85,5 @@ class FilterModule(FilterTable):
         "bai_rerun_plan": rerun_plan,
         "bai_batch_ended": job.ended_sessions,
         "bai_logs_where": attempts.logs_where,
+        "bai_app_where": apps.where,
     }

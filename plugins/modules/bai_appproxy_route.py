@@ -1,12 +1,13 @@
 #!/usr/bin/python
-"""Ansible module bai_appproxy_route: one session's TCP route on the app proxy (HAProxy)."""
+"""Ansible module bai_appproxy_route: a session's routes on the app proxy (HAProxy): a TCP
+route to main1's sshd, and an HTTPS route per app."""
 
 from __future__ import annotations
 
 DOCUMENTATION = r"""
 ---
 module: bai_appproxy_route
-short_description: Add or remove a session's TCP route on the app proxy (HAProxy)
+short_description: Add or remove a session's routes on the app proxy (HAProxy)
 description:
   - Runs on the app proxy host (usually with C(delegate_to)). One route per session, from
     a user-facing port on the app proxy to main1's published sshd port at the agent's
@@ -19,8 +20,18 @@ description:
     port of the range that no other route uses and nothing else listens on. The whole
     configuration is validated (C(haproxy -c)) before HAProxy reloads; an invalid result
     puts the previous file back and fails. Then it waits until HAProxy listens on the port.
-  - O(state=absent) removes the session's route file, reloads HAProxy and waits until the
-    port is closed.
+  - With O(app), the route is that app's (one per session and app, file
+    C(<routes_dir>/<session>.<app>.cfg), mode 0600) - HTTPS with O(tls_cert) on the user's
+    side, HTTP to main1's published app port (WebSockets pass). Only a request with the
+    route's own secret passes - as the link's C(bai_token) query parameter, which HAProxy
+    answers with a redirect to the same path without it and a cookie
+    C(bai_route_<port>) (Secure, HttpOnly, SameSite=Lax) scoped to the route, or with that
+    cookie; anything else gets 403 and reaches nothing. The secret is made on the app
+    proxy host, kept while the session id stays (a rerun gives the same link) and new for
+    a new session of the same name. HAProxy logs the path only, never the token.
+  - O(state=absent) removes the session's route file (without O(app), every route of the
+    session - its sshd's and its apps'; with O(app), that app's), reloads HAProxy and waits
+    until the ports are closed.
   - Allocation, write, validation and reload hold a lock (C(<routes_dir>/.lock)), so
     sessions created at the same time never get the same port.
   - HAProxy is reloaded through its init script or unit (C(service NAME reload), or
@@ -48,6 +59,21 @@ options:
       - The agent's host port that main1's sshd (2200/tcp) is published on.
       - Required with O(state=present).
     type: int
+  app:
+    description:
+      - An app's route (docs/apps.md) instead of the sshd's; its name (a-z, 0-9, '-').
+      - O(backend_port) is then main1's published port of the app.
+    type: str
+  tls_cert:
+    description:
+      - HAProxy's certificate file (key, certificate and chain in one PEM) for an app's
+        route (the C(bai.cluster.cluster_ca) role issues it).
+    type: path
+    default: /etc/haproxy/certs/appproxy.pem
+  url_path:
+    description: The app's path, for RV(url) (JupyterLab's is C(/lab)).
+    type: str
+    default: /
   target_host:
     description: The container the route leads to (HAProxy's server name).
     type: str
@@ -156,6 +182,18 @@ public_address:
   returned: always
   type: str
   sample: 10.210.1.5
+url:
+  description:
+    - With O(app) and O(state=present), the link that opens the app - its route's secret
+      in the C(bai_token) query parameter. A secret - register the task with C(no_log).
+  returned: state=present with app
+  type: str
+  sample: https://10.210.1.12:10206/lab?bai_token=mJ1...
+removed:
+  description: With O(state=absent), the route files removed.
+  returned: state=absent
+  type: list
+  elements: str
 reloaded:
   description: Whether HAProxy was reloaded (or started).
   returned: always
@@ -183,6 +221,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.ports import (
 )
 from ansible_collections.bai.cluster.plugins.module_utils.network.appproxy_routes import (
     Proxy,
+    app_url,
     public_address,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.session.naming import (
@@ -195,6 +234,9 @@ ARGUMENT_SPEC = {
     "backend_addresses": {"type": "list", "elements": "str", "default": []},
     "backend_network": {"type": "str"},
     "backend_port": {"type": "int"},
+    "app": {"type": "str"},
+    "tls_cert": {"type": "path", "default": "/etc/haproxy/certs/appproxy.pem"},
+    "url_path": {"type": "str", "default": "/"},
     "target_host": {"type": "str", "default": "main1"},
     "target_port": {"type": "int", "default": 2200},
     "port_range": {"type": "str", "default": DEFAULT_APPPROXY_PORT_RANGE},
@@ -219,6 +261,10 @@ def main() -> None:
             )
         result = proxy.present() if module.params["state"] == "present" else proxy.absent()
         result["public_address"] = public_address(module)
+        route = result.get("route") or {}
+        if route.get("app"):
+            result["url"] = app_url(route, result["public_address"], module.params["url_path"])
+            result["route"] = {k: v for k, v in route.items() if k != "secret"}
     except (Failure, SpecError, OSError) as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(**result)

@@ -209,6 +209,17 @@ options:
     type: list
     elements: str
     default: []
+  apps:
+    description:
+      - The session's own apps (C(session_apps); docs/apps.md), C(NAME:http:PORT) or
+        C(NAME=http:PORT) each. main1 publishes their ports and its image's apps' (label
+        C(ai.backend.service-ports)) beside its sshd's, on the publish address in the
+        agent's port range, and records these in its label C(ai.backend.cluster.apps).
+      - A name or port that collides with the image's apps makes the module fail before
+        anything changes.
+    type: list
+    elements: raw
+    default: []
   ssh_timeout:
     description: Seconds to wait for sshd to listen in every container.
     type: int
@@ -430,6 +441,7 @@ ARGUMENT_SPEC = {
     "mounts": {"type": "list", "elements": "dict", "default": []},
     "keypair": {"type": "dict", "no_log": True},
     "authorized_keys": {"type": "list", "elements": "str", "default": [], "no_log": False},
+    "apps": {"type": "list", "elements": "raw", "default": []},
     "ssh_timeout": {"type": "int", "default": 60},
     "network_spec": {"type": "dict"},
     "mesh_check": {"type": "bool", "default": False},

@@ -99,6 +99,14 @@ options:
         may stop this batch session, which then queues again through its restarts
         (needs O(restarts)). Kept in RV(spec), not in RV(spec_hash).
     type: raw
+  apps:
+    description:
+      - The session's own apps in main1 (C(session_apps); docs/apps.md), a list of
+        C(NAME=http:PORT) (or C(NAME:http:PORT), or mappings with C(name), C(protocol) and
+        C(port)). main1 publishes their ports toward the app proxy; the user starts the
+        servers. An interactive session's only. Kept in RV(spec) (as C(NAME:http:PORT))
+        and in RV(spec_hash) when given.
+    type: raw
   spec:
     description:
       - A spec in canonical form (RV(spec) of an earlier call), instead of the separate
@@ -248,6 +256,7 @@ ARGUMENT_SPEC = {
     "restarts": {"type": "raw"},
     "restart_on": {"type": "raw"},
     "preemptible": {"type": "raw"},
+    "apps": {"type": "raw"},
     "spec": {"type": "dict"},
     "data_roots": {"type": "list", "elements": "str"},
     # no_log: a private key pasted by mistake must not reach the invocation in a log.

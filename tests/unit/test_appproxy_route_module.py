@@ -146,3 +146,53 @@ def test_without_a_backend_or_a_routes_folder_it_says_what_to_do(host, tmp_path)
         f"{tmp_path / 'missing'} does not exist on this host: converge the app proxy first "
         f"(ansible-playbook site.yml --tags appproxy)"
     )
+
+
+# --- an app's route (docs/apps.md) -----------------------------------------------------
+APP = {**PRESENT, "app": "jupyter", "backend_port": 30002, "url_path": "/lab"}
+
+
+def test_an_app_route_is_https_with_its_own_secret_and_a_root_only_file(host, tmp_path):
+    ssh = run(host, **PRESENT)
+    done = run(host, _ansible_diff=True, **APP)
+    path = tmp_path / "s1.jupyter.cfg"
+    assert done["changed"] is True and done["port"] == ssh["port"] + 1
+    assert (path.stat().st_mode & 0o777) == 0o600
+    header = parse_route(path.read_text())
+    secret = header["secret"]
+    assert done["url"] == f"https://10.210.1.5:{done['port']}/lab?bai_token={secret}"
+    assert "secret" not in done["route"] and "diff" not in done  # the secret stays in the file
+    text = path.read_text()
+    assert f"bind :{done['port']} ssl crt /etc/haproxy/certs/appproxy.pem" in text
+    assert f"req.cook(bai_route_{done['port']}) -m str {secret}" in text
+    assert "server main1 10.210.3.11:30002" in text and "mode http" in text
+    # The sshd's route is another file, untouched.
+    assert parse_route((tmp_path / "s1.cfg").read_text())["port"] == ssh["port"]
+
+
+def test_an_app_route_keeps_its_link_for_its_session_and_not_for_a_new_one(host, tmp_path):
+    first = run(host, **APP)
+    again = run(host, **APP)
+    assert again["changed"] is False and again["url"] == first["url"]
+    renewed = run(host, **{**APP, "session_id": "id-2"})
+    assert renewed["changed"] is True and renewed["url"] != first["url"]
+    assert renewed["port"] == first["port"]
+
+
+def test_absent_without_an_app_removes_every_route_of_the_session_only(host, tmp_path):
+    run(host, **PRESENT)
+    run(host, **APP)
+    run(host, **{**APP, "app": "tb", "backend_port": 30003})
+    other = run(host, **{**APP, "session": "s10", "session_id": "id-9"})
+    done = run(host, session="s1", state="absent")
+    assert done["changed"] is True and len(done["removed"]) == 3
+    assert sorted(os.listdir(tmp_path)) == [".lock", "s10.jupyter.cfg"]
+    assert host.listening == {other["port"]}
+
+
+def test_absent_with_an_app_removes_that_app_route_only(host, tmp_path):
+    run(host, **PRESENT)
+    run(host, **APP)
+    done = run(host, session="s1", app="jupyter", state="absent")
+    assert done["removed"] == [str(tmp_path / "s1.jupyter.cfg")]
+    assert (tmp_path / "s1.cfg").exists()

@@ -27,6 +27,9 @@ LABEL_GPU = PREFIX + "gpu"
 LABEL_RESOURCE_GROUP = PREFIX + "resource-group"
 # Number of containers of the session (list and completeness checks read it back).
 LABEL_SIZE = PREFIX + "size"
+# main1's: the session's own apps (session_apps), in the image label's form
+# (name:protocol:port,...); the image's own apps are on the image (ai.backend.service-ports).
+LABEL_APPS = PREFIX + "apps"
 # The inventory name of the agent a container was placed on (a name only: listing shows
 # it; what counts capacity is LABEL_AGENT_ID).
 LABEL_AGENT = PREFIX + "agent"

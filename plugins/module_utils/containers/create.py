@@ -1,7 +1,7 @@
 """Making a session's containers on an agent (not starting them): the session's bridge
 when this call is to make it, each container's environment, host config (limits,
-confinement, GPUs, RDMA devices, mounts, the master's port) and labels, and the files
-copied in before the first start (session keys, job runner, authorized keys).
+confinement, GPUs, RDMA devices, mounts, the master's ports: sshd and apps) and labels,
+and the files copied in before the first start (session keys, job runner, authorized keys).
 
     ensure_network(share)                 the session's bridge (O(network_spec))
     environment(share, kernel, image_env) a container's variables
@@ -15,6 +15,7 @@ from typing import Any
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Failure
 from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_AGENT_ID,
+    LABEL_APPS,
     LABEL_DEADLINE,
     LABEL_RESTART_COUNT,
 )
@@ -22,6 +23,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.containers.share impor
 from ansible_collections.bai.cluster.plugins.module_utils.jobs import job
 from ansible_collections.bai.cluster.plugins.module_utils.network import session_network
 from ansible_collections.bai.cluster.plugins.module_utils.network.rdma import device_mappings
+from ansible_collections.bai.cluster.plugins.module_utils.session import apps
 from ansible_collections.bai.cluster.plugins.module_utils.session.env import cluster_env
 from ansible_collections.bai.cluster.plugins.module_utils.session.model import (
     PlannedKernel,
@@ -106,10 +108,20 @@ def host_config(share: Share, kernel: PlannedKernel, docker: Any) -> Any:
         restart_policy={"Name": "no" if req.job else cfg.restart_policy},
         ulimits=[docker.types.Ulimit(**u) for u in share.ulimits],
         binds=binds or None,
-        port_bindings=({SSH_PORT: (share.publish_address, share.port_range)} if master else None),
+        port_bindings=(
+            {port: (share.publish_address, share.port_range) for port in master_ports(share)}
+            if master
+            else None
+        ),
         **confinement,
         **extra,
     )
+
+
+def master_ports(share: Share) -> list[int]:
+    """The ports main1 publishes (on the agent's publish address, in its port range):
+    its sshd's and its apps' (session/apps.py), each reached only through the app proxy."""
+    return [SSH_PORT, *(app.port for app in share.main_apps)]
 
 
 def make(share: Share, kernel: PlannedKernel, env: dict[str, str], archive: bytes) -> str:
@@ -131,10 +143,15 @@ def make(share: Share, kernel: PlannedKernel, env: dict[str, str], archive: byte
         name=kernel.container_name,
         hostname=kernel.hostname,
         environment=[f"{key}={value}" for key, value in env.items()],
-        labels={**kernel.labels, LABEL_AGENT_ID: share.identity, **share.ledger_label},
+        labels={
+            **kernel.labels,
+            LABEL_AGENT_ID: share.identity,
+            **share.ledger_label,
+            **({LABEL_APPS: apps.render_label(req.apps)} if master and req.apps else {}),
+        },
         host_config=config,
         networking_config=networking,
-        ports=[SSH_PORT] if master else None,
+        ports=master_ports(share) if master else None,
         # A batch session: the job runner, which starts the image's entrypoint beside it.
         entrypoint=[job.RUNNER] if req.job else None,
         command=[job.MAIN if master else job.MEMBER] if req.job else None,

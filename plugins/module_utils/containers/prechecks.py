@@ -29,7 +29,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
 from ansible_collections.bai.cluster.plugins.module_utils.containers.share import Share
 from ansible_collections.bai.cluster.plugins.module_utils.engine.docker_api import (
     find_network,
-    image_env,
+    image_config,
     in_swarm,
     session_containers,
 )
@@ -40,6 +40,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.gpu.options import (
     gpu_env,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.network.addresses import read_addresses
+from ansible_collections.bai.cluster.plugins.module_utils.session import apps
 from ansible_collections.bai.cluster.plugins.module_utils.session.env import parse_image_env
 from ansible_collections.bai.cluster.plugins.module_utils.session.model import PlannedKernel
 from ansible_collections.bai.cluster.plugins.module_utils.session.mounts import (
@@ -103,14 +104,19 @@ def precheck(share: Share, create: list[PlannedKernel]) -> dict[str, dict[str, s
     agent = req.agent
     problems, envs = [], {}
     for image in dict.fromkeys(k.image for k in create):
-        found = image_env(api, image)
+        found = image_config(api, image)
         if found is None:
             problems.append(
                 f"image {image} not on agent {agent} (no registry is used: build it with "
                 f"playbooks/image_build.yml or load it with docker save/load)"
             )
-        else:
-            envs[image] = parse_image_env(found)
+            continue
+        envs[image] = parse_image_env(list(found.get("Env") or []))
+        try:
+            label = (found.get("Labels") or {}).get(apps.SERVICE_PORTS_LABEL)
+            share.image_apps[image] = apps.parse_service_ports(label)
+        except SpecError as exc:
+            problems.append(f"image {image}: {exc}")
     problems += check_mounts(share)
     network = req.network
     if (

@@ -59,6 +59,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.gpu.probe import HostP
 from ansible_collections.bai.cluster.plugins.module_utils.network import isolation
 from ansible_collections.bai.cluster.plugins.module_utils.network.rdma import rdma_devices
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import admission
+from ansible_collections.bai.cluster.plugins.module_utils.session import apps
 from ansible_collections.bai.cluster.plugins.module_utils.session.model import PlannedKernel
 from ansible_collections.bai.cluster.plugins.module_utils.session.security import (
     capabilities,
@@ -105,6 +106,7 @@ class AgentShare(Share):
         except SpecError as exc:
             raise Failure(f"{exc}; nothing was changed") from None
         self.publish_address = "0.0.0.0"
+        self.image_apps, self.main_apps = {}, ()
         ids = self.req.ledger_ids or []
         self.ledger_label = {LABEL_LEDGER: ids[0]} if ids and ids[0] else {}
         self.identity, self.engine_id = "", ""
@@ -160,6 +162,9 @@ class AgentShare(Share):
             self.publish_address = prechecks.find_publish_address(self)
         try:
             plans = [(k, create.environment(self, k, envs[k.image])) for k in create_]
+            main = [k for k in create_ if k.rank == 0]
+            if main:
+                self.main_apps = apps.merged(self.image_apps[main[0].image], self.req.apps)
         except SpecError as exc:
             raise Failure(f"session {self.req.session}: {exc}; nothing was created") from None
         admit.admit(self, create_, start, offer)

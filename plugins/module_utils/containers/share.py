@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Protocol
 
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import availability
+from ansible_collections.bai.cluster.plugins.module_utils.session.apps import App, parse_declared
 from ansible_collections.bai.cluster.plugins.module_utils.session.model import PlannedKernel
 
 
@@ -52,6 +53,8 @@ class Request:
     # A batch session's command and stop grace period (module_utils/jobs/job.py); None for an
     # interactive session.
     job: Optional[Mapping[str, Any]] = None
+    # The session's own apps (session/apps.py): main1 publishes their ports.
+    apps: tuple[App, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,10 @@ class Share:
     # Said when this call creates containers (the limits are theirs).
     limit_warnings: list[str]
     publish_address: str
+    # The apps each image declares (its ai.backend.service-ports label); prechecks.precheck.
+    image_apps: dict[str, tuple[App, ...]]
+    # main1's apps, its image's and the session's own (when this call creates main1).
+    main_apps: tuple[App, ...]
     # The session ledger that counts this session (O(ledger_ids)[0]), on every container.
     ledger_label: dict[str, str]
     # Who this agent is (agent_identity.agent_identity) and its engine's ID; admit.offer.
@@ -130,6 +137,7 @@ REQUEST_OPTIONS = (
     "network_spec",
     "mesh_check",
     "job",
+    "apps",
 )
 
 
@@ -138,6 +146,7 @@ def request_of(params: Mapping[str, Any]) -> Request:
     kernels = tuple(PlannedKernel.from_dict(raw) for raw in params["kernels"])
     options = {key: params[key] for key in REQUEST_OPTIONS}
     options["env"] = {str(k): str(v) for k, v in (params["env"] or {}).items()}
+    options["apps"] = parse_declared(params["apps"])
     return Request(kernels=kernels, **options)
 
 

@@ -146,12 +146,17 @@ def session_containers(
 
 def image_env(api: Any, ref: str) -> list[str] | None:
     """The image's ``Config.Env`` (a list, maybe empty), or None if it is not here."""
+    config = image_config(api, ref)
+    return None if config is None else list(config.get("Env") or [])
+
+
+def image_config(api: Any, ref: str) -> dict[str, Any] | None:
+    """The image's ``Config`` (Env, Labels, ...), or None if it is not here."""
     try:
         info = api.inspect_image(ref)
     except NotFound:  # ImageNotFound is a NotFound; older engines answer a plain 404
         return None
-    config = info.get("Config") or info.get("ContainerConfig") or {}
-    return list(config.get("Env") or [])
+    return dict(info.get("Config") or info.get("ContainerConfig") or {})
 
 
 def remove_containers(docker_: Docker, ids: list[str], workers: int = 8) -> list[tuple[str, str]]:

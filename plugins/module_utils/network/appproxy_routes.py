@@ -6,8 +6,10 @@ The decisions (which port, what the file says) are network/appproxy.py's pure fu
 this does the I/O around them. ``Proxy`` takes the AnsibleModule (its ``params``,
 ``run_command``, ``check_mode`` and ``_diff``); no Ansible imports, valid Python 3.9+.
 
-    Proxy(module).present()       write the session's route, reload, wait for its port
-    Proxy(module).absent()        remove it, reload, wait until the port is closed
+    Proxy(module).present()       write the session's (or its app's) route, reload, wait
+                                  for its port
+    Proxy(module).absent()        remove it (without an app: every route of the session),
+                                  reload, wait until the ports are closed
     public_address(module)        the app proxy's address in public_network, or None
 """
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import secrets
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,11 +31,13 @@ from ansible_collections.bai.cluster.plugins.module_utils.network.addresses impo
 )
 from ansible_collections.bai.cluster.plugins.module_utils.network.appproxy import (
     ROUTE_SUFFIX,
+    TOKEN_PARAM,
     check_session,
     listening_ports,
     parse_route,
     plan_route,
     render_route,
+    route_key,
 )
 
 PROC_NET = ("/proc/net/tcp", "/proc/net/tcp6")
@@ -61,8 +66,8 @@ class Proxy:
         self.p = module.params
         self.dir = self.p["routes_dir"]
 
-    def path(self, session: str) -> str:
-        return os.path.join(self.dir, session + ROUTE_SUFFIX)
+    def path(self, key: str) -> str:
+        return os.path.join(self.dir, key + ROUTE_SUFFIX)
 
     def routes(self) -> dict[str, dict]:
         """Every route file's header, by file stem (files of others are skipped)."""
@@ -76,10 +81,12 @@ class Proxy:
         return found
 
     def write(self, path: str, text: str) -> None:
+        """Replace ``path`` at once; an app's route (it holds a secret) is root's only."""
         tmp = os.path.join(self.dir, f".{os.path.basename(path)}.tmp")
-        with open(tmp, "w", encoding="utf-8") as handle:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, 0o600 if TOKEN_PARAM in text else 0o644)
         os.replace(tmp, path)
 
     def validate(self) -> str | None:
@@ -146,7 +153,7 @@ class Proxy:
 
     def _present(self, session: str, port_range: tuple[int, int], backend: str) -> dict:
         p = self.p
-        path = self.path(session)
+        path = self.path(route_key(session, p["app"]))
         route = plan_route(
             self.routes(),
             session=session,
@@ -158,6 +165,9 @@ class Proxy:
             bind_address=p["bind_address"],
             target_host=p["target_host"],
             target_port=p["target_port"],
+            app=p["app"],
+            new_secret=secrets.token_urlsafe(32),
+            tls_cert=p["tls_cert"],
         )
         before = read(path)
         after = render_route(route)
@@ -168,7 +178,7 @@ class Proxy:
             "reloaded": False,
             "changed": before != after,
         }
-        if self.module._diff:
+        if self.module._diff and not p["app"]:  # an app's file holds its secret
             result["diff"] = {
                 "before": before or "",
                 "after": after,
@@ -203,26 +213,42 @@ class Proxy:
             return self._absent(session)
 
     def _absent(self, session: str) -> dict:
-        path = self.path(session)
-        before = read(path)
-        header = parse_route(before) if before is not None else None
+        """Remove the session's route (with O(app), that app's; without, every route of
+        the session: its sshd's and its apps')."""
+        app = self.p["app"]
+        path = self.path(route_key(session, app))
+        keys = [route_key(session, app)]
+        if not app:
+            keys += [
+                key
+                for key, header in self.routes().items()
+                if key.startswith(session + ".") and header.get("session") == session
+            ]
+        texts = {key: read(self.path(key)) for key in keys}
+        found = {key: text for key, text in texts.items() if text is not None}
+        headers = {key: parse_route(text) for key, text in found.items()}
+        own = headers.get(keys[0])
         result = {
-            "port": header["port"] if header else None,
+            "port": own["port"] if own else None,
             "path": path,
+            "removed": sorted(self.path(key) for key in found),
             "reloaded": False,
-            "changed": before is not None,
+            "changed": bool(found),
         }
-        if self.module._diff and before is not None:
+        before = found.get(keys[0])
+        if self.module._diff and before is not None and not app:
             result["diff"] = {"before": before, "after": "", "before_header": path}
-        if before is None or self.module.check_mode:
+        if not found or self.module.check_mode:
             return result
-        os.unlink(path)
+        for key in found:
+            os.unlink(self.path(key))
         rc = self.module.run_command(["service", self.p["service"], "status"])[0]
         if rc == 0:
             self.reload()
             result["reloaded"] = True
-            if header:
-                self.wait(header["port"], False)
+            for header in headers.values():
+                if header:
+                    self.wait(header["port"], False)
         return result
 
 
@@ -231,3 +257,11 @@ def public_address(module: Any) -> str | None:
         return None
     rc, out, _err = module.run_command(["ip", "-o", "-4", "addr", "show"])
     return first_in_zone(read_addresses(out), module.params["public_network"]) if rc == 0 else None
+
+
+def app_url(route: dict, host: str | None, path: str) -> str:
+    """The link that opens an app: its route's port on ``host`` (the proxy's public
+    address), ``path``, and the route's secret as the one query parameter."""
+    where = host or "APPPROXY"
+    path = "/" + path.lstrip("/")
+    return f"https://{where}:{route['port']}{path}?{TOKEN_PARAM}={route['secret']}"

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Optional
 
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import SpecError
+from ansible_collections.bai.cluster.plugins.module_utils.session.apps import App
 
 MODE_SINGLE = "single-node"
 MODE_MULTI = "multi-node"
@@ -113,6 +114,8 @@ class SessionSpec:
     # Whether a queued session of a higher priority may stop it, to be queued again
     # through its restarts (scheduling/preemption.py). Not part of the hash.
     preemptible: bool = False
+    # The session's own apps (session/apps.py; session_apps), routed by the app proxy.
+    apps: tuple[App, ...] = ()
 
     @property
     def size(self) -> int:

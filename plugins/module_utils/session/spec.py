@@ -26,6 +26,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.jobs.job import (
     check_command,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.policies import check_owner
+from ansible_collections.bai.cluster.plugins.module_utils.session import apps
 from ansible_collections.bai.cluster.plugins.module_utils.session.env import (
     DIST_MASTER_PORT_VAR,
     GPU_ENV_VARS,
@@ -89,6 +90,7 @@ SPEC_KEYS = (
     "restarts",
     "restart_on",
     "preemptible",
+    "apps",
 )
 # Given, but not part of the hash: who holds a session and how long it may run are not
 # what it is, so a rerun by anyone, with any lifetime, matches the session.
@@ -136,6 +138,9 @@ def normalize_spec(raw: Mapping[str, Any]) -> SessionSpec:
     end_signal = parse_end_signal(given["end_signal"]) if given.get("end_signal") else ""
     restarts, restart_on = parse_restart_policy(given, session_type)
     preemptible = parse_preemptible(given, session_type, restarts)
+    declared = apps.parse_declared(given.get("apps"))
+    if declared and session_type == TYPE_BATCH:
+        raise SpecError("apps: a batch session has no apps (they are for interactive sessions)")
     spec = SessionSpec(
         name,
         mode,
@@ -151,6 +156,7 @@ def normalize_spec(raw: Mapping[str, Any]) -> SessionSpec:
         restarts,
         restart_on,
         preemptible,
+        declared,
     )
     _check_total_size(spec)
     _check_unique_hostnames(spec)
@@ -410,6 +416,9 @@ def spec_canonical(spec: SessionSpec) -> dict[str, Any]:
         canonical["restart_on"] = list(spec.restart_on)
     if spec.preemptible:
         canonical["preemptible"] = True
+    # Only when declared: sessions without apps keep their hash.
+    if spec.apps:
+        canonical["apps"] = apps.canonical(spec.apps)
     return canonical
 
 
