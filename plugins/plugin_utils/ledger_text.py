@@ -34,6 +34,11 @@ def reconcile_lines(result: Mapping[str, Any]) -> list[str]:
             f"removed {row['containers']} container(s) {what} session {row['session']} "
             f"({row['session_id']}) on {row['agent']}"
         )
+    if result.get("routes_removed"):
+        lines.append(
+            f"app proxy routes removed (their sessions are gone): "
+            f"{', '.join(result['routes_removed'])}"
+        )
     if result.get("stopped"):
         lines.append(
             f"running sessions with stopped containers (a reconcile starts them again): "
