@@ -86,11 +86,15 @@ def run_app(ctx: Context) -> int:
     return EXIT_OK
 
 
-def open_after_create(ctx: Context, name: str, names: Sequence[str]) -> None:
-    """``session create --app APP``: open each app once the session is made."""
+def open_after_create(ctx: Context, name: str, names: Sequence[str]) -> list[dict]:
+    """``session create --app APP``: open each app once the session is made; what each
+    open found (printed, or returned for --json)."""
+    opened = []
     for app in names:
         found = api.open_app(
             name, app, owner=ctx.args.owner, on_event=ctx.verbose_plays(), **ctx.common
         )
         if not ctx.as_json:
             print("\n".join(opened_text(found)))
+        opened.append(found.to_dict())
+    return opened

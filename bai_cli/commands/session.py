@@ -249,11 +249,11 @@ def create(ctx: Context) -> int:
         **ctx.common,
         **spec,
     )
-    if ctx.as_json:
-        emit_json(session.to_dict())
-    else:
+    if not ctx.as_json:
         print("\n".join(session_text(session)))
-    apps.open_after_create(ctx, args.name, [a for a in given if "=" not in a])
+    opened = apps.open_after_create(ctx, args.name, [a for a in given if "=" not in a])
+    if ctx.as_json:
+        emit_json({**session.to_dict(), **({"apps": opened} if opened else {})})
     return EXIT_OK
 
 

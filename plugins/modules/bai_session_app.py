@@ -128,11 +128,11 @@ def main() -> None:
         result: dict = {"changed": False, "started": False}
         if p["app"]:
             app = apps_open.find(info, p["app"])
+            apps_open.published(info, app)  # the open needs its port: Failure says why not
             opened = apps_open.open_app(
                 api, info, app, p["start_timeout"], check_mode=module.check_mode
             )
             result.update(changed=opened.pop("changed"), started=opened["state"] == "started")
-            info = api.inspect_container(info["Id"])
             entry = next(a for a in apps_open.describe(api, info) if a["name"] == app.name)
             if module.check_mode and opened["state"] == "started":
                 entry["state"] = "started"

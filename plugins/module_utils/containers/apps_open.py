@@ -196,7 +196,10 @@ def describe(api: Any, info: Mapping[str, Any]) -> list[dict[str, Any]]:
     up = listening(api, str(info["Id"]))
     rows = []
     for app in session_apps(info):
-        host_ip, host_port = published(info, app)
+        try:
+            host_ip, host_port = published(info, app)
+        except Failure:  # main1 was made before the app was declared
+            host_ip, host_port = "", None
         rows.append(
             {
                 **app.as_dict(),
