@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import pytest
+from ansible_collections.bai.cluster.plugins.module_utils.network.appproxy import render_route
 from browser import fetch_status, jupyter_check, missing_tools
 from labtools import in_session, inspect, lab_agents, lab_node, on_agent, probe, sweep
 
@@ -98,6 +99,8 @@ def session(lab, ca, run_playbook):
         # 5g each: no lab agent holds both, so the session spans agent1 and agent2.
         "session_resources": {"cpu": 0.5, "mem": "5g"},
         "session_apps": ["web=http:8000"],
+        # A login host's user (test_another_owner_is_refused_as_on_a_login_host).
+        "session_owner": "alice",
     }
     run = run_playbook("session_create.yml", extra_vars=extra)
     try:
@@ -199,6 +202,27 @@ def test_only_the_routes_own_secret_gets_in(session, jupyter, lab, run_playbook)
     assert (code, mode) == (0, "600"), mode
 
 
+def test_another_owner_is_refused_as_on_a_login_host(session, jupyter, lab, run_playbook):
+    """A login host runs session app with the caller as session_owner_only (bai_cli/login):
+    another owner's session is refused by the session ledger, and no route is made."""
+    _code, before = sh(lab["appproxy"], f"ls {ROUTES}")
+    run = run_playbook(
+        "session_app.yml",
+        extra_vars={"session_name": NAME, "app_name": "jupyter", "session_owner_only": "bob"},
+    )
+    assert run.rc != 0, run
+    assert f"session {NAME} is held by another owner, not bob" in run.stdout, run.stdout[-2000:]
+    _code, after = sh(lab["appproxy"], f"ls {ROUTES}")
+    assert after == before
+    # Positive control: the session's own owner gets the same link as before.
+    own = run_playbook(
+        "session_app.yml",
+        extra_vars={"session_name": NAME, "app_name": "jupyter", "session_owner_only": "alice"},
+    )
+    assert own.rc == 0, own
+    assert own.stats["bai_session_app"]["url"] == jupyter["url"]
+
+
 def test_opening_again_keeps_the_link_and_a_dead_app_starts_again(
     session, jupyter, lab, run_playbook
 ):
@@ -253,7 +277,13 @@ def test_jupyter_in_a_real_browser_runs_the_mesh_and_the_terminal(session, jupyt
         assert not os.environ.get("CI"), f"no browser on a CI machine: {missing}"
         pytest.skip(f"no browser here: {', '.join(missing)} (scripts/browser_setup.sh)")
     user_pid = lab["user"].attrs["State"]["Pid"]
-    cell = "import os\nprint('HOSTS=' + os.environ['BACKENDAI_CLUSTER_HOSTS'])\n!ssh sub1 hostname"
+    # Each output line gets a marker of its own: "sub1" alone is also in the first line,
+    # and the check would pass before ssh answered.
+    cell = (
+        "import os\n"
+        "print('HOSTS=' + os.environ['BACKENDAI_CLUSTER_HOSTS'])\n"
+        "!ssh sub1 hostname | sed 's/^/SSH=/'"
+    )
     began = time.monotonic()
     seen = jupyter_check(
         jupyter["url"],
@@ -261,14 +291,14 @@ def test_jupyter_in_a_real_browser_runs_the_mesh_and_the_terminal(session, jupyt
         user_pid,
         ARTIFACTS,
         cell,
-        ["HOSTS=main1,sub1", "sub1"],
+        ["HOSTS=main1,sub1", "SSH=sub1"],
         terminal_command="hostname",
         expect_in_terminal="main1",
     )
     print(f"browser: {time.monotonic() - began:.1f} s; {seen['timings']}; {seen['artifacts']}")
     assert seen["tls_trusted"] is True
     assert "HOSTS=main1,sub1" in seen["notebook_output"]
-    assert "sub1" in seen["notebook_output"].splitlines()
+    assert "SSH=sub1" in seen["notebook_output"].splitlines(), seen["notebook_output"]
     assert "main1" in seen["terminal_output"]
     for shot in ("notebook.png", "terminal.png"):
         assert (ARTIFACTS / shot).stat().st_size > 10_000, shot
@@ -305,7 +335,26 @@ def test_direct_paths_to_the_apps_time_out(session, jupyter, lab):
     assert probe(lab["user"], [route])[route].startswith("open")
 
 
-def test_another_session_cannot_reach_the_app(session, jupyter, lab, run_playbook):
+def test_another_session_cannot_reach_the_app_and_its_route_cuts_no_download(
+    session, jupyter, lab, run_playbook
+):
+    """Another session's containers cannot reach the app's published ports. And making that
+    session (its SSH route: a reload of the proxy) cuts no connection of this session's: a
+    download through the web route, throttled to last across the create, completes."""
+    agent, main1, user = session["agent"], f"bai-{NAME}-main1", lab["user"]
+    code, out = in_session(agent, main1, "head -c 6291456 /dev/urandom > /home/work/blob.bin")
+    assert code == 0, out
+    web = open_app(run_playbook, "web")
+    assert web["app"]["state"] == "running", web  # http.server from the test above
+    jar, blob = "/tmp/apps-it-blob.jar", "/tmp/apps-it-blob"
+    assert status(user, web["url"], jar) == 303
+    link = web["url"].split("?")[0] + "blob.bin"
+    code, out = sh(
+        user,
+        f"rm -f {blob} {blob}.rc; (curl -sS --cacert {CA_ON_USER} -b {jar} --limit-rate 400k "
+        f"-o {blob} {shlex.quote(link)}; echo $? > {blob}.rc) >/dev/null 2>&1 &",
+    )
+    assert code == 0, out
     agents = {k: v for k, v in lab.items() if k.startswith("agent")}
     sweep(agents, OTHER)
     extra = {
@@ -326,16 +375,19 @@ def test_another_session_cannot_reach_the_app(session, jupyter, lab, run_playboo
         code, out = in_session(other_agent, f"bai-{OTHER}-main1", f"{script} wait")
         assert code == 0, out
         assert "open" not in out, out
-        # Positive control: the same probe from main1 of the app's own session reaches it.
-        code, out = in_session(
-            session["agent"],
-            f"bai-{NAME}-main1",
-            "timeout 3 bash -c 'exec 3<>/dev/tcp/127.0.0.1/8090' && echo open",
-        )
-        assert out == "open", out
+        # Positive control: the same probe from the app proxy reaches both ports.
+        code, out = sh(lab["appproxy"], f"bash -c {shlex.quote(script + ' wait')}")
+        assert code == 0 and out.count(" open") == len(targets), out
     finally:
         run_playbook("session_destroy.yml", extra_vars={"session_name": OTHER})
         sweep(agents, OTHER)
+    wait_for_file = (
+        f"for i in $(seq 60); do [ -s {blob}.rc ] && break; sleep 0.5; done; cat {blob}.rc"
+    )
+    code, rc = sh(user, wait_for_file)
+    assert (code, rc) == (0, "0"), rc
+    code, size = sh(user, f"stat -c %s {blob}; rm -f {blob} {blob}.rc")
+    assert size == "6291456", size
 
 
 def test_routes_survive_a_proxy_restart(session, jupyter, lab):
@@ -347,6 +399,41 @@ def test_routes_survive_a_proxy_restart(session, jupyter, lab):
         if code == 0:
             break
         time.sleep(0.3)
+    assert status(lab["user"], jupyter["url"]) == 303
+
+
+def test_reconcile_removes_the_routes_of_sessions_that_are_gone(
+    session, jupyter, lab, run_playbook
+):
+    """A route whose session the ledger does not hold (a create that died after its route
+    was made) goes at the next reconcile; a route younger than the prune age stays (a
+    create may be making it), and so do the live session's."""
+    proxy = lab["appproxy"]
+
+    def plant(name, port, age):
+        text = render_route(
+            {"session": name, "port": port, "backend_host": "10.210.3.21", "backend_port": 30999}
+        )
+        path = f"{ROUTES}/{name}.cfg"
+        code, out = sh(
+            proxy, f"printf '%s' {shlex.quote(text)} > {path} && touch -d '{age}' {path}"
+        )
+        assert code == 0, out
+
+    plant("gone-it", 10298, "-10 minutes")
+    plant("gone-new-it", 10297, "now")
+    try:
+        run = run_playbook("session_reconcile.yml")
+        assert run.rc == 0, run
+        assert run.stats["bai_reconcile"]["routes_removed"] == ["gone-it"], run.stats
+        code, out = sh(proxy, f"ls {ROUTES}")
+        assert code == 0, out
+        files = out.split()
+        assert "gone-it.cfg" not in files and "gone-new-it.cfg" in files, files
+        assert f"{NAME}.jupyter.cfg" in files and f"{NAME}.cfg" in files, files
+    finally:
+        sh(proxy, f"rm -f {ROUTES}/gone-it.cfg {ROUTES}/gone-new-it.cfg")
+    # The live routes still work after the reload the prune made.
     assert status(lab["user"], jupyter["url"]) == 303
 
 
