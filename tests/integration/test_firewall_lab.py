@@ -418,7 +418,15 @@ def test_agents_reach_each_others_swarm_ports_and_the_registry(lab, converged):
         [(IP["agent2"], 7946), (IP["manager_compute"], 7946), (IP["manager_compute"], 5000)],
     )
     assert all(r.startswith("open") for r in got.values()), got
-    code, out = on_agent(lab["agent1"], "curl", "-sf", f"http://{IP['manager_compute']}:5000/v2/")
+    registry = f"{IP['manager_compute']}:5000"
+    code, out = on_agent(
+        lab["agent1"],
+        "curl",
+        "-sf",
+        "--cacert",
+        f"/etc/docker/certs.d/{registry}/ca.crt",
+        f"https://{registry}/v2/",
+    )
     assert code == 0, out
 
 

@@ -171,7 +171,8 @@ def test_method_load_puts_the_image_on_every_agent_without_the_registry(
     ref = v1_ref(probe)
     wanted = docker_client.images.get(ref).id
     registry = manager.attrs["NetworkSettings"]["Networks"]["bai-lab-compute"]["IPAddress"]
-    catalog_cmd = ("curl", "-fsS", f"http://{registry}:5000/v2/_catalog?n=1000")
+    ca = f"/etc/docker/certs.d/{registry}:5000/ca.crt"
+    catalog_cmd = ("curl", "-fsS", "--cacert", ca, f"https://{registry}:5000/v2/_catalog?n=1000")
     code, catalog = on_agent(manager, *catalog_cmd)
     assert code == 0, catalog
     session_ids = {a: node_image(n, "bai/session:latest")["Id"] for a, n in agents.items()}

@@ -357,9 +357,11 @@ def test_image_reaches_both_agents_through_the_registry_once(converged, client, 
         "manager",
         "curl",
         "-fsS",
+        "--cacert",
+        registry_ca(registry),
         "-H",
         "Accept: application/vnd.docker.distribution.manifest.v2+json",
-        f"http://{registry}/v2/{repo}/manifests/{tag}",
+        f"https://{registry}/v2/{repo}/manifests/{tag}",
     )
     assert rc == 0, out
     # The registry holds the controller's image: its config digest is the image ID.
@@ -374,14 +376,47 @@ def test_image_reaches_both_agents_through_the_registry_once(converged, client, 
         "manager",
         "sh",
         "-c",
-        f"d=$(curl -fsSI -H 'Accept: application/vnd.docker.distribution.manifest.v2+json' "
-        f"http://{registry}/v2/{repo}/manifests/{tag} | tr -d '\\r' "
+        f"ca={registry_ca(registry)}; "
+        "d=$(curl -fsSI --cacert $ca "
+        "-H 'Accept: application/vnd.docker.distribution.manifest.v2+json' "
+        f"https://{registry}/v2/{repo}/manifests/{tag} | tr -d '\\r' "
         "| awk 'tolower($1)==\"docker-content-digest:\" {print $2}'); "
-        f"curl -fsS -X DELETE http://{registry}/v2/{repo}/manifests/$d",
+        f"curl -fsS --cacert $ca -X DELETE https://{registry}/v2/{repo}/manifests/$d",
     )
 
 
-def test_engines_trust_only_the_compute_zone_for_plain_http(converged, client):
+def registry_ca(registry: str) -> str:
+    """Where every engine finds the CA certificate it verifies the registry with."""
+    return f"/etc/docker/certs.d/{registry}/ca.crt"
+
+
+def registry_of(client: docker.DockerClient) -> str:
+    """The registry's ADDRESS:PORT: the first manager's compute address (the lab's agents
+    got the session image from the lab's own load, so its RepoDigests name no registry)."""
+    networks = client.containers.get("bai-lab-manager").attrs["NetworkSettings"]["Networks"]
+    return f"{networks['bai-lab-compute']['IPAddress']}:{REGISTRY_PORT}"
+
+
+def session_image_digest(client: docker.DockerClient) -> str:
+    """REGISTRY:PORT/bai/session@sha256:... as site.yml pushed it (the manifest's digest)."""
+    registry = registry_of(client)
+    rc, out = node_exec(
+        client,
+        "manager",
+        "sh",
+        "-c",
+        f"curl -fsSI --cacert {registry_ca(registry)} "
+        "-H 'Accept: application/vnd.docker.distribution.manifest.v2+json' "
+        f"https://{registry}/v2/bai/session/manifests/latest | tr -d '\\r' "
+        "| awk 'tolower($1)==\"docker-content-digest:\" {print $2}'",
+    )
+    assert rc == 0 and out.strip().startswith("sha256:"), out
+    return f"{registry}/bai/session@{out.strip()}"
+
+
+def test_no_engine_lists_an_insecure_registry(converged, client):
+    """The registry is verified by the cluster's CA: no engine marks anything but Docker's
+    own loopback default insecure, and daemon.json names no insecure registry."""
     for node in ("manager", "agent1", "agent2"):
         cidrs = node_json(
             client,
@@ -391,4 +426,71 @@ def test_engines_trust_only_the_compute_zone_for_plain_http(converged, client):
             "--format",
             "{{json .RegistryConfig.InsecureRegistryCIDRs}}",
         )
-        assert sorted(cidrs) == sorted([str(COMPUTE), "127.0.0.0/8"])
+        assert cidrs == ["127.0.0.0/8"], (node, cidrs)
+        daemon = node_json(client, node, "cat", "/etc/docker/daemon.json")
+        assert "insecure-registries" not in daemon, (node, daemon)
+
+
+def test_registry_serves_tls_from_the_cluster_ca(converged, client):
+    registry = registry_of(client)
+    address, port = registry.rsplit(":", 1)
+    assert ipaddress.ip_address(address) in COMPUTE and int(port) == REGISTRY_PORT
+    # Every engine holds the CA that site.yml made on the app proxy host (the CA key's host).
+    rc, ca = node_exec(client, "appproxy", "cat", "/etc/bai-ca/ca.pem")
+    assert rc == 0 and "BEGIN CERTIFICATE" in ca, ca
+    for node in ("manager", "agent1", "agent2"):
+        assert node_exec(client, node, "cat", registry_ca(registry)) == (0, ca), node
+    # The registry's certificate verifies against that CA for its address (the manager
+    # has openssl: it holds the registry's key).
+    rc, out = node_exec(
+        client,
+        "manager",
+        "sh",
+        "-c",
+        f"openssl s_client -connect {registry} -CAfile {registry_ca(registry)} "
+        f"-verify_return_error -verify_ip {address} </dev/null 2>&1",
+    )
+    assert rc == 0 and "Verify return code: 0 (ok)" in out, out
+    rc, out = node_exec(
+        client,
+        "agent1",
+        "curl",
+        "-fsS",
+        "--cacert",
+        registry_ca(registry),
+        f"https://{registry}/v2/",
+    )
+    assert rc == 0, out
+    # Plain HTTP is not served: the registry answers only TLS (Go's 400 for HTTP on a TLS port).
+    rc, out = node_exec(
+        client,
+        "agent1",
+        "curl",
+        "-sS",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        f"http://{registry}/v2/",
+    )
+    assert out.strip() == "400", out
+
+
+def test_an_engine_without_the_ca_fails_the_pull_and_never_falls_back(converged, client):
+    """An engine without the cluster's CA gets Docker's certificate error for the
+    registry, not an unverified or plain-HTTP pull."""
+    digest = session_image_digest(client)
+    registry = registry_of(client)
+    ca = registry_ca(registry)
+    rc, out = node_exec(client, "agent2", "mv", ca, ca + ".moved")
+    assert rc == 0, out
+    try:
+        rc, out = node_exec(client, "agent2", "docker", "pull", digest)
+        refused = (rc, out)
+    finally:
+        node_exec(client, "agent2", "mv", ca + ".moved", ca)
+    assert refused[0] != 0, refused
+    assert "x509" in refused[1] or "certificate" in refused[1], refused
+    # With the CA back, the same pull works (the control).
+    rc, out = node_exec(client, "agent2", "docker", "pull", digest)
+    assert rc == 0, out

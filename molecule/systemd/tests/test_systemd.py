@@ -39,10 +39,13 @@ SERVICES = (
 MARKER_PREFIX = "bai host_firewall "
 # A table the tests add before the restart, to tell the old network namespace from a new one.
 RESTART_MARK = "bai_restart_mark"
-HTTP_GET = (
-    "import sys, urllib.request; "
-    "print(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())"
+# GET over HTTPS, verified with the CA file (argv[2]) the engine trusts the registry with.
+HTTPS_GET = (
+    "import ssl, sys, urllib.request; "
+    "ctx = ssl.create_default_context(cafile=sys.argv[2]); "
+    "print(urllib.request.urlopen(sys.argv[1], timeout=5, context=ctx).read().decode())"
 )
+REGISTRY_CA = f"/etc/docker/certs.d/{REGISTRY}/ca.crt"
 
 
 def show(host, unit: str, props: str) -> dict[str, str]:
@@ -76,7 +79,9 @@ def pid1_started(host) -> int:
 
 
 def registry_catalog(host) -> list[str]:
-    out = host.check_output("python3 -c %s %s", HTTP_GET, f"http://{REGISTRY}/v2/_catalog")
+    out = host.check_output(
+        "python3 -c %s %s %s", HTTPS_GET, f"https://{REGISTRY}/v2/_catalog", REGISTRY_CA
+    )
     return json.loads(out)["repositories"]
 
 

@@ -14,7 +14,7 @@ this file. Standard library only, valid Python 3.9+.
     ready_nodes(nodes)                       the node IDs the manager sees Ready
     label_changes(nodes, wanted)             nodes whose labels must be set
     pool_differences(swarm, pools, size)     the swarm's address pool against the configured one
-    registry_is_insecure(config, registry)   whether an engine may talk plain HTTP to a registry
+    registry_is_insecure(config, registry)   whether an engine treats a registry as insecure
     taken_ports(ss_lines, needed)            which needed ports another program listens on
 """
 
@@ -248,7 +248,9 @@ def pool_differences(
 
 
 def registry_is_insecure(registry_config: Optional[Mapping[str, Any]], registry: str) -> bool:
-    """Whether an engine talks plain HTTP to ``registry`` ("host:port").
+    """Whether an engine treats ``registry`` ("host:port") as insecure: it would skip
+    the registry's certificate, or fall back to plain HTTP (image_distribution refuses
+    such an engine: its registry serves TLS from the cluster's CA).
 
     ``registry_config`` is ``docker info .RegistryConfig``: a registry is insecure when
     IndexConfigs lists it with Secure false, or its host is an IP inside one of the
