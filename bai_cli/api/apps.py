@@ -22,8 +22,9 @@ APP = "playbooks/session_app.yml"
 
 @dataclass(frozen=True)
 class App:
-    """One app of a session: in main1 (``port``), where its agent publishes it, and
-    whether something listens on it (``state``: running, idle, or started by this call)."""
+    """One app of a session: in main1 (``port``), where its agent publishes it, whether
+    something listens on it (``state``: running, idle, or started by this call), and,
+    once opened, its route's port on the app proxy and its link (``url``, a credential)."""
 
     name: str
     protocol: str
@@ -31,10 +32,13 @@ class App:
     declared: bool
     host_port: int | None
     state: str
+    proxy_port: int | None = None
+    url: str | None = field(default=None, repr=False)  # a credential
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> App:
         host_port = data.get("host_port")
+        proxy_port = data.get("proxy_port")
         return cls(
             name=str(data.get("name") or ""),
             protocol=str(data.get("protocol") or "http"),
@@ -42,6 +46,8 @@ class App:
             declared=bool(data.get("declared")),
             host_port=int(host_port) if host_port else None,
             state=str(data.get("state") or ""),
+            proxy_port=int(proxy_port) if proxy_port else None,
+            url=str(data["url"]) if data.get("url") else None,
         )
 
 

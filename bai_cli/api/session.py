@@ -343,6 +343,7 @@ def details_from_stats(data: Mapping[str, Any]) -> SessionDetails:
         },
         appproxy=proxy,
         appproxy_route=_route(name, proxy, data),
+        app_routes=_app_routes(str(_label(raw, LABEL_SESSION_ID)), proxy, data),
         env=env,
         type="batch" if _label(raw, LABEL_BATCH) else "interactive",
         job=data.get("job") or None,
@@ -430,6 +431,17 @@ def _route(name: str, proxy: str, data: Mapping[str, Any]) -> dict[str, Any] | N
             "ssh": f"ssh -p {route['port']} work@{address}",
         }
     return route
+
+
+def _app_routes(session_id: str, proxy: str, data: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The session's app routes session_show.yml read (of this session id: a route an
+    earlier session of the name left leads nowhere): app, port and the proxy's address."""
+    address = str(data.get("app_address") or proxy)
+    return [
+        {"app": str(r.get("app")), "port": int(r["port"]), "address": address}
+        for r in data.get("app_routes") or ()
+        if r.get("port") and (not session_id or str(r.get("session_id") or "") == session_id)
+    ]
 
 
 def _label(raw: list[Mapping[str, Any]], label: str) -> str:

@@ -232,6 +232,9 @@ class SessionDetails(Session):
     and how its agents (and the app proxy) are reached."""
 
     appproxy: str = ""
+    # The session's open app routes on the app proxy (docs/apps.md): app, port, address
+    # (the proxy's public one) - no secret: bai-cluster session app NAME APP gives links.
+    app_routes: list[dict[str, Any]] = field(default_factory=list)
     env: dict[str, dict[str, str]] = field(default_factory=dict)
     # A batch session: what its command came to so far (or, once the session is gone and
     # ``containers`` is empty, how it ended, as the session ledger remembers it).

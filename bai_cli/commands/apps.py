@@ -44,7 +44,7 @@ def apps_text(found: api.Apps) -> list[str]:
     """The table of a session's apps."""
     if not found.apps:
         return [f"session {found.session}: no apps (its image declares none, nor does it)"]
-    rows = [("APP", "PROTOCOL", "PORT", "STATE", "KIND")]
+    rows = [("APP", "PROTOCOL", "PORT", "STATE", "KIND", "LINK")]
     rows += [
         (
             a.name,
@@ -52,12 +52,16 @@ def apps_text(found: api.Apps) -> list[str]:
             str(a.port),
             a.state,
             "declared" if a.declared else "image",
+            a.url or "-",
         )
         for a in found.apps
     ]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
-    return [*lines, f"open one: bai-cluster session app {found.session} APP"]
+    tail = [f"open one: bai-cluster session app {found.session} APP (LINK: - until opened)"]
+    if any(a.url for a in found.apps):
+        tail.append(f"# {LINK_NOTE}")
+    return [*lines, *tail]
 
 
 def opened_text(found: api.Apps) -> list[str]:

@@ -89,6 +89,11 @@ def details_text(details: api.SessionDetails) -> list[str]:
         lines.append(f"  main1 sshd published on {details.ssh_agent} port {details.ssh_port}")
     if details.appproxy_route:
         lines.append(f"  through the app proxy: {details.appproxy_route['ssh']}")
+    for route in details.app_routes:
+        lines.append(
+            f"  app {route['app']} open through the app proxy at https://{route['address']}:"
+            f"{route['port']}/ (its link: bai-cluster session app {details.name} {route['app']})"
+        )
     if details.job:
         lines.append("  " + job_text(details.name, details.job))
     return lines + attempts_text(details)

@@ -15,16 +15,19 @@ def metrics_text(
     reads: Sequence[Mapping[str, Any]],
     now: float | None = None,
     flavour: str = "openmetrics",
+    proxies: Mapping[str, Any] | None = None,
 ) -> str:
     """The cluster's metrics in ``flavour`` (openmetrics or prometheus): the ledger read,
-    the agent rows (bai_agent_rows), the agents' bai_agent_info results, and the time
-    (the ledger's; this host's when the ledger was not read)."""
+    the agent rows (bai_agent_rows), the agents' bai_agent_info results, the time (the
+    ledger's; this host's when the ledger was not read), and the app proxies'
+    bai_appproxy_apps reads ({host: read, or None when it failed})."""
     # Imported when used: every playbook that names a bai filter loads this file.
+    from ansible_collections.bai.cluster.plugins.module_utils.metrics import apps
     from ansible_collections.bai.cluster.plugins.module_utils.metrics.cluster import collect
     from ansible_collections.bai.cluster.plugins.module_utils.metrics.exposition import render
 
     when = time.time() if now is None else float(now)
-    return render(collect(ledger, rows, reads, when), flavour)
+    return render([*collect(ledger, rows, reads, when), *apps.families(proxies or {})], flavour)
 
 
 def prometheus_config(

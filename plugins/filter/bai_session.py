@@ -86,4 +86,5 @@ class FilterModule(FilterTable):
         "bai_batch_ended": job.ended_sessions,
         "bai_logs_where": attempts.logs_where,
         "bai_app_where": apps.where,
+        "bai_app_links": apps.with_links,
     }

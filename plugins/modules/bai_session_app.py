@@ -89,6 +89,12 @@ started:
   description: Whether this run started the app.
   returned: always
   type: bool
+start_failed:
+  description:
+    - True when the task failed because the app it started ended or did not listen in
+      time (the app proxy counts it as a failed start, for the metrics).
+  returned: on failure of such a start
+  type: bool
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -144,6 +150,7 @@ def main() -> None:
     run_module(
         module,
         run,
+        (apps_open.StartFailure, says(f"session {p['session']}: ", start_failed=True)),
         ((Failure, SpecError), says(f"session {p['session']}: ")),
         (DockerException, says(f"Docker error on session {p['session']}: ", error_text)),
     )

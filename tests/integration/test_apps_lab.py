@@ -238,6 +238,76 @@ def test_opening_again_keeps_the_link_and_a_dead_app_starts_again(
     assert status(lab["user"], jupyter["url"]) == 303
 
 
+def app_metrics(run_playbook):
+    """bai-cluster metrics' app samples: {(name, app, result): value} for appproxy."""
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families
+
+    run = run_playbook("metrics.yml")
+    assert run.rc == 0, run
+    out = {}
+    for family in text_string_to_metric_families(run.stats["bai_metrics"]):
+        for sample in family.samples:
+            if sample.name.startswith(("bai_app", "bai_appproxy")):
+                labels = sample.labels
+                key = (sample.name, labels.get("app", ""), labels.get("result", ""))
+                out[key] = sample.value if labels.get("appproxy") == "appproxy" else None
+    return out
+
+
+def test_an_app_that_does_not_listen_in_time_fails_with_its_log_and_is_counted(
+    session, jupyter, lab, run_playbook
+):
+    """The open names the app and shows its log's last lines; bai-cluster metrics counts
+    the failed start and then the next (started) one, and the open route."""
+    before = app_metrics(run_playbook)
+    assert before[("bai_appproxy_up", "", "")] == 1
+    assert before[("bai_app_routes", "jupyter", "")] >= 1
+    main1 = f"bai-{NAME}-main1"
+    code, out = in_session(session["agent"], main1, "pkill -f [j]upyter-lab; echo $?")
+    assert code == 0, out
+    time.sleep(1)
+    extra = {"session_name": NAME, "app_name": "jupyter", "app_start_timeout_s": 0}
+    failed = run_playbook("session_app.yml", extra_vars=extra)
+    assert failed.rc != 0, failed
+    said = " ".join(failed.failures)
+    assert "app jupyter did not listen on port 8090 within 0 s" in said, said
+    assert "the last lines of its log (/tmp/bai-app-jupyter.log in main1)" in said, said
+    # The app went on starting: wait until it listens, then open it again (not a start).
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        again = open_app(run_playbook, "jupyter")
+        if again["app"]["state"] == "running" and not again["started"]:
+            break
+        time.sleep(1)
+    in_session(session["agent"], main1, "pkill -f [j]upyter-lab")
+    time.sleep(1)
+    assert open_app(run_playbook, "jupyter")["started"] is True
+    after = app_metrics(run_playbook)
+    key = ("bai_app_starts_total", "jupyter")
+    assert after[(*key, "failed")] == before.get((*key, "failed"), 0) + 1, (before, after)
+    assert after[(*key, "started")] == before.get((*key, "started"), 0) + 1, (before, after)
+
+
+def test_the_apps_list_and_session_show_name_the_open_routes(session, jupyter, run_playbook):
+    listed = run_playbook("session_app.yml", extra_vars={"session_name": NAME})
+    assert listed.rc == 0, listed
+    apps = {a["name"]: a for a in listed.stats["bai_session_app"]["apps"]}
+    assert apps["jupyter"]["url"] == jupyter["url"]
+    assert apps["jupyter"]["proxy_port"] == jupyter["proxy_port"]
+    show = run_playbook(
+        str(Path(__file__).resolve().parents[2] / "bai_cli/playbooks/session_show.yml"),
+        extra_vars={"session_name": NAME},
+    )
+    assert show.rc == 0, show
+    routes = show.stats["bai_session_show"]["app_routes"]
+    assert [(r["app"], r["port"]) for r in routes if r["app"] == "jupyter"] == [
+        ("jupyter", jupyter["proxy_port"])
+    ]
+    assert show.stats["bai_session_show"]["app_address"] == APPPROXY_PUBLIC
+    # The show has no secret: it names the route, the link is session app's to give.
+    assert token_of(jupyter["url"]) not in json.dumps(show.stats)
+
+
 def test_a_declared_port_is_routed_to_what_the_user_starts(session, lab, run_playbook):
     agent, main1 = session["agent"], f"bai-{NAME}-main1"
     code, out = on_agent(

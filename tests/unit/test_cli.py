@@ -10,7 +10,7 @@ import pytest
 from bai_cli import __main__ as cli
 from bai_cli import api, runner
 from bai_cli.commands.session_options import create_spec
-from bai_cli.commands.session_text import session_text
+from bai_cli.commands.session_text import details_text, session_text
 from bai_cli.errors import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -321,6 +321,27 @@ def test_show_stats_become_details():
             "TF_CONFIG": '{"task": {"index": 1}}',
         }
     }
+
+
+def test_show_names_the_open_app_routes_of_this_session_only():
+    stats = {
+        **show_stats("local", "localhost"),
+        "app_address": "10.210.1.12",
+        "app_routes": [
+            {"session": "s1", "session_id": "K1", "app": "jupyter", "port": 10206},
+            # Left by an earlier session of the name: it leads nowhere.
+            {"session": "s1", "session_id": "K0", "app": "tb", "port": 10207},
+        ],
+    }
+    details = api.details_from_stats(stats)
+    assert details.app_routes == [{"app": "jupyter", "port": 10206, "address": "10.210.1.12"}]
+    text = "\n".join(details_text(details))
+    assert (
+        "app jupyter open through the app proxy at https://10.210.1.12:10206/ "
+        "(its link: bai-cluster session app s1 jupyter)"
+    ) in text
+    assert "tb" not in text
+    assert details.to_dict()["app_routes"] == details.app_routes
 
 
 def test_show_of_a_missing_session_is_not_found():

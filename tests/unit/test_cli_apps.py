@@ -95,9 +95,30 @@ def test_session_app_lists_the_apps_without_a_link(monkeypatch, capsys):
     assert data["url"] is None and [a["name"] for a in data["apps"]] == ["jupyter", "web"]
     assert cli.main(["session", "app", "s1"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["APP", "PROTOCOL", "PORT", "STATE", "KIND"]
-    assert lines[1].split() == ["jupyter", "http", "8090", "running", "image"]
-    assert lines[2].split() == ["web", "http", "8000", "idle", "declared"]
+    assert lines[0].split() == ["APP", "PROTOCOL", "PORT", "STATE", "KIND", "LINK"]
+    assert lines[1].split() == ["jupyter", "http", "8090", "running", "image", "-"]
+    assert lines[2].split() == ["web", "http", "8000", "idle", "declared", "-"]
+    assert not any("credential" in line for line in lines)
+
+
+def test_session_app_lists_an_opened_apps_link(monkeypatch, capsys):
+    link = "https://10.210.1.12:10206/lab?bai_token=abc"
+    listed = {
+        "bai_session_app": {
+            "session": "s1",
+            "agent": "agent1",
+            "apps": [{**JUPYTER, "state": "running", "url": link, "proxy_port": 10206}, WEB],
+        }
+    }
+    fake(monkeypatch, lambda _p: listed, [])
+    assert cli.main(["session", "app", "s1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].split() == ["jupyter", "http", "8090", "running", "image", link]
+    assert lines[2].split()[-1] == "-"
+    assert "credential" in lines[-1]
+    assert cli.main(["session", "app", "s1", "--json"]) == 0
+    (jupyter, web) = json.loads(capsys.readouterr().out)["apps"]
+    assert (jupyter["url"], jupyter["proxy_port"], web["url"]) == (link, 10206, None)
 
 
 def test_create_app_declares_ports_and_opens_apps_after_the_create(monkeypatch, capsys):

@@ -297,7 +297,9 @@ def test_every_metric_the_alerts_and_the_dashboard_name_is_one_the_collection_wr
         "ledger_bytes": 1,
         "ledger_max_bytes": 2,
     }
-    written = {name for name, _labels in samples(metrics_text(ledger, agents, reads, 10.0))}
+    proxies = {"appproxy": {"routes": [{"app": "jupyter"}], "counts": {"jupyter": {}}}}
+    text = metrics_text(ledger, agents, reads, 10.0, proxies=proxies)
+    written = {name for name, _labels in samples(text)}
     rules = yaml.safe_load((root / "bai_cluster.rules.yml").read_text())
     exprs = [r["expr"] for g in rules["groups"] for r in g["rules"]]
     dashboard = json.loads((root / "bai_cluster.dashboard.json").read_text())
@@ -307,3 +309,47 @@ def test_every_metric_the_alerts_and_the_dashboard_name_is_one_the_collection_wr
     named = {n for expr in bare for n in re.findall(r"\bbai_[a-z_]+", expr)}
     assert len(dashboard["panels"]) >= 12 and named
     assert named <= written, sorted(named - written)
+
+
+# --- the interactive apps (metrics/apps.py) -----------------------------------------------
+
+
+def test_app_routes_and_starts_per_app_proxy_in_both_formats():
+    proxies = {
+        "appproxy": {
+            "routes": [
+                {"session": "a", "app": "jupyter", "port": 10206},
+                {"session": "b", "app": "jupyter", "port": 10207},
+                {"session": "b", "app": "tb", "port": 10208},
+            ],
+            "counts": {"jupyter": {"started": 3, "failed": 1}},
+        },
+        # Did not answer (an unreachable or failed read): counted down, nothing else.
+        "appproxy2": {"unreachable": True, "msg": "no route to host"},
+    }
+    text = metrics_text(None, [], [], 10.0, "openmetrics", proxies)
+    for parsed in (
+        samples(text),
+        samples(metrics_text(None, [], [], 10.0, "prometheus", proxies), parse_prom),
+    ):
+        assert value(parsed, "bai_appproxy_up", appproxy="appproxy") == 1
+        assert value(parsed, "bai_appproxy_up", appproxy="appproxy2") == 0
+        assert value(parsed, "bai_app_routes", appproxy="appproxy", app="jupyter") == 2
+        assert value(parsed, "bai_app_routes", appproxy="appproxy", app="tb") == 1
+        started = value(
+            parsed, "bai_app_starts_total", appproxy="appproxy", app="jupyter", result="started"
+        )
+        failed = value(
+            parsed, "bai_app_starts_total", appproxy="appproxy", app="jupyter", result="failed"
+        )
+        assert (started, failed) == (3, 1)
+        assert not [
+            k
+            for k in parsed
+            if dict(k[1]).get("appproxy") == "appproxy2" and k[0] != "bai_appproxy_up"
+        ]
+
+
+def test_no_app_proxy_gives_no_app_families():
+    text = metrics_text(None, [], [], 10.0)
+    assert "bai_app" not in text

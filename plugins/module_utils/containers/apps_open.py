@@ -45,6 +45,11 @@ _REDIRECT = 'exec "$@" >>"$0" 2>&1'
 _LOG_LINES = 20
 
 
+class StartFailure(Failure):
+    """An app that was started but did not come up (it ended, or did not listen in
+    time): what the app proxy counts as a failed start."""
+
+
 def main1(api: Any, session: str, session_id: str) -> dict[str, Any]:
     """main1's ``docker inspect`` on this engine; Failure when it is not here or not
     running."""
@@ -171,13 +176,13 @@ def open_app(
     while app.port not in listening(api, cid):
         done = api.exec_inspect(exec_id)
         if not done.get("Running") and done.get("ExitCode") is not None:
-            raise Failure(
+            raise StartFailure(
                 f"app {app.name} ended (exit {done.get('ExitCode')}) before it listened on "
                 f"port {app.port}; the last lines of its log ({log} in main1):\n"
                 f"{log_tail(api, cid, app)}"
             )
         if time.monotonic() - began > timeout:
-            raise Failure(
+            raise StartFailure(
                 f"app {app.name} did not listen on port {app.port} within {timeout:g} s; the "
                 f"last lines of its log ({log} in main1):\n{log_tail(api, cid, app)}"
             )

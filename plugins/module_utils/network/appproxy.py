@@ -197,11 +197,13 @@ def plan_route(
     app: Optional[str] = None,
     new_secret: Optional[str] = None,
     tls_cert: str = "",
+    url_path: str = "/",
 ) -> dict[str, Any]:
     """The route ``session`` (or its ``app``) should have, given every route file's header
     (``routes``: file stem -> header). Ports that something listens on but no route
     claims are avoided. An app's route keeps its secret while its session id stays (a
-    rerun gives the same link); a new session of that name gets ``new_secret``."""
+    rerun gives the same link); a new session of that name gets ``new_secret``. It
+    records ``url_path``, the path its link opens."""
     key = route_key(session, app)
     if not backend_host or not str(backend_host).strip():
         raise RouteError(f"session {session}: no backend address (the agent's compute address)")
@@ -229,7 +231,8 @@ def plan_route(
         route["bind_address"] = str(bind_address)
     if app:
         kept = mine and mine.get("session_id") == route.get("session_id") and mine.get("secret")
-        route.update(app=app, tls_cert=tls_cert, secret=kept or new_secret)
+        path = "/" + str(url_path or "/").lstrip("/")
+        route.update(app=app, tls_cert=tls_cert, secret=kept or new_secret, url_path=path)
     return route
 
 

@@ -168,6 +168,7 @@ class Proxy:
             app=p["app"],
             new_secret=secrets.token_urlsafe(32),
             tls_cert=p["tls_cert"],
+            url_path=p["url_path"],
         )
         before = read(path)
         after = render_route(route)

@@ -238,3 +238,28 @@ def where(read: Mapping[str, Any], name: str) -> dict[str, Any]:
         if not found["agent"]:
             found["why"] = f"session {name} has no main1 in the session ledger"
     return found
+
+
+def with_links(
+    apps: Sequence[Mapping[str, Any]], routes: Sequence[Mapping[str, Any]], session_id: str
+) -> list[dict[str, Any]]:
+    """The filter bai_app_links: bai_session_app's list of a session's apps, each with its
+    app route's ``url`` (the link, a credential) and ``proxy_port`` when it has a route
+    (bai_appproxy_apps with links) of this session id - a route left by an earlier
+    session of the name leads nowhere and is not given - else both None."""
+    mine = {
+        str(r.get("app")): r
+        for r in routes
+        if r.get("url") and (not session_id or str(r.get("session_id") or "") == session_id)
+    }
+    out = []
+    for app in apps:
+        route = mine.get(str(app.get("name")))
+        out.append(
+            {
+                **app,
+                "url": route["url"] if route else None,
+                "proxy_port": route.get("port") if route else None,
+            }
+        )
+    return out
