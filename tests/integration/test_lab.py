@@ -48,6 +48,8 @@ def playbook(*args: str) -> subprocess.CompletedProcess[str]:
         env=env,
         text=True,
         capture_output=True,
+        # A hang fails the test (and says where) instead of eating CI's time.
+        timeout=1200,
         check=False,
     )
 

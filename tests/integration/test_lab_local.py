@@ -25,6 +25,11 @@ def test_teardown_removes_exactly_what_the_lab_made(docker_client):
     )
     decoy_vol = client.volumes.create(f"{prefix}-decoy")
     decoy_net = client.networks.create(f"{prefix}-decoy", driver="bridge")
+    # A node of a third lab (another prefix, the lab's label): the teardown of this prefix
+    # must leave it, whether or not the main lab is up.
+    other = client.containers.create(
+        "bai/session:latest", "true", name="bai-labu-n1", labels={LABEL: "bai-labu"}
+    )
     try:
         up = playbook("playbooks/lab.yml", "-e", "lab_state=present", "-e", extra)
         assert up.returncode == 0, up.stdout[-3000:]
@@ -43,9 +48,11 @@ def test_teardown_removes_exactly_what_the_lab_made(docker_client):
         assert client.volumes.list(filters=labelled) == []
         client.volumes.get(decoy_vol.name)  # untouched
         client.networks.get(decoy_net.id)
-        # The main lab, when it is up (the lab lane runs beside this one), is untouched.
+        client.containers.get(other.id)  # another lab's node: untouched
+        # The main lab too, when it is up (the lab lane runs beside this one).
         main = client.containers.list(all=True, filters={"name": "^bai-lab-agent1$"})
         assert all(c.status == "running" for c in main), main
     finally:
+        other.remove(force=True)
         decoy_vol.remove(force=True)
         decoy_net.remove()

@@ -111,20 +111,18 @@ def test_the_owners_longest_lifetime_applies_and_a_longer_one_is_refused(
     )
     assert made.rc == 0, made
     assert [labels[LABEL_LIFETIME] for labels in labels_of(docker_client, name)] == ["8"]
+
     # An interactive session: its container is stopped (SIGTERM, SIGKILL after the
     # grace), then removed, once its lifetime is up.
-    wait_for(
-        lambda: (
-            run_playbook(
-                "session_reconcile.yml",
-                extra_vars={"bai_ledger_path": str(ledger), "session_stop_grace_s": 2},
-                inventory=LOCAL,
-            )
-            .stats.get("bai_reconcile", {})
-            .get("lifetime_up")
-            == [name]
-        ),
-        "the reconcile that ends it",
-        seconds=60,
-    )
+    def reconcile_ends_it() -> bool:
+        """One reconcile: it must succeed every time; True once it ended the session."""
+        run = run_playbook(
+            "session_reconcile.yml",
+            extra_vars={"bai_ledger_path": str(ledger), "session_stop_grace_s": 2},
+            inventory=LOCAL,
+        )
+        assert run.rc == 0, run
+        return run.stats.get("bai_reconcile", {}).get("lifetime_up") == [name]
+
+    wait_for(reconcile_ends_it, "the reconcile that ends it", seconds=60)
     assert labels_of(docker_client, name) == []

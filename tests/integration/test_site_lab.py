@@ -91,9 +91,14 @@ def test_first_converge_succeeds_on_every_cluster_host(converged):
 
 
 def test_second_converge_changes_nothing(converged):
+    """The one idempotence test of the shared converge (test_swarm_lab's and
+    test_firewall_lab's modules check what it made)."""
     _first, second = converged
     assert second.rc == 0, second
     assert second.hosts == sorted(CLUSTER_HOSTS)
+    assert all(
+        r["failures"] == 0 and r["unreachable"] == 0 for r in second.result["stats"].values()
+    )
     assert changed_hosts(second) == {}, second
 
 
