@@ -14,17 +14,16 @@ passes over it, destroy keeps its part until it answers; removed as dead
 without anything contacting it; site.yml adds it back, and reconcile removes what it
 still ran. An agent that answers is removed only once its sessions have ended (refused,
 then forced) and added back by site.yml. A manager leaves only while the swarm keeps
-its quorum. Maintenance restarts one engine at a time, never under a session, while a
-session on the other agent answers ``ssh sub1`` every second.
+its quorum. Maintenance (playbooks/maintenance.yml) works on one agent at a time, never
+under a session: it restarts an engine, upgrades a package (one that stands in for the
+engine's, from an apt repository of the test's own) and restarts the engine after it,
+reboots the node and runs an operator's task file, while a session on the other agent
+answers ``ssh sub1`` every second.
 
 This module comes first of the lab modules that converge site.yml (alphabetical order):
 it asks for the shared ``site_converged`` run while agent1 is paused, agent2 removed and
 (when the manager test ran) manager3 out of the swarm, so the checks that site.yml never
 brings a paused agent back and adds an agent and a manager cost no converge of their own.
-
-The agent that is down, the manager's removal and maintenance are marked slow: `make
-test` leaves them out (each takes members out and back, minutes on two cores), `make
-test-slow` runs them.
 """
 
 from __future__ import annotations
@@ -184,7 +183,6 @@ def reconcile(run_playbook):
     return done.stats["bai_reconcile"]
 
 
-@pytest.mark.slow
 def test_an_agent_that_is_down_is_listed_passed_over_and_its_part_kept(
     run_playbook, lab, manager, docker_client
 ):
@@ -274,7 +272,6 @@ def manager_status(manager):
     return dict(line.split("=", 1) for line in out.splitlines()) if code == 0 else {}
 
 
-@pytest.mark.slow
 def test_a_manager_leaves_only_while_the_swarm_keeps_its_quorum(
     run_playbook, docker_client, manager
 ):
@@ -494,9 +491,54 @@ def maintain(run_playbook, hosts, **extra):
     return run_playbook("maintenance.yml", extra_vars=extra)
 
 
-@pytest.mark.slow
-def test_maintenance_restarts_one_engine_at_a_time_while_sessions_elsewhere_answer(
-    run_playbook, lab, manager
+# A package that stands in for the engine's: version 1.0 installed on the node, 2.0 in an
+# apt repository of its own, the node's only source while the test runs (no mirror read).
+PROBE_REPO = r"""
+set -eu
+d=$(mktemp -d) repo=/srv/bai-maint-repo
+mkdir -p "$repo"
+for v in 1.0 2.0; do
+  mkdir -p "$d/$v/DEBIAN"
+  printf '%s\n' 'Package: bai-maint-probe' "Version: $v" 'Architecture: all' \
+    'Maintainer: bai-cluster tests <tests@localhost>' 'Description: an engine stand-in' \
+    >"$d/$v/DEBIAN/control"
+  dpkg-deb -b "$d/$v" "$d/bai-maint-probe_${v}_all.deb" >/dev/null
+done
+dpkg -i "$d/bai-maint-probe_1.0_all.deb" >/dev/null
+deb=$repo/bai-maint-probe_2.0_all.deb
+cp "$d/bai-maint-probe_2.0_all.deb" "$deb"
+{ dpkg-deb -f "$deb"; echo "Filename: ./${deb##*/}"; echo "Size: $(stat -c %s "$deb")"
+  echo "SHA256: $(sha256sum "$deb" | cut -d ' ' -f 1)"; } >"$repo/Packages"
+mv /etc/apt/sources.list /etc/apt/sources.list.bai-maint
+echo "deb [trusted=yes] file:$repo ./" >/etc/apt/sources.list.d/bai-maint-probe.list
+rm -rf "$d"
+"""
+PROBE_REPO_GONE = (
+    "mv /etc/apt/sources.list.bai-maint /etc/apt/sources.list 2>/dev/null; "
+    "rm -rf /srv/bai-maint-repo /etc/apt/sources.list.d/bai-maint-probe.list "
+    "/var/lib/apt/lists/*bai-maint-repo* /var/lib/bai-maint-mark; "
+    "dpkg -r bai-maint-probe >/dev/null 2>&1; true"
+)
+OPERATOR_TASKS = """---
+- name: Leave the operator's mark
+  ansible.builtin.copy:
+    content: "{{ inventory_hostname }} {{ maintenance_action }}\n"
+    dest: /var/lib/bai-maint-mark
+    mode: "0644"
+"""
+
+
+def probe_version(node):
+    return on_agent(node, "dpkg-query", "-W", "-f", "${Version}", "bai-maint-probe")
+
+
+def node_started(docker_client, agent):
+    """When the agent's node container last started (a lab node's reboot starts it)."""
+    return docker_client.api.inspect_container(f"bai-lab-{agent}")["State"]["StartedAt"]
+
+
+def test_maintenance_restarts_upgrades_reboots_and_runs_tasks_while_sessions_elsewhere_answer(
+    run_playbook, lab, manager, docker_client, tmp_path
 ):
     # A session of two containers on agent2 (agent1 paused while it is placed).
     assert set_availability(run_playbook, "agent1", "pause").rc == 0
@@ -523,20 +565,79 @@ def test_maintenance_restarts_one_engine_at_a_time_while_sessions_elsewhere_answ
     # agent2 is left drained by the maintenance that stopped there.
     assert own_record(lab["agent2"])[""]["purpose"] == "maintenance"
 
-    # The other way round: a session on agent1 (agent2 is drained), agent2 restarted.
+    # The other way round: a session on agent1 (agent2 is drained), and agent2 upgraded,
+    # rebooted and given the operator's tasks while it answers.
     made = create(run_playbook, "it-ag-keep1", session_size=2)
     assert made.rc == 0, made
     assert sessions_on(lab["agent1"]) == ["it-ag-keep1"]
     destroy(run_playbook, "it-ag-keep2")
-    began = time.monotonic()
-    with Probe(lab["agent1"], "it-ag-keep1") as probe:
-        run = maintain(run_playbook, "agent2", agent_drain_timeout_s=0)
-    print(f"maintenance of one agent (engine restart): {time.monotonic() - began:.1f} s")
-    assert run.rc == 0, run
-    assert probe.failures == [] and probe.answered >= 10, (probe.answered, probe.failures)
-    assert dockerd_pid(lab["agent2"]) != before["agent2"]
-    # The drain the stopped run left was its own: agent2 is back in service.
-    assert node_availability(manager, "agent2") == "active" and own_record(lab["agent2"]) == {}
-    assert swarm_state(manager, "agent2") == "ready"
-    assert "10.210.3.21" in firewall_of(lab["agent2"])  # its table loaded again
+    node = lab["agent2"]
+    code, out = on_agent(node, "bash", "-c", PROBE_REPO)
+    assert code == 0, out
+    tasks = tmp_path / "operator-tasks.yml"
+    tasks.write_text(OPERATOR_TASKS)
+    took = {}
+    try:
+        with Probe(lab["agent1"], "it-ag-keep1") as probe:
+            # upgrade: the package has a newer version, so the engine restarts after it.
+            began = time.monotonic()
+            upgraded = maintain(
+                run_playbook,
+                "agent2",
+                maintenance_action="upgrade",
+                maintenance_packages=["bai-maint-probe"],
+                agent_drain_timeout_s=0,
+            )
+            took["upgrade"] = time.monotonic() - began
+            assert upgraded.rc == 0, upgraded
+            assert probe_version(node) == (0, "2.0")
+            assert dockerd_pid(node) != before["agent2"]  # the upgraded engine restarted
+            # The drain the stopped run left was its own: agent2 is back in service.
+            assert node_availability(manager, "agent2") == "active" and own_record(node) == {}
+
+            # reboot: the node goes down and comes back (inventories/lab: a lab node's
+            # init ends and its restart policy starts it again).
+            started, pid = node_started(docker_client, "agent2"), dockerd_pid(node)
+            began = time.monotonic()
+            rebooted = maintain(
+                run_playbook,
+                "agent2",
+                maintenance_action="reboot",
+                maintenance_reboot_timeout_s=300,
+                agent_drain_timeout_s=0,
+            )
+            took["reboot"] = time.monotonic() - began
+            assert rebooted.rc == 0, rebooted
+            assert node_started(docker_client, "agent2") != started  # really down and up
+            assert dockerd_pid(node) != pid
+
+            # tasks: the operator's own file, on agent2 only.
+            began = time.monotonic()
+            ran = maintain(
+                run_playbook,
+                "agent2",
+                maintenance_action="tasks",
+                maintenance_tasks=str(tasks),
+                agent_drain_timeout_s=0,
+            )
+            took["tasks"] = time.monotonic() - began
+            assert ran.rc == 0, ran
+            assert on_agent(node, "cat", "/var/lib/bai-maint-mark") == (0, "agent2 tasks")
+            assert on_agent(lab["agent1"], "test", "-e", "/var/lib/bai-maint-mark")[0] != 0
+        print("maintenance of agent2 (seconds):", {k: round(v, 1) for k, v in took.items()})
+        # The session on agent1 answered through all three (no failed probe).
+        assert probe.failures == [] and probe.answered >= 30, (probe.answered, probe.failures)
+        for done, action in ((upgraded, "upgrade"), (rebooted, "reboot"), (ran, "tasks")):
+            assert done.stats["bai_maintenance"]["agent2"] == {
+                "action": action,
+                "back_in_service": True,
+                "kept": None,
+            }, (action, done.stats)
+        # Back after each: in service, ready in the swarm, its firewall table loaded.
+        assert node_availability(manager, "agent2") == "active" and own_record(node) == {}
+        assert swarm_state(manager, "agent2") == "ready"
+        assert "10.210.3.21" in firewall_of(node)
+        assert sessions_on(lab["agent1"]) == ["it-ag-keep1"]
+    finally:
+        on_agent(node, "sh", "-c", PROBE_REPO_GONE)
     destroy(run_playbook, "it-ag-keep1")
