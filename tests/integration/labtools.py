@@ -128,6 +128,21 @@ def restart_engine(lab, manager, agent: str) -> None:
     wait_for(lambda: swarm_ready(manager, agent), f"{agent} ready in the swarm")
 
 
+def docker_did_not_restore(state: dict) -> str | None:
+    """Why Docker's restart policy left a session container stopped, when the reason is
+    the engine behaviour docs/sessions.md ("After a restart") documents for a container
+    attached to a swarm overlay, else None: "attach failed" (State.Error says attaching to
+    the network failed) or "not started" (exited with code 0 and no error: the engine's
+    one try did not happen). A stopped container with any other state is not allowed."""
+    if state.get("Running"):
+        return None
+    if "attaching to network failed" in (state.get("Error") or ""):
+        return "attach failed"
+    if state.get("Status") == "exited" and state.get("ExitCode") == 0 and not state.get("Error"):
+        return "not started"
+    return None
+
+
 def wait_for(check, what: str, seconds: float = 90, why=lambda: "") -> None:
     """Poll ``check`` every second until it is true; fail naming ``what`` (and ``why()``)."""
     deadline = time.monotonic() + seconds

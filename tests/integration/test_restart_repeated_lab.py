@@ -6,8 +6,12 @@ Each round restarts both agents' inner engines (``service docker restart``), eve
 other round with busy loops on every CPU of the agent nodes and another create running
 on the lab (busy engines: Docker's failures showed under CI's load), waits up to 60 s
 for Docker's restart policy, then runs session_reconcile.yml and checks that every
-container runs and main1 reaches every host over SSH. BAI_RESTART_ROUNDS sets the number
-of rounds (default 12). The counts are printed (``pytest -s``) for the notes.
+container runs and main1 reaches every host over SSH. A container Docker left stopped
+must be one of the two documented cases (``labtools.docker_did_not_restore``: attaching
+to the overlay failed, or the engine's one try did not happen): anything else fails the
+round, and the reconcile must have started the session exactly when Docker left some of
+it stopped. BAI_RESTART_ROUNDS sets the number of rounds (default 2, one of each kind).
+The counts of each case are printed (``pytest -s``) for the notes.
 """
 
 from __future__ import annotations
@@ -16,10 +20,12 @@ import contextlib
 import os
 import threading
 import time
+from collections import Counter
 
 import pytest
 from labtools import (
     AGENTS,
+    docker_did_not_restore,
     in_session,
     inspect,
     lab_agents,
@@ -29,11 +35,13 @@ from labtools import (
 )
 from labtools import wait_for as wait_until
 
-pytestmark = [pytest.mark.integration, pytest.mark.lab, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
 NAME = "it-rstn"
 BUSY = "it-rstn-busy"
-ROUNDS = int(os.environ.get("BAI_RESTART_ROUNDS", "12"))
+# Two by default (one calm, one busy: about 2.5 minutes), on top of test_restart_lab's
+# calm one; the measurement in docs/sessions.md ran BAI_RESTART_ROUNDS=12.
+ROUNDS = int(os.environ.get("BAI_RESTART_ROUNDS", "2"))
 # Four busy loops (the CI machine has two cores), ended by timeout.
 BURN = "for i in 1 2 3 4; do (while :; do :; done) & done; wait"
 
@@ -48,10 +56,13 @@ def test_every_restart_is_repaired_by_a_reconcile(docker_client, run_playbook):
     where = {c["host"]: c["agent"] for c in made.stats["bai_session"]["containers"]}
     assert set(where.values()) == set(AGENTS), where
 
-    def running() -> dict[str, bool]:
-        return {h: inspect(lab[a], f"bai-{NAME}-{h}")["State"]["Running"] for h, a in where.items()}
+    def states() -> dict[str, dict]:
+        return {h: inspect(lab[a], f"bai-{NAME}-{h}")["State"] for h, a in where.items()}
 
-    by_docker, rounds = 0, []
+    def running() -> dict[str, bool]:
+        return {h: st["Running"] for h, st in states().items()}
+
+    by_docker, allowed, rounds = 0, Counter(), []
     try:
         for round_ in range(ROUNDS):
             busy = None
@@ -71,7 +82,12 @@ def test_every_restart_is_repaired_by_a_reconcile(docker_client, run_playbook):
                 restart_engine(lab, manager, agent)
             with contextlib.suppress(AssertionError):
                 wait_until(lambda: all(running().values()), "Docker's restart", 60)
-            back = all(running().values())
+            left = {
+                h: docker_did_not_restore(st) for h, st in states().items() if not st["Running"]
+            }
+            assert None not in left.values(), (round_, "stopped, not as documented", states())
+            allowed.update(left.values())
+            back = not left
             by_docker += back
             if busy is not None:
                 busy.join()
@@ -79,6 +95,7 @@ def test_every_restart_is_repaired_by_a_reconcile(docker_client, run_playbook):
             assert done.rc == 0, done
             summary = done.stats["bai_reconcile"]
             assert NAME not in (summary.get("restart_failed") or {}), summary
+            assert (NAME in summary.get("restarted", [])) == bool(left), (round_, summary)
             assert all(running().values()), (round_, running())
             main1, login = lab[where["main1"]], "ssh -o BatchMode=yes {} hostname"
             for host in where:
@@ -90,7 +107,8 @@ def test_every_restart_is_repaired_by_a_reconcile(docker_client, run_playbook):
     finally:
         print(
             f"\n{len(rounds)} round(s) of {ROUNDS}: Docker brought the session back by itself "
-            f"{by_docker} time(s); a reconcile started the rest: whole after every round "
+            f"{by_docker} time(s); containers it left stopped, by documented case: "
+            f"{dict(allowed)}; a reconcile started the rest: whole after every round "
             f"that finished; rounds (back by Docker, started by reconcile, seconds): {rounds}"
         )
         run_playbook("session_destroy.yml", extra_vars={"session_name": NAME})
