@@ -31,7 +31,6 @@ from labtools import (
     lab_agents,
     on_agent,
     probe,
-    spanning_by_memory,
     sweep,
     wait_for,
 )
@@ -51,7 +50,6 @@ IP = {
 }
 AGENT_IPS = {"agent1": IP["agent1"], "agent2": IP["agent2"]}
 SINGLE = "fw-one"
-MULTI = "fw-multi"
 TABLE = "bai_firewall"
 
 
@@ -483,26 +481,6 @@ def test_link_local_egress_is_dropped_for_containers(lab, converged):
                 drops += dests
         assert {"prefix": {"addr": "169.254.0.0", "len": 16}} in drops, (name, drops)
         assert {"prefix": {"addr": "fe80::", "len": 10}} in drops, (name, drops)
-
-
-@pytest.mark.slow
-def test_multi_node_session_works_with_the_firewall_on(lab, converged, run_playbook):
-    manager = lab["manager"]
-    agents = {k: lab[k] for k in AGENT_IPS}
-    sweep(agents, MULTI, manager)
-    extra = spanning_by_memory(MULTI)
-    run = run_playbook("session_create.yml", extra_vars=extra)
-    try:
-        assert run.rc == 0, run
-        where = {c["host"]: c["agent"] for c in run.stats["bai_session"]["containers"]}
-        assert where["main1"] != where["sub1"], where
-        code, out = in_session(lab[where["main1"]], f"bai-{MULTI}-main1", "ssh sub1 hostname")
-        assert (code, out) == (0, "sub1"), out
-        code, out = in_session(lab[where["sub1"]], f"bai-{MULTI}-sub1", "ssh main1 hostname")
-        assert (code, out) == (0, "main1"), out
-    finally:
-        run_playbook("session_destroy.yml", extra_vars={"session_name": MULTI})
-        sweep(agents, MULTI, manager)
 
 
 # --- persistence (last: restarts agent1's engine) ---------------------------------------

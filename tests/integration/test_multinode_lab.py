@@ -205,7 +205,6 @@ def test_overlay_gets_session_network_mtu(lab, manager, run_playbook):
         destroyed(lab, manager, name)
 
 
-@pytest.mark.slow
 def test_pending_session_waits_and_is_created_once_capacity_frees(lab, manager, run_playbook):
     holder, waiter, delay, wait_s = "it-mn-waitx", "it-mn-waity", 8, 60
     # The waiter needs all the memory of both agents; the holder takes 1g of one.
@@ -289,7 +288,12 @@ def test_session_spans_both_agents_on_an_overlay(session, lab, manager):
 
 
 def test_ssh_between_every_pair_across_agents(session, lab):
+    """Behind the host firewall, as every lab session is: each agent's table is loaded
+    and drops what it does not allow on input while the mesh crosses agents."""
     _run, _extra, _summary, where = session
+    for agent in sorted(set(where.values())):
+        code, out = on_agent(lab[agent], "nft", "list", "chain", "inet", "bai_firewall", "input")
+        assert code == 0 and "hook input" in out and "policy drop;" in out, (agent, out)
     for source, target in itertools.product(HOSTS, HOSTS):
         code, out = in_session(
             lab[where[source]],
