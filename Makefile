@@ -15,7 +15,7 @@ PYTEST := python -m pytest
 DEMO_SESSION ?= demo
 SCENARIOS ?= default multinode systemd
 
-.PHONY: help setup images test-images lab-up lab-down site demo demo-session lint unit integration integration-tests integration-lab integration-local integration-slow test-slow molecule test clean
+.PHONY: help setup images test-images lab-up lab-down site demo demo-session lint unit integration integration-tests integration-lab integration-local molecule test test-quick clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -78,18 +78,13 @@ INTEGRATION = $(PYTEST) tests/integration -q --durations=0 --durations-min=10
 integration-tests: setup  ## the integration tests alone, one after the other
 	$(INTEGRATION)
 
-integration-lab: setup  ## the integration tests on the lab (pytest -m "lab and not slow")
-	$(INTEGRATION) -p no:cacheprovider -m "lab and not slow"
+# TEST_LOGS=DIR (scripts/test.sh sets it): each lane writes DIR/LANE.xml (JUnit) for
+# the time report at the end of make test.
+integration-lab: setup  ## the integration tests on the lab (pytest -m lab)
+	$(INTEGRATION) -p no:cacheprovider -m lab $(if $(TEST_LOGS),--junitxml=$(TEST_LOGS)/lab.xml)
 
-integration-local: setup  ## the integration tests on this machine's engine (-m "not lab and not slow")
-	$(INTEGRATION) -p no:cacheprovider -m "not lab and not slow"
-
-# The tests marked slow (pyproject.toml says which kind): make test leaves them out, to
-# stay within CI's time on a two-core machine; run them before changing what they cover.
-integration-slow: setup  ## the integration tests marked slow (the lab up and converged)
-	$(INTEGRATION) -p no:cacheprovider -m slow
-
-test-slow: test-images lab-up site integration-slow  ## the slow tests, with their set-up
+integration-local: setup  ## the integration tests on this machine's engine (-m "not lab")
+	$(INTEGRATION) -p no:cacheprovider -m "not lab" $(if $(TEST_LOGS),--junitxml=$(TEST_LOGS)/local.xml)
 
 # Molecule installs its own copy of the collection into the first collections path: give
 # it Ansible's default paths, not ansible.cfg's .cache/collections (the checkout's link).
@@ -97,11 +92,16 @@ molecule: setup  ## Molecule scenarios ($(SCENARIOS))
 	@for s in $(SCENARIOS); do echo "== molecule test -s $$s"; molecule test -s $$s; done
 
 # Lint, the unit tests and the test image build run beside the lab's bring-up and
-# converge; then the lab's integration tests beside the local ones and Molecule
-# (scripts/test.sh says how).
-test: setup  ## everything CI runs
+# converge; then the lab's integration tests beside the local ones and the Molecule
+# scenarios; then the time report (scripts/test.sh says how).
+test: setup  ## everything: lint, unit, every integration test, every Molecule scenario
 	@scripts/test.sh
 	@echo "make test: all stages passed"
+
+# For a developer between full runs: no lab, no Molecule. CI runs make test.
+test-quick: setup  ## lint, the unit tests and the local integration tests (no lab)
+	@$(MAKE) --no-print-directory lint unit
+	@$(MAKE) --no-print-directory images test-images integration-local
 
 clean: lab-down  ## tear the lab down and drop caches (keeps .venv and images)
 	rm -rf .pytest_cache .ruff_cache .hypothesis

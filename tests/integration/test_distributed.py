@@ -121,7 +121,6 @@ def test_mpirun_allreduce_over_the_ssh_mesh(local_session, docker_client):
     check_allreduce(out, ["main1", "sub1", "sub2"], "size")
 
 
-@pytest.mark.slow
 def test_torchrun_gloo_allreduce_on_two_containers(hpc_image, docker_client, run_playbook):
     name = "it-torch"
     extra = {"session_name": name, "session_size": 2, "session_image": hpc_image}
@@ -135,7 +134,6 @@ def test_torchrun_gloo_allreduce_on_two_containers(hpc_image, docker_client, run
         run_playbook("session_destroy.yml", extra_vars={"session_name": name}, inventory=LOCAL)
 
 
-@pytest.mark.slow
 def test_tensorflow_multiworker_allreduce_on_one_agent(local_session, docker_client):
     started = time.monotonic()
     out = local_exec(docker_client, f"bai-{local_session}-main1", TFRUN)

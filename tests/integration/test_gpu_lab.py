@@ -944,7 +944,6 @@ def amd_sim(client, tmp_path_factory):
         container.remove(force=True, v=True)
 
 
-@pytest.mark.slow
 def test_amd_sim_makes_the_device_nodes_usable_by_the_render_group(amd_sim):
     first, _second, nodes, _check, _after_check = amd_sim
     assert first.returncode == 0, tail(first)
@@ -955,7 +954,6 @@ def test_amd_sim_makes_the_device_nodes_usable_by_the_render_group(amd_sim):
     assert 'KERNEL=="kfd", GROUP="render", MODE="0660"' in nodes
 
 
-@pytest.mark.slow
 def test_amd_sim_reports_the_gpus_and_registers_no_runtime(amd_sim):
     first, *_others = amd_sim
     text = flat(first.stdout)
@@ -963,14 +961,12 @@ def test_amd_sim_reports_the_gpus_and_registers_no_runtime(amd_sim):
     assert "runtimes for daemon.json: none" in text
 
 
-@pytest.mark.slow
 def test_amd_sim_second_run_changes_nothing(amd_sim):
     _first, second, *_others = amd_sim
     assert second.returncode == 0, tail(second)
     assert recap(second.stdout)["amdsim"]["changed"] == 0, tail(second)
 
 
-@pytest.mark.slow
 def test_amd_sim_check_mode_changes_nothing(amd_sim):
     *_others, check, after_check = amd_sim
     assert check.returncode == 0, tail(check)

@@ -168,7 +168,6 @@ def test_a_killed_create_blocks_only_until_its_reservation_expires(
         destroy(run_playbook, "it-dies", ledger)
 
 
-@pytest.mark.slow
 def test_four_virtual_agents_on_one_engine_each_count_their_own(
     run_playbook, docker_client, ledger, tmp_path
 ):

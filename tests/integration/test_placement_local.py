@@ -112,7 +112,6 @@ def test_a_create_over_twelve_agents_reads_only_the_agent_it_places_on(cluster, 
     assert set(slots(docker_client, "it-pl-two").values()) == {"pl1"}
 
 
-@pytest.mark.slow
 def test_an_agent_that_refuses_is_read_and_the_session_placed_elsewhere(cluster, docker_client):
     """pl1's kept read is recent, but something took its CPUs behind the ledger's back (a
     session container of its slot, made by hand): pl1's admission refuses the next

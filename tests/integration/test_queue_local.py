@@ -249,7 +249,6 @@ def test_backfill_starts_a_short_session_ahead_of_a_blocked_one(docker_client, t
     assert running(docker_client, "it-qb-") == {}
 
 
-@pytest.mark.slow
 def test_four_concurrent_queued_creates_start_once_each_from_two_controllers(
     run_playbook, docker_client, tmp_path
 ):

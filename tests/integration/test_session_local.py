@@ -762,7 +762,6 @@ def test_check_mode_creates_nothing(run_playbook, docker_client):
     assert labelled(docker_client, "it-check") == ([], [])
 
 
-@pytest.mark.slow
 def test_forty_session_networks_on_one_engine(run_playbook, docker_client, tmp_path):
     """Docker's default address pools run out near 30 bridges; the toolkit's pool does
     not. The 40 networks are made by 20 concurrent module runs, so subnet races happen
