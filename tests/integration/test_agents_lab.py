@@ -610,6 +610,9 @@ def test_maintenance_restarts_upgrades_reboots_and_runs_tasks_while_sessions_els
             assert rebooted.rc == 0, rebooted
             assert node_started(docker_client, "agent2") != started  # really down and up
             assert dockerd_pid(node) != pid
+            # What the roles enabled at boot runs again (Prometheus scrapes it next).
+            exporter = on_agent(node, "pgrep", "-f", "/usr/bin/prometheus-node-exporter")
+            assert exporter[0] == 0, exporter
 
             # tasks: the operator's own file, on agent2 only.
             began = time.monotonic()
