@@ -71,6 +71,7 @@ def restarted(lab, manager, run_playbook):
         )
         assert bridged.rc == 0, bridged
         on_bridge = {c["container"]: c["agent"] for c in bridged.stats["bai_session"]["containers"]}
+        assert len(set(on_bridge.values())) == 1, on_bridge  # one agent: its bridge
         before = {h: inspect(lab[a], f"bai-{NAME}-{h}") for h, a in where.items()}
         # Drift: agent2's isolation table gone. The engine's start hook must load it again
         # before the engine starts the session's containers (roles/session_isolation).
