@@ -16,7 +16,7 @@ import time
 
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import document, usage
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import place
-from ansible_collections.bai.cluster.plugins.module_utils.session.plan import agents_from_info
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.plan import agents_from_info
 from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
     expand_kernels,
     normalize_spec,

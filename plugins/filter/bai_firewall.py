@@ -32,12 +32,12 @@ import re
 from collections.abc import Mapping
 from typing import Any, ClassVar, Union
 
+from ansible_collections.bai.cluster.plugins.module_utils.common.addresses import covers, parse_ip
 from ansible_collections.bai.cluster.plugins.module_utils.common.ports import (
     DEFAULT_CONTAINER_PORT_RANGE,
     parse_port_ranges,
     range_text,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.network.addresses import covers, parse_ip
 from ansible_collections.bai.cluster.plugins.plugin_utils.filters import Filters, FilterTable
 
 Network = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]

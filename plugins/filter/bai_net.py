@@ -5,7 +5,7 @@ which the controller venv does not carry; Python's ``ipaddress`` does all we nee
 
 Every filter returns a list of problems written for a person (empty = fine) instead of
 raising, so a role can ``assert`` that the list is empty and show it verbatim. An
-address is read as everywhere in the collection (module_utils/network/addresses.py).
+address is read as everywhere in the collection (module_utils/common/addresses.py).
 
     bai_cidr_errors(cidrs)            invalid entries of a {name: cidr} mapping or a list
     bai_cidr_overlaps(cidrs)          pairs of entries that overlap each other
@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from itertools import combinations
 from typing import Any, ClassVar, Union
 
-from ansible_collections.bai.cluster.plugins.module_utils.network.addresses import (
+from ansible_collections.bai.cluster.plugins.module_utils.common.addresses import (
     in_zone,
     parse_ip,
     read_addresses,

@@ -254,6 +254,9 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.bai.cluster.plugins.module_utils.common import compile_once  # noqa: F401
 
 # isort: split
+from ansible_collections.bai.cluster.plugins.module_utils.common.addresses import (
+    with_host_addresses,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import GpuError, SpecError
 from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_AGENT,
@@ -272,9 +275,6 @@ from ansible_collections.bai.cluster.plugins.module_utils.gpu.alloc import devic
 from ansible_collections.bai.cluster.plugins.module_utils.gpu.facts import detect
 from ansible_collections.bai.cluster.plugins.module_utils.gpu.probe import HostProbe
 from ansible_collections.bai.cluster.plugins.module_utils.network import isolation
-from ansible_collections.bai.cluster.plugins.module_utils.network.addresses import (
-    with_host_addresses,
-)
 from ansible_collections.bai.cluster.plugins.module_utils.network.rdma import rdma_devices
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import availability
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.admission import (

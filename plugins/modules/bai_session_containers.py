@@ -386,6 +386,9 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.bai.cluster.plugins.module_utils.common import compile_once  # noqa: F401
 
 # isort: split
+from ansible_collections.bai.cluster.plugins.module_utils.common.addresses import (
+    with_host_addresses,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
     Failure,
     Refused,
@@ -413,9 +416,6 @@ from ansible_collections.bai.cluster.plugins.module_utils.jobs.job import (
     DEFAULT_LOG_MAX_BYTES,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.jobs.job_docker import DEFAULT_LOG_DIR
-from ansible_collections.bai.cluster.plugins.module_utils.network.addresses import (
-    with_host_addresses,
-)
 from ansible_collections.bai.cluster.plugins.module_utils.session.naming import (
     SESSION_ARGUMENT_SPEC,
 )

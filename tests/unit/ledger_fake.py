@@ -14,7 +14,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling import (
     roster,
     usage,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.session.plan import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.plan import (
     agents_from_info,
     plan_session,
 )

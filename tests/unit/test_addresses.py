@@ -1,10 +1,10 @@
-"""Unit tests of plugins/module_utils/network/addresses.py: reading a host's addresses and the
+"""Unit tests of plugins/module_utils/common/addresses.py: reading a host's addresses and the
 zones they lie in."""
 
 from __future__ import annotations
 
 import pytest
-from ansible_collections.bai.cluster.plugins.module_utils.network import addresses as ad
+from ansible_collections.bai.cluster.plugins.module_utils.common import addresses as ad
 
 IP_ADDR = [
     "1: lo    inet 127.0.0.1/8 scope host lo",

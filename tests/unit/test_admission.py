@@ -45,7 +45,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.agent_ident
     engine_of,
     slot_of,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.session.plan import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.plan import (
     agents_from_info,
     plan_session,
 )

@@ -18,11 +18,11 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling import (
     reservations,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import Agent
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.plan import plan_session
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.plan_answer import (
     with_deadline,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.session.env import cluster_env
-from ansible_collections.bai.cluster.plugins.module_utils.session.plan import plan_session
 from ansible_collections.bai.cluster.plugins.module_utils.session.signal_names import (
     end_signal_parts,
     parse_end_signal,

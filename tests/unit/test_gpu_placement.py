@@ -39,8 +39,8 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement i
     assign_gpu_devices,
     place,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.plan import plan_session
 from ansible_collections.bai.cluster.plugins.module_utils.session.model import Resources
-from ansible_collections.bai.cluster.plugins.module_utils.session.plan import plan_session
 from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
     expand_kernels,
     normalize_spec,

@@ -19,6 +19,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
 from ansible_collections.bai.cluster.plugins.module_utils.jobs import job
 from ansible_collections.bai.cluster.plugins.module_utils.jobs.job import Member, result
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import document, history
+from ansible_collections.bai.cluster.plugins.module_utils.session import kinds
 from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
     normalize_spec,
     spec_hash,
@@ -179,15 +180,15 @@ def test_what_is_kept_of_a_long_output_is_its_end_from_a_line_start():
 
 
 def test_the_command_of_each_type():
-    assert job.check_command(None, "interactive") is None
-    assert job.check_command("python train.py", "batch") == "python train.py"
+    assert kinds.check_command(None, "interactive") is None
+    assert kinds.check_command("python train.py", "batch") == "python train.py"
     for bad, session_type in (("x", "interactive"), ("", "batch"), (None, "batch"), (3, "batch")):
         with pytest.raises(SpecError, match="command"):
-            job.check_command(bad, session_type)
+            kinds.check_command(bad, session_type)
     with pytest.raises(SpecError, match="type"):
-        job.check_command("x", "service")
+        kinds.check_command("x", "service")
     with pytest.raises(SpecError, match="longer"):
-        job.check_command("x" * (job.MAX_COMMAND_BYTES + 1), "batch")
+        kinds.check_command("x" * (kinds.MAX_COMMAND_BYTES + 1), "batch")
 
 
 def test_a_batch_spec_hashes_its_command_and_an_interactive_one_as_before():

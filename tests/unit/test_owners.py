@@ -13,7 +13,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.containers.listing imp
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import reservations
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import Agent
-from ansible_collections.bai.cluster.plugins.module_utils.session.plan import plan_session
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.plan import plan_session
 from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
     normalize_spec,
     spec_canonical,

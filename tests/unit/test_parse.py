@@ -2,16 +2,16 @@
 
 import pytest
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import SpecError
-from ansible_collections.bai.cluster.plugins.module_utils.common.parse import (
-    MIN_MEM,
-    parse_mem,
-    parse_resources,
-)
+from ansible_collections.bai.cluster.plugins.module_utils.common.parse import parse_mem
 from ansible_collections.bai.cluster.plugins.module_utils.session.model import (
     Resources,
     format_cpu,
     format_mem,
     nano_cpus,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.session.resources import (
+    MIN_MEM,
+    parse_resources,
 )
 
 KI, MI, GI = 1024, 1024**2, 1024**3

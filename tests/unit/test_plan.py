@@ -31,13 +31,13 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.capacity im
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
     Agent,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.plan import (
+    placement_failure,
+    plan_session,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.session.model import (
     PlannedKernel,
     Resources,
-)
-from ansible_collections.bai.cluster.plugins.module_utils.session.plan import (
-    placement_failure,
-    plan_session,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.session.spec import normalize_spec
 

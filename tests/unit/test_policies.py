@@ -7,7 +7,6 @@ import pytest
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import SpecError
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.policies import (
     Usage,
-    check_owner,
     lifetime,
     limits_for,
     parse_policies,
@@ -15,6 +14,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.policies im
     usage,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.session.model import Resources
+from ansible_collections.bai.cluster.plugins.module_utils.session.spec import check_owner
 from hypothesis import given
 from hypothesis import strategies as st
 

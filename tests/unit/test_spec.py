@@ -23,6 +23,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.capacity import (
     used_from_labels,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.plan import container_labels
 from ansible_collections.bai.cluster.plugins.module_utils.session.model import (
     Kernel,
     Mount,
@@ -35,7 +36,6 @@ from ansible_collections.bai.cluster.plugins.module_utils.session.naming import 
     kernel_id,
     network_name,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.session.plan import container_labels
 from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
     DEFAULT_IMAGE,
     expand_kernels,

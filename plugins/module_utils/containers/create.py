@@ -23,7 +23,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.containers.share impor
 from ansible_collections.bai.cluster.plugins.module_utils.jobs import job
 from ansible_collections.bai.cluster.plugins.module_utils.network import session_network
 from ansible_collections.bai.cluster.plugins.module_utils.network.rdma import device_mappings
-from ansible_collections.bai.cluster.plugins.module_utils.session import apps
+from ansible_collections.bai.cluster.plugins.module_utils.session import apps, kinds
 from ansible_collections.bai.cluster.plugins.module_utils.session.env import cluster_env
 from ansible_collections.bai.cluster.plugins.module_utils.session.model import (
     PlannedKernel,
@@ -154,7 +154,7 @@ def make(share: Share, kernel: PlannedKernel, env: dict[str, str], archive: byte
         ports=master_ports(share) if master else None,
         # A batch session: the job runner, which starts the image's entrypoint beside it.
         entrypoint=[job.RUNNER] if req.job else None,
-        command=[job.MAIN if master else job.MEMBER] if req.job else None,
+        command=[kinds.MAIN if master else kinds.MEMBER] if req.job else None,
         detach=True,
         use_config_proxy=False,
     )

@@ -17,6 +17,7 @@ import os
 import stat
 from typing import Any
 
+from ansible_collections.bai.cluster.plugins.module_utils.common.addresses import read_addresses
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
     Failure,
     GpuError,
@@ -39,7 +40,6 @@ from ansible_collections.bai.cluster.plugins.module_utils.gpu.options import (
     docker_gpu_options,
     gpu_env,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.network.addresses import read_addresses
 from ansible_collections.bai.cluster.plugins.module_utils.session import apps
 from ansible_collections.bai.cluster.plugins.module_utils.session.env import parse_image_env
 from ansible_collections.bai.cluster.plugins.module_utils.session.model import PlannedKernel

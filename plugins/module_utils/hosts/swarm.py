@@ -24,7 +24,7 @@ import ipaddress
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Optional
 
-from ansible_collections.bai.cluster.plugins.module_utils.network.addresses import (
+from ansible_collections.bai.cluster.plugins.module_utils.common.addresses import (
     covers,
     in_zone,
     parse_ip,

@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any, Optional
 
-from ansible_collections.bai.cluster.plugins.module_utils.common.errors import SpecError
+from ansible_collections.bai.cluster.plugins.module_utils.common.archives import root_tar
 from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_BATCH,
     LABEL_HOST,
@@ -38,14 +38,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_SESSION_ID,
     LABEL_SIZE,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.session.ssh_keys import root_tar
-
-TYPE_INTERACTIVE = "interactive"
-TYPE_BATCH = "batch"
-TYPES = (TYPE_INTERACTIVE, TYPE_BATCH)
-# LABEL_BATCH's values: main1 runs the command, the others are members of its gang.
-MAIN = "main"
-MEMBER = "member"
+from ansible_collections.bai.cluster.plugins.module_utils.session.kinds import MAIN
 
 # Where the runner and its files live in the container (root only), under /opt/bai.
 FOLDER = "job"
@@ -62,7 +55,6 @@ POLL_S = 2
 MISSES = 3
 # SIGTERM to the command, then SIGKILL after this many seconds (session_stop_grace_s).
 DEFAULT_GRACE_S = 10
-MAX_COMMAND_BYTES = 64 * 1024
 # What `session logs` finds after the session is gone: the last bytes of each member.
 DEFAULT_LOG_MAX_BYTES = 1024 * 1024
 
@@ -181,30 +173,6 @@ record exit "$code"
 record ended "$(date +%s.%N)"
 exit "$code"
 """
-
-
-def check_command(command: Any, session_type: str) -> Optional[str]:
-    """The command of a ``session_type`` session: required (one shell line) for a batch
-    session, refused for an interactive one."""
-    if session_type not in TYPES:
-        raise SpecError(f"type: got {session_type!r}; allowed: {', '.join(TYPES)}")
-    if session_type == TYPE_INTERACTIVE:
-        if command not in (None, ""):
-            raise SpecError(
-                "command: only a batch session runs a command (session_type: batch); an "
-                "interactive session runs until it is destroyed"
-            )
-        return None
-    if not isinstance(command, str) or not command.strip():
-        raise SpecError(
-            "command: a batch session needs its command, one shell line "
-            "(session_command, or bai-cluster session run NAME -- COMMAND...)"
-        )
-    if "\0" in command:
-        raise SpecError("command: contains a NUL byte")
-    if len(command.encode("utf-8")) > MAX_COMMAND_BYTES:
-        raise SpecError(f"command: longer than {MAX_COMMAND_BYTES} bytes")
-    return command
 
 
 def runner_tar(

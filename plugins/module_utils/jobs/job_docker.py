@@ -28,6 +28,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.engine.docker_api impo
     parallel,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.jobs import attempts, job
+from ansible_collections.bai.cluster.plugins.module_utils.session import kinds
 
 DEFAULT_LOG_DIR = "/var/lib/bai-cluster/logs"
 # Kept output older than this is removed when another session's output is kept.
@@ -85,7 +86,7 @@ def members(
             found.append(
                 job.Member(
                     host=str(labels.get(LABEL_HOST) or row["name"]),
-                    main=labels.get(LABEL_BATCH) == job.MAIN,
+                    main=labels.get(LABEL_BATCH) == kinds.MAIN,
                     agent=agent,
                 )
             )
@@ -93,7 +94,7 @@ def members(
 
 
 def main_row(rows: Sequence[Mapping[str, Any]]) -> Optional[Mapping[str, Any]]:
-    return next((r for r in rows if (r.get("labels") or {}).get(LABEL_BATCH) == job.MAIN), None)
+    return next((r for r in rows if (r.get("labels") or {}).get(LABEL_BATCH) == kinds.MAIN), None)
 
 
 def report(api: Any, rows: Sequence[Mapping[str, Any]], agent: str) -> dict[str, Any]:
@@ -151,7 +152,7 @@ def stop(api: Any, rows: Sequence[Mapping[str, Any]], grace_s: int, workers: int
 def output(api: Any, row: Mapping[str, Any]) -> bytes:
     """What a member printed: main1 of a batch session its command's output (stdout;
     sshd and the toolkit write to stderr), any other container stdout and stderr."""
-    main = (row.get("labels") or {}).get(LABEL_BATCH) == job.MAIN
+    main = (row.get("labels") or {}).get(LABEL_BATCH) == kinds.MAIN
     return api.logs(row["id"], stdout=True, stderr=not main)
 
 

@@ -17,7 +17,7 @@ import ipaddress
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
-from ansible_collections.bai.cluster.plugins.module_utils.network.addresses import (
+from ansible_collections.bai.cluster.plugins.module_utils.common.addresses import (
     networks,
     parse_ip,
 )

@@ -22,13 +22,13 @@ import secrets
 from collections.abc import Iterator
 from typing import Any
 
-from ansible_collections.bai.cluster.plugins.module_utils.common.deadline import poll_until
-from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Failure
-from ansible_collections.bai.cluster.plugins.module_utils.common.ports import parse_port_range
-from ansible_collections.bai.cluster.plugins.module_utils.network.addresses import (
+from ansible_collections.bai.cluster.plugins.module_utils.common.addresses import (
     first_in_zone,
     read_addresses,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.common.deadline import poll_until
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Failure
+from ansible_collections.bai.cluster.plugins.module_utils.common.ports import parse_port_range
 from ansible_collections.bai.cluster.plugins.module_utils.network.appproxy import (
     ROUTE_SUFFIX,
     TOKEN_PARAM,

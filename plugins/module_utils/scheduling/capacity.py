@@ -16,7 +16,6 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_MEM,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.common.parse import (
-    RESOURCE_KEYS,
     parse_count,
     parse_cpu,
     parse_mem,
@@ -24,6 +23,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.parse import (
     require_mapping,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.session.model import ZERO, Resources
+from ansible_collections.bai.cluster.plugins.module_utils.session.resources import RESOURCE_KEYS
 
 
 def agent_capacity(override: Mapping[str, Any] | None, *, ncpu: int, mem_total: int) -> Resources:

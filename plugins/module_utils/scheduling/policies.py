@@ -31,7 +31,6 @@ under a limit. Pure: no Ansible, no I/O.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -49,14 +48,12 @@ from ansible_collections.bai.cluster.plugins.module_utils.session.model import (
     format_cpu,
     format_mem,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.session.spec import check_owner
 
 FIELD = "bai_session_policies"
 LIMIT_KEYS = ("sessions", "cpu", "mem", "gpu", "lifetime_s", "restarts")
 # What the queue's order weighs (queue_order.py), beside the limits; not limits.
 STANDING_KEYS = ("priority", "share")
-# Owners are user names (the controller's login by default): what a Docker label and a
-# person's account name both allow.
-_OWNER_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}$")
 
 
 @dataclass(frozen=True)
@@ -99,16 +96,6 @@ class Usage:
             self.gpu + resources.gpu,
             (*self.names, name),
         )
-
-
-def check_owner(value: Any, field_name: str = "session_owner") -> str:
-    """An owner's name as given, or SpecError saying what a name may hold."""
-    if not isinstance(value, str) or not _OWNER_RE.match(value):
-        raise SpecError(
-            f"{field_name}: got {value!r}; an owner is 1 to 64 letters, digits, '_', '.', "
-            f"'@' or '-', not starting with '.', '@' or '-'"
-        )
-    return value
 
 
 def parse_policies(raw: Any) -> dict[str, dict[str, float | None]]:

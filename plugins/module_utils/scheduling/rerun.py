@@ -28,12 +28,12 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_LEDGER,
     LABEL_SESSION_ID,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.plan import plan_session
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.plan_answer import (
     decorated,
     with_attempt,
     with_deadline,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.session.plan import plan_session
 from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
     normalize_spec,
     spec_hash,

@@ -41,6 +41,11 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger_requ
     LedgerRequest,
     declarations,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.plan import (
+    agents_from_info,
+    placement_failure,
+    plan_session,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.plan_answer import (
     decorated,
     with_attempt,
@@ -62,11 +67,6 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.schedule im
     wait_in_queue,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.session.model import SessionSpec
-from ansible_collections.bai.cluster.plugins.module_utils.session.plan import (
-    agents_from_info,
-    placement_failure,
-    plan_session,
-)
 from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
     normalize_spec,
     spec_hash,

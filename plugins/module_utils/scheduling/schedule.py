@@ -31,6 +31,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement i
     Agent,
     OutOfService,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.plan import agents_from_info
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.policies import (
     Limits,
     forever,
@@ -47,7 +48,6 @@ from ansible_collections.bai.cluster.plugins.module_utils.session.model import (
     SessionSpec,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.session.naming import kernel_id
-from ansible_collections.bai.cluster.plugins.module_utils.session.plan import agents_from_info
 from ansible_collections.bai.cluster.plugins.module_utils.session.spec import expand_kernels
 
 

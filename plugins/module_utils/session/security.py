@@ -9,8 +9,8 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from ansible_collections.bai.cluster.plugins.module_utils.common.addresses import in_zone
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import SpecError
-from ansible_collections.bai.cluster.plugins.module_utils.network.addresses import in_zone
 
 # What the entrypoint (root, before sshd starts) and sshd need, and nothing else; Docker's
 # default set also has NET_RAW (raw sockets: spoofing on the session network), MKNOD,

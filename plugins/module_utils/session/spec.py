@@ -14,23 +14,21 @@ from typing import Any
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import SpecError
 from ansible_collections.bai.cluster.plugins.module_utils.common.parse import (
     parse_count,
-    parse_resources,
     reject_unknown,
     require_list,
     require_mapping,
     type_name,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.jobs.job import (
-    TYPE_BATCH,
-    TYPE_INTERACTIVE,
-    check_command,
-)
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.policies import check_owner
 from ansible_collections.bai.cluster.plugins.module_utils.session import apps
 from ansible_collections.bai.cluster.plugins.module_utils.session.env import (
     DIST_MASTER_PORT_VAR,
     GPU_ENV_VARS,
     master_port,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.session.kinds import (
+    TYPE_BATCH,
+    TYPE_INTERACTIVE,
+    check_command,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.session.limits import (
     LIMITS,
@@ -49,6 +47,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.session.model import (
 )
 from ansible_collections.bai.cluster.plugins.module_utils.session.mounts import destination_error
 from ansible_collections.bai.cluster.plugins.module_utils.session.naming import parse_session_name
+from ansible_collections.bai.cluster.plugins.module_utils.session.resources import parse_resources
 from ansible_collections.bai.cluster.plugins.module_utils.session.restart_policy import (
     parse_preemptible,
     parse_restart_policy,
@@ -97,6 +96,21 @@ SPEC_KEYS = (
 UNHASHED_KEYS = ("owner", "lifetime_s", "end_signal", "restarts", "restart_on", "preemptible")
 _ROLE_KEYS = ("role", "replicas", "image", "resources")
 _MOUNT_KEYS = ("src", "dst", "readonly")
+
+
+# Owners are user names (the controller's login by default): what a Docker label and a
+# person's account name both allow.
+_OWNER_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}$")
+
+
+def check_owner(value: Any, field_name: str = "session_owner") -> str:
+    """An owner's name as given, or SpecError saying what a name may hold."""
+    if not isinstance(value, str) or not _OWNER_RE.match(value):
+        raise SpecError(
+            f"{field_name}: got {value!r}; an owner is 1 to 64 letters, digits, '_', '.', "
+            f"'@' or '-', not starting with '.', '@' or '-'"
+        )
+    return value
 
 
 def normalize_spec(raw: Mapping[str, Any]) -> SessionSpec:

@@ -10,12 +10,11 @@ disk outside the container).
 
 from __future__ import annotations
 
-import io
 import re
-import tarfile
-import time
 from collections.abc import Iterable, Mapping
-from typing import Any, Optional
+from typing import Any
+
+from ansible_collections.bai.cluster.plugins.module_utils.common.archives import root_tar
 
 # An OpenSSH public key line: type, base64 blob, optional comment. No options prefix
 # (command=..., from=...) and no line breaks: one key per entry.
@@ -73,35 +72,3 @@ def authorized_keys_tar(keys: Iterable[str], name: str = PEOPLE_KEYS_FILE) -> by
     that only root can write)."""
     data = "".join(f"{key.strip()}\n" for key in keys).encode()
     return root_tar({name: data}, mode=0o644)
-
-
-def root_tar(
-    files: Mapping[str, bytes],
-    *,
-    mode: int,
-    folder: Optional[str] = None,
-    modes: Optional[Mapping[str, int]] = None,
-) -> bytes:
-    """An in-memory tar of ``files`` (root-owned, ``mode``, or ``modes[name]``), inside
-    ``folder`` (0700)."""
-    buffer = io.BytesIO()
-    now = int(time.time())
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        if folder:
-            info = _root_owned(tarfile.TarInfo(folder), 0o700, now)
-            info.type = tarfile.DIRTYPE
-            tar.addfile(info)
-        for name, data in sorted(files.items()):
-            path = f"{folder}/{name}" if folder else name
-            info = _root_owned(tarfile.TarInfo(path), (modes or {}).get(name, mode), now)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
-
-
-def _root_owned(info: tarfile.TarInfo, mode: int, mtime: int) -> tarfile.TarInfo:
-    info.mode = mode
-    info.uid = info.gid = 0
-    info.uname = info.gname = "root"
-    info.mtime = mtime
-    return info

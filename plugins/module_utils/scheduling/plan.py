@@ -41,7 +41,6 @@ from ansible_collections.bai.cluster.plugins.module_utils.gpu.alloc import (
     format_device_label,
     parse_device_label,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.jobs.job import MAIN, MEMBER, TYPE_BATCH
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.capacity import (
     label_float,
 )
@@ -50,6 +49,11 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement i
     OutOfService,
     assign_gpu_devices,
     place,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.session.kinds import (
+    MAIN,
+    MEMBER,
+    TYPE_BATCH,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.session.model import (
     Kernel,
