@@ -15,7 +15,10 @@ import argparse
 import time
 
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import document, usage
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import place
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
+    PlacementRequest,
+    place,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.plan import agents_from_info
 from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
     expand_kernels,
@@ -104,7 +107,7 @@ def main() -> None:
             )
 
             def placed(agents: list, kernels: tuple = tuple(kernels), mode: str = mode) -> None:
-                place(kernels, agents, mode=mode, resource_group="default")
+                place(PlacementRequest(kernels, mode, "default"), agents)
 
             place_ms = best_ms(placed, args.repeat, setup=parsed)  # fresh agents each run
             times = " | ".join(f"{ms:.1f}" for ms in (place_ms, parse_ms, adjust_ms))

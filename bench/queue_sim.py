@@ -37,6 +37,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling import back
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import priority as prio
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
     Agent,
+    PlacementRequest,
     place,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.session_queue import (
@@ -184,8 +185,8 @@ def _pass(queue, free, running, now, policy, usage, weights):
                 blockers = {claimed[a] for a in placement.agents if a in claimed}
                 for blocker in blockers - set(shadow):
                     head = next(j for j in order if j.name == blocker)
-                    shadow[blocker] = bf.earliest_start(head.kernels, head.mode, GROUP, free,
-                                                        entries, now)  # fmt: skip
+                    ask = PlacementRequest(head.kernels, head.mode, GROUP)
+                    shadow[blocker] = bf.earliest_start(ask, free, entries, now)
                 ends_in_time = (bf.may_backfill(job.lifetime, shadow[b], now, MARGIN_S)
                                 for b in blockers)  # fmt: skip
                 if not all(ends_in_time):
@@ -206,7 +207,7 @@ def _pass(queue, free, running, now, policy, usage, weights):
 
 def _try(job: Job, agents):
     try:
-        return place(job.kernels, agents, mode=job.mode, resource_group=GROUP)
+        return place(PlacementRequest(job.kernels, job.mode, GROUP), agents)
     except Pending:
         return None
 

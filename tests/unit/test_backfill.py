@@ -12,6 +12,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling import back
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import session_queue as q
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
     Agent,
+    PlacementRequest,
     place,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.session.model import (
@@ -62,13 +63,23 @@ def cluster(sizes: list[int], running: list[tuple[int, int, float | None]]):
 def test_the_earliest_start_is_the_first_end_that_gives_room():
     agents, running = cluster([4], [(0, 2, NOW + 100), (0, 2, NOW + 300)])
     head = kernels([3])
-    assert backfill.earliest_start(head, MODE_SINGLE, "default", agents, running, NOW) == NOW + 300
-    assert backfill.earliest_start(kernels([2]), MODE_SINGLE, "default", agents, running, NOW) == (
-        NOW + 100
+    assert (
+        backfill.earliest_start(
+            PlacementRequest(head, MODE_SINGLE, "default"), agents, running, NOW
+        )
+        == NOW + 300
     )
+    assert backfill.earliest_start(
+        PlacementRequest(kernels([2]), MODE_SINGLE, "default"), agents, running, NOW
+    ) == (NOW + 100)
     # A session in the way without a lifetime: no estimate.
     agents, running = cluster([4], [(0, 2, NOW + 100), (0, 2, None)])
-    assert backfill.earliest_start(head, MODE_SINGLE, "default", agents, running, NOW) is None
+    assert (
+        backfill.earliest_start(
+            PlacementRequest(head, MODE_SINGLE, "default"), agents, running, NOW
+        )
+        is None
+    )
 
 
 def test_who_may_backfill():
@@ -102,15 +113,15 @@ def backfilled_never_delays_the_blocked_one(
     most_free = max(int(a.free.cpu) for a in agents)
     head = kernels([min(max(sizes), most_free + 1 + extra)])
     try:
-        place(head, agents, mode=mode, resource_group="default")
+        place(PlacementRequest(head, mode, "default"), agents)
         event("the head is not blocked")
         return  # nothing to backfill ahead of
     except Pending:
         pass
-    before = backfill.earliest_start(head, mode, "default", agents, running, NOW)
+    before = backfill.earliest_start(PlacementRequest(head, mode, "default"), agents, running, NOW)
     later = kernels(later_cpus)
     try:
-        where = place(later, agents, mode=mode, resource_group="default")
+        where = place(PlacementRequest(later, mode, "default"), agents)
     except Pending:
         event("the later session does not fit now either")
         return
@@ -135,7 +146,9 @@ def backfilled_never_delays_the_blocked_one(
         )
         for a in agents
     ]
-    after = backfill.earliest_start(head, mode, "default", taken, running + started, NOW)
+    after = backfill.earliest_start(
+        PlacementRequest(head, mode, "default"), taken, running + started, NOW
+    )
     event("backfilled ahead of a blocked session")
     REACHED["backfill"] += 1
     assert before is not None and after is not None and after <= before, (before, after)
@@ -215,16 +228,12 @@ def pass_never_delays_a_blocked_session_by_what_it_backfills(sizes, running, big
         mine = order.index(head.session.name)
         kept = [d for d in starts if not (d.behind and order.index(d.session.name) > mine)]
         without = backfill.earliest_start(
-            head.session.kernels,
-            head.session.mode,
-            "default",
+            head.session.request,
             *state_after(agents, running, kept),
             NOW,
         )
         with_them = backfill.earliest_start(
-            head.session.kernels,
-            head.session.mode,
-            "default",
+            head.session.request,
             *state_after(agents, running, starts),
             NOW,
         )

@@ -36,6 +36,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.gpu.facts import (
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
     Agent,
+    PlacementRequest,
     assign_gpu_devices,
     place,
 )
@@ -183,14 +184,14 @@ def test_free_gpus_are_the_offered_devices_nobody_holds():
 
 def test_single_node_goes_where_enough_devices_are_free():
     agents = [agent("a1", devices=range(4), in_use=[0, 1, 2]), agent("a2", devices=range(2))]
-    got = place(expand_kernels(spec(gpu=1)), agents, mode="single-node", resource_group="default")
+    got = place(PlacementRequest(expand_kernels(spec(gpu=1)), "single-node", "default"), agents)
     assert set(got.assignment.values()) == {"a2"}
 
 
 def test_multi_node_spreads_gpu_containers_over_free_devices():
     agents = [agent("a1", devices=range(2), in_use=[0]), agent("a2", devices=range(2), in_use=[1])]
     kernels = expand_kernels(spec(gpu=1, mode="multi-node"))
-    got = place(kernels, agents, mode="multi-node", resource_group="default")
+    got = place(PlacementRequest(kernels, "multi-node", "default"), agents)
     assert sorted(got.assignment.values()) == ["a1", "a2"] and got.mode == "multi-node"
     devices = assign_gpu_devices(kernels, got.assignment, agents)
     assert {got.assignment[h]: d for h, d in devices.items()} == {"a1": [1], "a2": [0]}
@@ -221,7 +222,7 @@ def test_a_gpu_request_on_agents_without_gpus_is_pending_for_ever_and_names_the_
     """The lab: both agents declare gpu 0 and have none."""
     agents = [agent("agent1"), agent("agent2")]
     with pytest.raises(Pending) as err:
-        place(expand_kernels(spec(gpu=1)), agents, mode="single-node", resource_group="default")
+        place(PlacementRequest(expand_kernels(spec(gpu=1)), "single-node", "default"), agents)
     text = str(err.value)
     assert text.startswith("PENDING: container main1 needs cpu 1, mem 1g, gpu 1")
     assert "GPUs asked for: 1; agent1 has no GPU; agent2 has no GPU" in text
@@ -231,17 +232,17 @@ def test_a_gpu_request_on_agents_without_gpus_is_pending_for_ever_and_names_the_
 def test_gpus_held_by_other_sessions_make_it_pending_not_for_ever():
     agents = [agent("a1", devices=range(4), in_use=[0, 1, 3])]
     with pytest.raises(Pending) as err:
-        place(expand_kernels(spec(gpu=1)), agents, mode="single-node", resource_group="default")
+        place(PlacementRequest(expand_kernels(spec(gpu=1)), "single-node", "default"), agents)
     text = str(err.value)
     assert "a1: cpu 64, mem 256g, gpu 1 free (short of gpu)" in text
     assert "a1 has GPU devices 0,1,2,3, free: 2" in text
     assert not err.value.permanent
     with pytest.raises(Pending, match="free: 2") as err:
         place(
-            expand_kernels(spec(gpu=1, size=3, mode="multi-node")),
+            PlacementRequest(
+                expand_kernels(spec(gpu=1, size=3, mode="multi-node")), "multi-node", "default"
+            ),
             [*agents, agent("a2", devices=[0], in_use=[0])],
-            mode="multi-node",
-            resource_group="default",
         )
     assert "a2 has GPU devices 0, free: none" in str(err.value)
 

@@ -13,6 +13,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.capacity im
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
     Agent,
     OutOfService,
+    PlacementRequest,
     place,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.session.model import Resources
@@ -45,7 +46,7 @@ def test_agent_free():
 
 def test_single_node_picks_the_agent_with_most_room_left():
     agents = [agent("agent1", cpu=4), agent("agent2", cpu=8), agent("agent3", cpu=6)]
-    got = place(kernels_for(3), agents, mode="single-node", resource_group="default")
+    got = place(PlacementRequest(kernels_for(3), "single-node", "default"), agents)
     assert got.mode == "single-node"
     assert got.assignment == {"main1": "agent2", "sub1": "agent2", "sub2": "agent2"}
     assert got.agents == ["agent2"]
@@ -53,23 +54,23 @@ def test_single_node_picks_the_agent_with_most_room_left():
 
 def test_single_node_ties_break_on_memory_then_name():
     agents = [agent("b", mem_g=8), agent("a", mem_g=8), agent("c", mem_g=16)]
-    got = place(kernels_for(2), agents, mode="single-node", resource_group="default")
+    got = place(PlacementRequest(kernels_for(2), "single-node", "default"), agents)
     assert set(got.assignment.values()) == {"c"}
     agents = [agent("b"), agent("a")]
-    got = place(kernels_for(2), agents, mode="single-node", resource_group="default")
+    got = place(PlacementRequest(kernels_for(2), "single-node", "default"), agents)
     assert set(got.assignment.values()) == {"a"}
 
 
 def test_single_node_counts_running_containers():
     agents = [agent("agent1", cpu=8, used=(6, 0, 0)), agent("agent2", cpu=4)]
-    got = place(kernels_for(3), agents, mode="single-node", resource_group="default")
+    got = place(PlacementRequest(kernels_for(3), "single-node", "default"), agents)
     assert set(got.assignment.values()) == {"agent2"}
 
 
 def test_single_node_pending_names_group_and_free_numbers():
     agents = [agent("agent1", cpu=2, used=(0.5, 0, 0)), agent("agent2", cpu=2)]
     with pytest.raises(Pending) as err:
-        place(kernels_for(3), agents, mode="single-node", resource_group="default")
+        place(PlacementRequest(kernels_for(3), "single-node", "default"), agents)
     text = str(err.value)
     assert text.startswith("PENDING: ")
     assert "resource group 'default'" in text
@@ -83,7 +84,7 @@ def test_single_node_pending_names_group_and_free_numbers():
 def test_single_node_beyond_group_capacity_does_not_suggest_multi_node():
     agents = [agent("agent1", cpu=2)]
     with pytest.raises(Pending, match="not even spread") as err:
-        place(kernels_for(3), agents, mode="single-node", resource_group="default")
+        place(PlacementRequest(kernels_for(3), "single-node", "default"), agents)
     assert "multi-node" not in str(err.value)
     assert err.value.permanent
 
@@ -91,21 +92,21 @@ def test_single_node_beyond_group_capacity_does_not_suggest_multi_node():
 def test_single_node_pending_is_temporary_when_capacity_is_only_in_use():
     agents = [agent("agent1", cpu=4, used=(2, 0, 0))]
     with pytest.raises(Pending) as err:
-        place(kernels_for(3), agents, mode="single-node", resource_group="default")
+        place(PlacementRequest(kernels_for(3), "single-node", "default"), agents)
     assert not err.value.permanent
     assert "multi-node" not in str(err.value)
 
 
 def test_multi_node_collapses_to_single_node_when_one_agent_fits():
     agents = [agent("agent1", cpu=2), agent("agent2", cpu=4)]
-    got = place(kernels_for(4), agents, mode="multi-node", resource_group="default")
+    got = place(PlacementRequest(kernels_for(4), "multi-node", "default"), agents)
     assert got.mode == "single-node"
     assert set(got.assignment.values()) == {"agent2"}
 
 
 def test_multi_node_spreads_across_agents():
     agents = [agent("agent1", cpu=2), agent("agent2", cpu=2)]
-    got = place(kernels_for(4), agents, mode="multi-node", resource_group="default")
+    got = place(PlacementRequest(kernels_for(4), "multi-node", "default"), agents)
     assert got.mode == "multi-node"
     assert list(got.assignment) == ["main1", "sub1", "sub2", "sub3"]
     assert got.assignment["main1"] == "agent1"
@@ -116,7 +117,7 @@ def test_multi_node_spreads_across_agents():
 def test_multi_node_is_all_or_nothing():
     agents = [agent("agent1", cpu=2), agent("agent2", cpu=2, used=(1.5, 0, 0))]
     with pytest.raises(Pending) as err:
-        place(kernels_for(3), agents, mode="multi-node", resource_group="default")
+        place(PlacementRequest(kernels_for(3), "multi-node", "default"), agents)
     text = str(err.value)
     assert text.startswith("PENDING: the 3 containers (cpu 1, mem 1g, gpu 0 each)")
     assert "agent2: cpu 0.5, mem 8g, gpu 0 free" in text
@@ -126,7 +127,7 @@ def test_multi_node_is_all_or_nothing():
 def test_multi_node_beyond_group_capacity_is_permanent():
     agents = [agent("agent1", cpu=2), agent("agent2", cpu=2)]
     with pytest.raises(Pending, match="can never fit in this group") as err:
-        place(kernels_for(5), agents, mode="multi-node", resource_group="default")
+        place(PlacementRequest(kernels_for(5), "multi-node", "default"), agents)
     assert err.value.permanent
 
 
@@ -138,7 +139,7 @@ def test_multi_node_packs_mixed_roles_when_spreading_fails():
         {"role": "big", "replicas": 1, "resources": {"cpu": 3}},
     ]
     agents = [agent("agent1", cpu=1), agent("agent2", cpu=3)]
-    got = place(kernels_for(roles=roles), agents, mode="multi-node", resource_group="default")
+    got = place(PlacementRequest(kernels_for(roles=roles), "multi-node", "default"), agents)
     assert got.assignment == {"small1": "agent1", "big1": "agent2"}
     assert got.mode == "multi-node"
 
@@ -146,7 +147,7 @@ def test_multi_node_packs_mixed_roles_when_spreading_fails():
 def test_wrong_resource_group():
     agents = [agent("agent1"), agent("gpu1", group="gpu")]
     with pytest.raises(Pending) as err:
-        place(kernels_for(1), agents, mode="single-node", resource_group="fast")
+        place(PlacementRequest(kernels_for(1), "single-node", "fast"), agents)
     assert str(err.value) == (
         "PENDING: resource group 'fast' has no agents; groups with agents: 'default', 'gpu'"
     )
@@ -155,36 +156,36 @@ def test_wrong_resource_group():
 
 def test_only_agents_of_the_group_are_used():
     agents = [agent("big", cpu=64, group="other"), agent("small", cpu=2)]
-    got = place(kernels_for(2), agents, mode="single-node", resource_group="default")
+    got = place(PlacementRequest(kernels_for(2), "single-node", "default"), agents)
     assert set(got.assignment.values()) == {"small"}
 
 
 def test_no_agents_at_all():
     with pytest.raises(Pending, match="no agents at all"):
-        place(kernels_for(1), [], mode="single-node", resource_group="default")
+        place(PlacementRequest(kernels_for(1), "single-node", "default"), [])
 
 
 def test_gpus_are_counted():
     agents = [agent("cpu1", cpu=16), agent("gpu1", cpu=4, gpu=2)]
-    got = place(kernels_for(2, gpu=1), agents, mode="single-node", resource_group="default")
+    got = place(PlacementRequest(kernels_for(2, gpu=1), "single-node", "default"), agents)
     assert set(got.assignment.values()) == {"gpu1"}
     with pytest.raises(Pending, match=r"short of gpu"):
-        place(kernels_for(3, gpu=1), agents, mode="single-node", resource_group="default")
+        place(PlacementRequest(kernels_for(3, gpu=1), "single-node", "default"), agents)
     busy = [agent("gpu1", gpu=2, used=(0, 0, 1)), agent("gpu2", gpu=2, used=(0, 0, 1))]
-    got = place(kernels_for(2, gpu=1), busy, mode="multi-node", resource_group="default")
+    got = place(PlacementRequest(kernels_for(2, gpu=1), "multi-node", "default"), busy)
     assert got.assignment == {"main1": "gpu1", "sub1": "gpu2"}
 
 
 def test_memory_is_counted():
     agents = [agent("agent1", cpu=16, mem_g=2)]
     with pytest.raises(Pending, match="short of mem"):
-        place(kernels_for(3), agents, mode="single-node", resource_group="default")
+        place(PlacementRequest(kernels_for(3), "single-node", "default"), agents)
 
 
 def test_kernel_bigger_than_any_agent_can_never_fit():
     agents = [agent("agent1", cpu=4), agent("agent2", cpu=4)]
     with pytest.raises(Pending) as err:
-        place(kernels_for(2, cpu=6), agents, mode="multi-node", resource_group="default")
+        place(PlacementRequest(kernels_for(2, cpu=6), "multi-node", "default"), agents)
     text = str(err.value)
     assert text.startswith("PENDING: container main1 needs cpu 6")
     assert "can never fit" in text
@@ -193,20 +194,15 @@ def test_kernel_bigger_than_any_agent_can_never_fit():
 
 def test_fractional_cpus_fit_exactly():
     agents = [agent("agent1", cpu=0.3)]
-    got = place(kernels_for(3, cpu=0.1), agents, mode="single-node", resource_group="default")
+    got = place(PlacementRequest(kernels_for(3, cpu=0.1), "single-node", "default"), agents)
     assert len(got.assignment) == 3
 
 
 def test_bad_mode_and_duplicate_agents():
     with pytest.raises(SpecError, match="mode"):
-        place(kernels_for(1), [agent("a")], mode="spread", resource_group="default")
+        place(PlacementRequest(kernels_for(1), "spread", "default"), [agent("a")])
     with pytest.raises(ValueError, match="more than once: a"):
-        place(
-            kernels_for(1),
-            [agent("a"), agent("a")],
-            mode="single-node",
-            resource_group="default",
-        )
+        place(PlacementRequest(kernels_for(1), "single-node", "default"), [agent("a"), agent("a")])
 
 
 def test_used_from_labels():
@@ -227,7 +223,7 @@ def test_pending_over_many_agents_names_the_roomiest_and_counts_the_rest(mode):
     then how many more there are (not one entry per agent of 2,000)."""
     agents = [agent(f"a{i:04d}", cpu=4, used=(1 + i % 3, 0, 0)) for i in range(2000)]
     with pytest.raises(Pending) as caught:
-        place(kernels_for(size=3, cpu=4), agents, mode=mode, resource_group="default")
+        place(PlacementRequest(kernels_for(size=3, cpu=4), mode, "default"), agents)
     text = str(caught.value)
     assert "and 1992 more agent(s) with less room" in text
     assert len(text) < 1500
@@ -239,7 +235,7 @@ def test_placement_over_ten_thousand_agents_is_a_heap_not_a_scan_per_container()
     """Correctness at scale (speed is bench/placement_bench.py's): 64 containers go to
     the 64 agents with most room, one each."""
     agents = [agent(f"a{i:05d}", cpu=16, used=(i % 16, 0, 0)) for i in range(10000)]
-    got = place(kernels_for(size=64, cpu=4), agents, mode="multi-node", resource_group="default")
+    got = place(PlacementRequest(kernels_for(size=64, cpu=4), "multi-node", "default"), agents)
     used = list(got.assignment.values())
     assert len(set(used)) == 64
     assert all(int(name[1:]) % 16 == 0 for name in used)  # nothing in use on those
@@ -255,14 +251,12 @@ def test_an_agent_out_of_service_is_never_chosen_in_any_mode():
     usable = [agent("agent1", cpu=4), agent("agent3", cpu=2)]
     for mode in ("single-node", "multi-node"):
         got = place(
-            kernels_for(2), usable, mode=mode, resource_group="default", out_of_service=[PAUSED]
+            PlacementRequest(kernels_for(2), mode, "default"), usable, out_of_service=[PAUSED]
         )
         assert got.agents == ["agent1"] and got.mode == "single-node"
     got = place(
-        kernels_for(3, cpu=2),
+        PlacementRequest(kernels_for(3, cpu=2), "multi-node", "default"),
         usable,
-        mode="multi-node",
-        resource_group="default",
         out_of_service=[PAUSED],
     )
     assert got.agents == ["agent1", "agent3"]
@@ -272,10 +266,8 @@ def test_a_pending_session_names_the_agents_out_of_service_and_can_wait():
     usable = [agent("agent1", cpu=4)]
     with pytest.raises(Pending) as caught:
         place(
-            kernels_for(3, cpu=2),
+            PlacementRequest(kernels_for(3, cpu=2), "multi-node", "default"),
             usable,
-            mode="multi-node",
-            resource_group="default",
             out_of_service=[PAUSED],
         )
     assert caught.value.permanent is False
@@ -284,10 +276,8 @@ def test_a_pending_session_names_the_agents_out_of_service_and_can_wait():
     # Bigger than any agent in service, but an agent away may be bigger: never "never".
     with pytest.raises(Pending) as caught:
         place(
-            kernels_for(1, cpu=8),
+            PlacementRequest(kernels_for(1, cpu=8), "single-node", "default"),
             usable,
-            mode="single-node",
-            resource_group="default",
             out_of_service=[PAUSED],
         )
     assert caught.value.permanent is False and "never" not in str(caught.value)
@@ -296,10 +286,8 @@ def test_a_pending_session_names_the_agents_out_of_service_and_can_wait():
 def test_a_group_with_every_agent_out_of_service_waits_and_other_groups_do_not_count():
     with pytest.raises(Pending) as caught:
         place(
-            kernels_for(1),
+            PlacementRequest(kernels_for(1), "single-node", "default"),
             [agent("gpu1", group="gpu")],
-            mode="single-node",
-            resource_group="default",
             out_of_service=[PAUSED],
         )
     assert "no agent of resource group 'default' is in service" in str(caught.value)
@@ -308,10 +296,8 @@ def test_a_group_with_every_agent_out_of_service_waits_and_other_groups_do_not_c
     other = OutOfService("gpu2", "gpu", "drained by bob")
     with pytest.raises(Pending) as caught:
         place(
-            kernels_for(1, cpu=8),
+            PlacementRequest(kernels_for(1, cpu=8), "single-node", "default"),
             [agent("agent1")],
-            mode="single-node",
-            resource_group="default",
             out_of_service=[other],
         )
     assert caught.value.permanent is True and "gpu2" not in str(caught.value)

@@ -3,7 +3,11 @@
 import json
 
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Pending
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import Agent, place
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
+    Agent,
+    PlacementRequest,
+    place,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.session.env import cluster_env
 from ansible_collections.bai.cluster.plugins.module_utils.session.model import Resources
 from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
@@ -116,7 +120,7 @@ def test_placement_respects_free_capacity(size, cpu, mem_g, gpu, raw_agents, mod
         for i, (c, u, m, g) in enumerate(raw_agents)
     ]
     try:
-        got = place(kernels, agents, mode=mode, resource_group="default")
+        got = place(PlacementRequest(kernels, mode, "default"), agents)
     except Pending as err:
         assert str(err).startswith("PENDING: ")
         # Only when nothing fits: the kernels are identical, so a placement exists exactly

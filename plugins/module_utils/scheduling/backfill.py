@@ -24,9 +24,9 @@ from typing import Any
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Pending
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
     Agent,
+    PlacementRequest,
     place,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.session.model import Kernel
 
 
 @dataclass(frozen=True)
@@ -84,19 +84,17 @@ def freed(agents: Sequence[Agent], running: Sequence[Running], at: float) -> lis
 
 
 def earliest_start(
-    kernels: Sequence[Kernel],
-    mode: str,
-    group: str,
+    request: PlacementRequest,
     agents: Sequence[Agent],
     running: Sequence[Running],
     now: float,
 ) -> float | None:
-    """When a session of ``kernels`` could start at the earliest (see the module's
+    """When a session asking ``request`` could start at the earliest (see the module's
     docstring); None when no end of a running session gives it room."""
     ends = sorted({r.ends_at for r in running if r.ends_at is not None and r.ends_at > now})
     for at in (now, *ends):
         try:
-            place(kernels, freed(agents, running, at), mode=mode, resource_group=group)
+            place(request, freed(agents, running, at))
         except Pending:
             continue
         return at

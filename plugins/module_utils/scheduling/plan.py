@@ -47,6 +47,8 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.capacity im
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
     Agent,
     OutOfService,
+    PlacementRequest,
+    agent_from_read,
     assign_gpu_devices,
     place,
 )
@@ -176,13 +178,8 @@ def plan_session(
         gpu_devices = _existing_gpu_devices(existing)
         action = "exists"
     else:
-        placement = place(
-            kernels,
-            agents,
-            mode=spec.mode,
-            resource_group=spec.resource_group,
-            out_of_service=out_of_service,
-        )
+        request = PlacementRequest.of(spec, kernels)
+        placement = place(request, agents, out_of_service=out_of_service)
         assignment, mode = placement.assignment, placement.mode
         gpu_devices = assign_gpu_devices(kernels, assignment, agents)
         kernel_ids = {k.hostname: kernel_id() for k in kernels}
@@ -428,9 +425,6 @@ def _check_inventory(
         raise SpecError("; ".join(problems))
 
 
-AGENT_NUMBERS = ("cpu", "mem", "gpu", "used_cpu", "used_mem", "used_gpu")
-
-
 def agents_from_info(
     agents: Sequence[Mapping[str, Any]] | None,
     existing: Sequence[Mapping[str, Any]] | None,
@@ -461,46 +455,9 @@ def agents_from_info(
         return None, existing, {}
     found, inventory = [], {}
     for i, raw in enumerate(raw_agents):
-        if not raw.get("name"):
-            raise SpecError(f"agents[{i}]: 'name' is required")
-        try:
-            numbers = {key: raw.get(key) or 0 for key in AGENT_NUMBERS}
-            devices = _indices(raw.get("gpu_devices"))
-            found.append(
-                Agent(
-                    name=str(raw["name"]),
-                    group=str(raw.get("group") or "default"),
-                    cpu=float(numbers["cpu"]),
-                    mem=int(numbers["mem"]),
-                    gpu=len(devices) if devices is not None else int(numbers["gpu"]),
-                    used_cpu=float(numbers["used_cpu"]),
-                    used_mem=int(numbers["used_mem"]),
-                    used_gpu=int(numbers["used_gpu"]),
-                    gpu_devices=devices,
-                    gpu_in_use=_indices(raw.get("gpu_in_use")) or (),
-                )
-            )
-        except (TypeError, ValueError):
-            raise SpecError(
-                f"agents[{i}] ({raw.get('name')}): cpu, mem, gpu and used_* must be numbers, "
-                f"gpu_devices and gpu_in_use lists of device indices >= 0; got {raw!r}"
-            ) from None
+        found.append(agent_from_read(raw, f"agents[{i}]"))
         inventory[str(raw["name"])] = {
             "images": raw.get("images") or {},
             "paths": raw.get("paths") or {},
         }
     return found, existing, inventory
-
-
-def _indices(value: Any) -> tuple[int, ...] | None:
-    """GPU device indices from a list (None stays None: anonymous devices)."""
-    if value is None:
-        return None
-    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
-        raise TypeError("not a list")
-    found = []
-    for item in value:
-        if isinstance(item, bool) or int(item) < 0 or int(item) != float(item):
-            raise ValueError(f"not a device index: {item!r}")
-        found.append(int(item))
-    return tuple(sorted(set(found)))

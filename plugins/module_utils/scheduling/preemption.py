@@ -169,12 +169,7 @@ def fewest(session: Waiting, agents: Sequence[Agent], victims: Sequence[Victim])
     def fits(chosen: Sequence[Victim]) -> bool:
         held = [r for v in chosen for r in v.held]
         try:
-            place(
-                session.kernels,
-                freed(agents, held, 0.0),
-                mode=session.mode,
-                resource_group=session.group,
-            )
+            place(session.request, freed(agents, held, 0.0))
         except Pending:
             return False
         return True

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
@@ -53,6 +54,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement i
     Agent,
     OutOfService,
     Placement,
+    PlacementRequest,
     assign_gpu_devices,
     place,
 )
@@ -86,6 +88,12 @@ class Waiting:
     # How long it runs at most (its own lifetime, else its owner's longest): what
     # backfill needs (backfill.py); None: no lifetime, it never backfills.
     lifetime_s: float | None = None
+
+    @cached_property
+    def request(self) -> PlacementRequest:
+        """What every placement of this session is asked (made once: a pass places a
+        queued session many times)."""
+        return PlacementRequest(self.kernels, self.mode, self.group)
 
 
 @dataclass(frozen=True)
@@ -190,13 +198,7 @@ def take(agents: Sequence[Agent], session: Waiting, placement: Placement) -> lis
 def _place(
     session: Waiting, agents: Sequence[Agent], out_of_service: Sequence[OutOfService]
 ) -> Placement:
-    return place(
-        session.kernels,
-        agents,
-        mode=session.mode,
-        resource_group=session.group,
-        out_of_service=out_of_service,
-    )
+    return place(session.request, agents, out_of_service=out_of_service)
 
 
 def _behind(ahead: Sequence[str]) -> str:
@@ -279,9 +281,7 @@ class _Backfilling:
 
     def claim(self, session: Waiting, free: Sequence[Agent]) -> None:
         running = [*self.given.running, *self.started]
-        self.starts[session.name] = earliest_start(
-            session.kernels, session.mode, session.group, free, running, self.given.now
-        )
+        self.starts[session.name] = earliest_start(session.request, free, running, self.given.now)
 
     def allows(self, session: Waiting, ahead: Sequence[str]) -> bool:
         """It ends, margin included, before every blocked session ahead could start."""

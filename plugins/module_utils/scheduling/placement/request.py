@@ -1,0 +1,60 @@
+"""What a placement is asked, and what it answers.
+
+A ``PlacementRequest`` is built once per session (from its spec when it is created,
+from its queue entry when it waits) and handed unchanged to every placement of it: a
+create's, a scheduler pass's, backfill's and preemption's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import SpecError
+from ansible_collections.bai.cluster.plugins.module_utils.session.model import (
+    MODES,
+    Kernel,
+    SessionSpec,
+)
+
+
+@dataclass(frozen=True)
+class PlacementRequest:
+    """The kernels to place, in kernel order (main1 first), the mode asked for, the
+    resource group, and the constraints a rule reads (rules.py): (name, value) pairs,
+    none today."""
+
+    kernels: tuple[Kernel, ...]
+    mode: str
+    resource_group: str
+    constraints: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise SpecError(f"mode: got {self.mode!r}; allowed: {', '.join(MODES)}")
+        if not self.kernels:
+            raise ValueError("a placement needs at least one kernel")
+        object.__setattr__(self, "kernels", tuple(self.kernels))
+
+    @classmethod
+    def of(cls, spec: SessionSpec, kernels: Sequence[Kernel]) -> PlacementRequest:
+        """The request of session ``spec`` whose kernels are ``kernels``."""
+        return cls(tuple(kernels), spec.mode, spec.resource_group)
+
+    def constraint(self, name: str) -> str | None:
+        """The value of constraint ``name``, None when the request does not set it."""
+        return dict(self.constraints).get(name)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """``mode`` is the mode as actually placed; ``assignment`` maps hostname -> agent
+    name in kernel order."""
+
+    mode: str
+    assignment: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def agents(self) -> list[str]:
+        """Agents used, in order of first use (the master's agent first)."""
+        return list(dict.fromkeys(self.assignment.values()))
