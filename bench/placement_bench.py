@@ -5,7 +5,7 @@
 Prints a Markdown table of the best of --repeat runs, in milliseconds, for a single-node
 session of 4 and multi-node sessions of 16 and 64 spread over agents that are busy to
 different degrees, with fresh Agent objects each run (nothing cached between runs). The
-reservation ledger's adjustment of the agents' reads (module_utils/scheduling/usage.py) is timed
+reservation ledger's adjustment of the agents' reads (scheduling/ledger/usage.py) is timed
 with it, over a ledger of one reservation per agent.
 """
 
@@ -14,12 +14,14 @@ from __future__ import annotations
 import argparse
 import time
 
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import document, usage
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import document, usage
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
     PlacementRequest,
     place,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.plan import agents_from_info
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.plan import (
+    agents_from_info,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
     expand_kernels,
     normalize_spec,

@@ -7,7 +7,7 @@ takes their declared capacity, the ledger's sessions as their load), each one fu
 a running session, and QUEUED queued sessions of 2 x 2 CPUs (multi-node) or 1 x 4 CPUs
 (single-node), by turns. Then:
 
-- the pure pass (module_utils/session_queue.schedule, as bai_session_ledger's
+- the pure pass (scheduling/queue/scheduler.py: schedule, as bai_session_ledger's
   state=scheduled runs it) with every agent full, and with half of them freed (the pass
   then decides which of the queue start in queue order);
 - the real playbook, ansible-playbook playbooks/session_schedule.yml, on an inventory of
@@ -30,8 +30,8 @@ import time
 from pathlib import Path
 
 import yaml
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import document
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import session_queue as q
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import queue as q
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import document
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import Agent
 from ansible_collections.bai.cluster.plugins.module_utils.session.spec import normalize_spec
 

@@ -6,14 +6,14 @@ the toolkit's own placement, for FIFO vs priority vs priority + backfill.
 Nothing runs on an engine: an event loop (arrivals, ends) runs one scheduler pass after
 each event, placing with module_utils/scheduling/placement.place as the ledger does.
 
-- **FIFO**: today's rule (module_utils/scheduling/session_queue.py): submission order; a
+- **FIFO**: today's rule (scheduling/queue/scheduler.py): submission order; a
   session that does not fit claims the agents it could use, and those behind it start
   only on agents nobody ahead claims.
-- **priority**: the same pass in priority order (module_utils/scheduling/priority.py,
+- **priority**: the same pass in priority order (module_utils/scheduling/queue/priority.py,
   default weights: age, fair share with a 7-day half-life).
 - **priority + backfill**: as priority, and a session that fits only on claimed agents
   starts there when it ends before the earliest start of every session claiming them
-  (module_utils/scheduling/backfill.py, a 60 s margin).
+  (module_utils/scheduling/queue/backfill.py, a 60 s margin).
 
 The trace: 16 agents of 32 CPUs; four owners, one of whom (sweeps) submits half of the
 sessions in bursts of 50; sizes of 1 to 8 containers of 2 to 16 CPUs; lifetimes of 10 min
@@ -33,18 +33,18 @@ import time
 from dataclasses import dataclass, field, replace
 
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Pending
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import backfill as bf
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import priority as prio
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
     Agent,
     PlacementRequest,
     place,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.session_queue import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue import (
     Waiting,
     could_use,
     take,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue import backfill as bf
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue import priority as prio
 from ansible_collections.bai.cluster.plugins.module_utils.session.model import (
     MODE_MULTI,
     MODE_SINGLE,

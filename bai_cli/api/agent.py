@@ -9,7 +9,7 @@ from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import SpecError
 from ansible_collections.bai.cluster.plugins.module_utils.hosts import agent_view
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.availability import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.availability import (
     AVAILABILITIES,
     describe,
 )

@@ -10,7 +10,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.hosts.agent_view impor
     table,
     totals,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.availability import describe
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.availability import (
+    describe,
+)
 from ansible_collections.bai.cluster.plugins.plugin_utils.filters import Filters, FilterTable
 
 

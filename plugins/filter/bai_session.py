@@ -51,15 +51,15 @@ def host_results(hosts: Sequence[str], hostvars: Mapping[str, Any], var: str) ->
 
 
 def end_warnings(*args: Any) -> dict[str, Any]:
-    """scheduling/end_signals.py's warnings, imported when a drain needs it."""
-    from ansible_collections.bai.cluster.plugins.module_utils.scheduling import end_signals
+    """scheduling/steps/end_signals.py's warnings, imported when a drain needs it."""
+    from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps import end_signals
 
     return end_signals.warnings(*args)
 
 
 def rerun_plan(*args: Any) -> Any:
-    """scheduling/rerun.py's plan, imported when a create rereads its agents."""
-    from ansible_collections.bai.cluster.plugins.module_utils.scheduling import rerun
+    """scheduling/steps/rerun.py's plan, imported when a create rereads its agents."""
+    from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps import rerun
 
     return rerun.rerun_plan(*args)
 

@@ -192,9 +192,13 @@ from ansible_collections.bai.cluster.plugins.module_utils.engine.docker_api impo
     connect,
     error_text,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import availability as avail
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger_store as store_
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.agent_availability import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import (
+    availability as avail,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import (
+    ledger_store as store_,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.availability import (
     in_cluster,
     on_agent,
 )

@@ -276,19 +276,21 @@ from ansible_collections.bai.cluster.plugins.module_utils.gpu.facts import detec
 from ansible_collections.bai.cluster.plugins.module_utils.gpu.probe import HostProbe
 from ansible_collections.bai.cluster.plugins.module_utils.network import isolation
 from ansible_collections.bai.cluster.plugins.module_utils.network.rdma import rdma_devices
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import availability
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.admission import (
-    of_slot,
-    offer_of,
-)
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.agent_identity import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import availability
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.agent_identity import (
     agent_identity,
     engine_identity,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.capacity import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.capacity import (
     used_from_labels,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.usage import observed_sessions
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.usage import (
+    observed_sessions,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement.admission import (
+    of_slot,
+    offer_of,
+)
 
 
 def _read(module: AnsibleModule) -> dict:
@@ -349,7 +351,7 @@ def _read(module: AnsibleModule) -> dict:
             # Whether table inet bai_isolation keeps its sessions apart (roles/session_isolation).
             "isolation": isolation.table_state(module),
         },
-        # Per session id, for the reservation ledger (module_utils/scheduling/usage.py).
+        # Per session id, for the reservation ledger (module_utils/scheduling/ledger/usage.py).
         "sessions": observed_sessions(listed),
         "read_at": read_at,
         "read_after": params["read_after"],

@@ -134,8 +134,10 @@ from ansible_collections.bai.cluster.plugins.module_utils.engine.docker_api impo
     error_text,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.hosts import swarm
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import document, roster
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger_store as store_
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import document, roster
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import (
+    ledger_store as store_,
+)
 
 
 def forget(module: AnsibleModule, store: store_.Store) -> dict[str, Any]:

@@ -513,8 +513,10 @@ from ansible_collections.bai.cluster.plugins.module_utils.engine.common import (
     DOCKER_ARGUMENT_SPEC,
     error_text,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger_store as store_
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger_request import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import (
+    ledger_store as store_,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.ledger_request import (
     LedgerFailure,
     LedgerRequest,
     check,
@@ -526,7 +528,9 @@ def _step(request: LedgerRequest, store: store_.Store, module: AnsibleModule) ->
     playbook's first, on a swarm) loads none of placement, the queue or reconcile."""
     if request.state == "identity":
         return store_.identity_read
-    from ansible_collections.bai.cluster.plugins.module_utils.scheduling import steps
+    from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps import (
+        by_state as steps,
+    )
 
     nodes = steps.swarm_nodes(request, store, module.warn)
     return lambda snapshot, now: steps.step(request, store, snapshot, now, nodes, module.warn)

@@ -22,7 +22,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_SESSION,
     LABEL_SESSION_ID,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.agent_identity import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.agent_identity import (
     engine_identity,
 )
 from conftest import ansible_playbook

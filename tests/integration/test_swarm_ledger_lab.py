@@ -27,8 +27,13 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_SESSION,
     LABEL_SESSION_ID,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import document, reservations
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger_store as store_
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import (
+    document,
+    reservations,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import (
+    ledger_store as store_,
+)
 from conftest import bai_cli, finish_playbook, start_playbook
 from labtools import lab_agents, lab_node, on_agent, spanning_by_memory, sweep, wait_for
 

@@ -8,13 +8,13 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_MEM,
     LABEL_SESSION_ID,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import (
     document,
     reservations,
     roster,
     usage,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.plan import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.plan import (
     agents_from_info,
     plan_session,
 )

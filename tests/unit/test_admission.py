@@ -1,4 +1,4 @@
-"""Admission on the agent (module_utils/scheduling/admission.py): pure logic, and the property that
+"""Admission on the agent (scheduling/placement/admission.py): pure logic, and the property that
 whatever the session ledger decides (stale reads, expired reservations, creates that die
 part-way, sessions stopped and started again by hand or by Docker's restart policy), the
 containers that exist on an engine never hold more than the agent offers, nor one GPU
@@ -22,16 +22,24 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_SESSION,
     LABEL_SESSION_ID,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import (
-    admission,
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import (
     document,
     kept_reads,
     reservations,
     roster,
     usage,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger_store as store_
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.admission import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import (
+    ledger_store as store_,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.agent_identity import (
+    agent_identity,
+    engine_identity,
+    engine_of,
+    slot_of,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import admission
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement.admission import (
     Holding,
     Offer,
     admit,
@@ -39,13 +47,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.admission i
     of_slot,
     offer_of,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.agent_identity import (
-    agent_identity,
-    engine_identity,
-    engine_of,
-    slot_of,
-)
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.plan import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.plan import (
     agents_from_info,
     plan_session,
 )

@@ -9,11 +9,11 @@ from ansible_collections.bai.cluster.plugins.module_utils.containers.listing imp
     format_table,
     summarize_sessions,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import (
     document,
-    reconcile,
     reservations,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps import reconcile
 from ansible_collections.bai.cluster.plugins.modules import bai_session_ledger, bai_session_summary
 from ansible_collections.bai.cluster.plugins.plugin_utils import ledger_text
 from docker_fake import FakeEngine, run_module

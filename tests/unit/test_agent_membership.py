@@ -8,8 +8,10 @@ import json
 
 import pytest
 from ansible_collections.bai.cluster.plugins.module_utils.hosts import swarm
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import availability as avail
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import document, roster
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import (
+    availability as avail,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import document, roster
 from ansible_collections.bai.cluster.plugins.modules import (
     bai_agent_availability,
     bai_agent_membership,

@@ -9,8 +9,10 @@ import json
 import pytest
 from ansible_collections.bai.cluster.plugins.module_utils.containers import destroy
 from ansible_collections.bai.cluster.plugins.module_utils.hosts import agent_view
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import availability as avail
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import document
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import (
+    availability as avail,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import document
 from ansible_collections.bai.cluster.plugins.modules import (
     bai_agent_availability,
     bai_session_ledger,

@@ -1,4 +1,4 @@
-"""Backfill by lifetimes (module_utils/scheduling/backfill.py): the blocked session's
+"""Backfill by lifetimes (module_utils/scheduling/queue/backfill.py): the blocked session's
 earliest start from the running sessions' lifetimes, and the property that a backfilled
 session never moves it later, over random clusters, running sessions and lifetimes."""
 
@@ -8,13 +8,13 @@ import collections
 
 import pytest
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Pending
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import backfill
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import session_queue as q
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import queue as q
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
     Agent,
     PlacementRequest,
     place,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue import backfill
 from ansible_collections.bai.cluster.plugins.module_utils.session.model import (
     MODE_MULTI,
     MODE_SINGLE,
@@ -154,7 +154,7 @@ def backfilled_never_delays_the_blocked_one(
     assert before is not None and after is not None and after <= before, (before, after)
 
 
-# --- Backfill in the scheduler pass (session_queue.schedule with a Backfill) ----------
+# --- Backfill in the scheduler pass (queue.schedule with a Backfill) ----------
 
 
 def waiting(name, cpus, lifetime, mode, at):

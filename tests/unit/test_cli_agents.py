@@ -8,7 +8,9 @@ import json
 
 import pytest
 from ansible_collections.bai.cluster.plugins.module_utils.hosts import agent_view
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.availability import describe
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.availability import (
+    describe,
+)
 
 from bai_cli import __main__ as cli
 from bai_cli import api

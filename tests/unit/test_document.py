@@ -1,4 +1,4 @@
-"""The ledger's document (module_utils/scheduling/document.py): its text, the Ledger it is
+"""The ledger's document (module_utils/scheduling/ledger/document.py): its text, the Ledger it is
 read as and written from (byte for byte what was read), and a damaged one refused, never
 read as empty."""
 
@@ -8,10 +8,7 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import LedgerError
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import (
-    document,
-    roster,
-)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import document, roster
 from ledger_fake import (
     info,
     place,

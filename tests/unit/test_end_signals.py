@@ -12,14 +12,14 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_DEADLINE,
     LABEL_END_SIGNAL,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import reservations
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import Agent
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps import (
     end_signals,
     reconcile,
-    reservations,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import Agent
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.plan import plan_session
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.plan_answer import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.plan import plan_session
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.plan_answer import (
     with_deadline,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.session.env import cluster_env

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pytest
 from ansible_collections.bai.cluster.plugins.module_utils.jobs import ends, job
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.end_signals import warnings
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.end_signals import (
+    warnings,
+)
 
 from bai_cli.api import JobResult
 

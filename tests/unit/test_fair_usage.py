@@ -1,4 +1,4 @@
-"""scheduling/fair_usage.py: each owner's usage in the ledger, charged when a session ends
+"""scheduling/queue/fair_usage.py: each owner's usage in the ledger, charged when a session ends
 (through the ledger's state=absent step, as a destroy makes it), never twice, decayed."""
 
 from __future__ import annotations
@@ -6,14 +6,16 @@ from __future__ import annotations
 import math
 
 import pytest
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import (
     document,
+    reservations,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue import (
     fair_usage,
     priority,
-    reservations,
-    steps,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger_request import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps import by_state as steps
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.ledger_request import (
     LedgerRequest,
 )
 from hypothesis import given

@@ -1,5 +1,5 @@
 """A restartable batch session with a member on an agent that does not answer
-(scheduling/fencing.py): when reconcile may end the attempt and queue the gang again, what
+(scheduling/steps/fencing.py): when reconcile may end the attempt and queue the gang again, what
 the earlier attempt left is told apart by its attempt label (same session id), and the
 destroy forces only those sessions."""
 
@@ -12,13 +12,13 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_SESSION_ID,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.containers import destroy
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import kept_reads
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import Ledger
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps import (
     fencing,
-    kept_reads,
     reconcile,
     restarts,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import Ledger
 
 SID = "sid-1"
 

@@ -40,7 +40,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement i
     assign_gpu_devices,
     place,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.plan import plan_session
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.plan import plan_session
 from ansible_collections.bai.cluster.plugins.module_utils.session.model import Resources
 from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
     expand_kernels,

@@ -18,7 +18,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
 )
 from ansible_collections.bai.cluster.plugins.module_utils.jobs import job
 from ansible_collections.bai.cluster.plugins.module_utils.jobs.job import Member, result
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import document, history
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import document, history
 from ansible_collections.bai.cluster.plugins.module_utils.session import kinds
 from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
     normalize_spec,

@@ -1,11 +1,11 @@
-"""The agents' kept reads (module_utils/scheduling/kept_reads.py): what lets a create read
+"""The agents' kept reads (module_utils/scheduling/ledger/kept_reads.py): what lets a create read
 only the agents it must, and the property that placing by them never overcommits."""
 
 import contextlib
 
 import pytest
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Pending
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import (
     document,
     kept_reads,
     reservations,

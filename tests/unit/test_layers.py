@@ -67,3 +67,42 @@ def test_no_two_way_pairs():
     arrows = {(a, b) for a, b, _f in _arrows()}
     both = sorted(f"{a} <-> {b}" for a, b in arrows if a < b and (b, a) in arrows)
     assert not both, f"packages that import each other: {both}"
+
+
+# scheduling/ by concept, lowest first: the ledger's document and its records; placement
+# (which agent runs which kernel); the queue and its policies; the module's steps.
+SCHEDULING = ROOT / "scheduling"
+SCHEDULING_FLOORS = {"ledger": 0, "placement": 1, "queue": 2, "steps": 3}
+MAX_LINES = 400
+
+
+def test_scheduling_is_its_sub_packages_only():
+    loose = sorted(p.name for p in SCHEDULING.glob("*.py") if p.name != "__init__.py")
+    assert not loose, f"put these in a sub-package of scheduling/: {loose}"
+    packages = {p.name for p in SCHEDULING.iterdir() if (p / "__init__.py").exists()}
+    assert packages == set(SCHEDULING_FLOORS)
+
+
+def test_scheduling_sub_packages_import_only_down():
+    up = []
+    for path in sorted(SCHEDULING.rglob("*.py")):
+        mine = path.relative_to(SCHEDULING).parts[0]
+        if mine not in SCHEDULING_FLOORS:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                PREFIX + "scheduling."
+            ):
+                theirs = node.module[len(PREFIX + "scheduling.") :].split(".")[0]
+                if theirs != mine and SCHEDULING_FLOORS[theirs] >= SCHEDULING_FLOORS[mine]:
+                    up.append(f"{path.relative_to(SCHEDULING)} imports {node.module}")
+    assert not up, "\n".join(up)
+
+
+def test_no_scheduling_file_is_over_400_lines():
+    long = {
+        str(p.relative_to(SCHEDULING)): n
+        for p in SCHEDULING.rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > MAX_LINES
+    }
+    assert not long, f"split by concept: {long}"

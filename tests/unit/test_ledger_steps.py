@@ -1,16 +1,19 @@
-"""bai_session_ledger's steps called directly (module_utils/scheduling/steps.py,
+"""bai_session_ledger's steps called directly (module_utils/scheduling/steps/by_state.py,
 reserve.py, schedule.py, ledger_request.py): a request built from the module's options,
 no AnsibleModule, and the failures the module reports as they are."""
 
 import pytest
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import document, steps
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger_store as store_
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger_request import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import document
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import (
+    ledger_store as store_,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps import by_state as steps
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.ledger_request import (
     LedgerFailure,
     LedgerRequest,
     check,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.reserve import reserve
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.reserve import reserve
 from ansible_collections.bai.cluster.plugins.modules.bai_session_ledger import ARGUMENT_SPEC
 from test_availability import AGENTS, read
 

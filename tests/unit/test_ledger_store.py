@@ -1,4 +1,4 @@
-"""The ledger's stores (module_utils/scheduling/ledger_store.py): the transaction protocol.
+"""The ledger's stores (module_utils/scheduling/ledger/ledger_store.py): the transaction protocol.
 
 The swarm store is shown against the real raft store in
 tests/integration/test_swarm_ledger_lab.py; here a stand-in with the same contract as the
@@ -17,8 +17,10 @@ from ansible_collections.bai.cluster.plugins.module_utils.engine.docker_api impo
     APIError,
     NotFound,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import document
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger_store as store_
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import document
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import (
+    ledger_store as store_,
+)
 
 
 class FakeResponse:

@@ -28,8 +28,13 @@ from ansible_collections.bai.cluster.plugins.module_utils.metrics.exposition imp
     Family,
     render,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import counters, document
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger_store as store_
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import (
+    counters,
+    document,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import (
+    ledger_store as store_,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from ledger_fake import ONE_AGENT, ledger_step, reserve

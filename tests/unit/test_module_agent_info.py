@@ -13,7 +13,7 @@ import pytest
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Pending
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import Agent
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.plan import plan_session
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.plan import plan_session
 from ansible_collections.bai.cluster.plugins.module_utils.session.spec import normalize_spec
 from ansible_collections.bai.cluster.plugins.modules import bai_agent_info
 from docker_fake import GI, FakeEngine, run_module

@@ -30,7 +30,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.gpu.facts import gpu_f
 from ansible_collections.bai.cluster.plugins.module_utils.hosts import agent_settings
 from ansible_collections.bai.cluster.plugins.module_utils.network import isolation
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import Agent
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.plan import plan_session
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.plan import plan_session
 from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
     normalize_spec,
     spec_canonical,

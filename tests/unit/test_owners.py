@@ -11,9 +11,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.containers.listing imp
     format_table,
     summarize_sessions,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import reservations
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import reservations
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import Agent
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.plan import plan_session
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.plan import plan_session
 from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
     normalize_spec,
     spec_canonical,

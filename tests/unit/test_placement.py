@@ -7,7 +7,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_GPU,
     LABEL_MEM,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.capacity import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.capacity import (
     used_from_labels,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (

@@ -16,7 +16,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement i
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement.domain import (
     Domain,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.plan import plan_session
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.plan import plan_session
 from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
     expand_kernels,
     normalize_spec,

@@ -25,13 +25,13 @@ from ansible_collections.bai.cluster.plugins.module_utils.network.subnets import
     DEFAULT_SUBNET_PREFIX,
     pick_subnet,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.capacity import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.capacity import (
     agent_capacity,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
     Agent,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.plan import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.plan import (
     placement_failure,
     plan_session,
 )

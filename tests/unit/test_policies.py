@@ -1,11 +1,11 @@
-"""Per-owner limits (module_utils/scheduling/policies.py): parsing bai_session_policies, the limits
+"""Per-owner limits (scheduling/queue/policies.py): parsing bai_session_policies, the limits
 that apply to an owner, what an owner holds, and the refusal that names the policy."""
 
 from __future__ import annotations
 
 import pytest
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import SpecError
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.policies import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue.policies import (
     Usage,
     lifetime,
     limits_for,

@@ -1,4 +1,4 @@
-"""Preemption (scheduling/preemption.py; docs/placement.md, "Preemption"): the request's
+"""Preemption (scheduling/queue/preemption.py; docs/placement.md, "Preemption"): the request's
 mark, the choice of victims, and the session ledger run as a module over a real file
 ledger - a pass that cannot start a queued session of a higher (explicit) priority marks
 the preemptible sessions to stop, no second pass stops more meanwhile, the victim's
@@ -11,13 +11,15 @@ import json
 
 import pytest
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import SpecError
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import preemption
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.backfill import Running
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import Agent
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue_order import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue import (
+    Waiting,
+    preemption,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue.backfill import Running
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue.queue_order import (
     parse_queue_policy,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.session_queue import Waiting
 from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
     expand_kernels,
     normalize_spec,

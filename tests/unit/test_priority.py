@@ -1,4 +1,4 @@
-"""The queue's priority (module_utils/scheduling/priority.py): FIFO with one owner, fair
+"""The queue's priority (module_utils/scheduling/queue/priority.py): FIFO with one owner, fair
 share moves a heavy owner back, decay brings them forward again, and the running-usage
 integral never counts a session twice."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import priority as prio
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue import priority as prio
 from hypothesis import given
 from hypothesis import strategies as st
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import session_queue as q
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import queue as q
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import Agent
+from ansible_collections.bai.cluster.plugins.module_utils.session.spec import normalize_spec
 from ansible_collections.bai.cluster.plugins.modules import bai_session_ledger
 from docker_fake import GI, FakeEngine, run_module
 from hypothesis import given, settings
@@ -174,7 +175,7 @@ def test_the_owners_limit_queues_a_session_and_names_the_policy(tmp_path):
 
 
 def waiting(name, cpu, at, group="default"):
-    spec = q.normalize_spec(
+    spec = normalize_spec(
         {"name": name, "size": 1, "resources": {"cpu": cpu}, "resource_group": group}
     )
     return q.waiting_of(spec, at, 0)
@@ -201,7 +202,7 @@ def test_room_is_what_the_sessions_ahead_leave():
 def test_positions_count_from_one_in_each_group_in_submission_order(entries):
     ledger = ledger_of(sessions={})
     for i, (group, at) in enumerate(entries):
-        spec = q.normalize_spec({"name": f"s{i}", "size": 1, "resource_group": group})
+        spec = normalize_spec({"name": f"s{i}", "size": 1, "resource_group": group})
         q.enqueue(ledger, spec, now=at, reason="")
     places = q.positions(ledger)
     for group in ("g1", "g2"):
@@ -228,7 +229,7 @@ def test_a_lease_gives_the_start_to_its_ticket_until_it_runs_out():
 def test_dequeue_drops_the_map_once_empty(count):
     ledger = ledger_of(sessions={})
     for i in range(count):
-        q.enqueue(ledger, q.normalize_spec({"name": f"s{i}", "size": 1}), now=i, reason="")
+        q.enqueue(ledger, normalize_spec({"name": f"s{i}", "size": 1}), now=i, reason="")
     for i in range(count):
         assert q.dequeue(ledger, f"s{i}")["name"] == f"s{i}"
     assert "queue" not in ledger.to_dict() and q.dequeue(ledger, "s0") is None

@@ -1,4 +1,4 @@
-"""scheduling/queue_order.py (docs/placement.md, "Priority"): the queue by priority, as
+"""scheduling/queue/queue_order.py (docs/placement.md, "Priority"): the queue by priority, as
 the ledger's pass, a create's room and the queue's positions all read it - through
 bai_session_ledger run as a module over a real file ledger - and its parts: the policy's
 parsing, FIFO with one owner, fair share and explicit priority."""
@@ -9,13 +9,14 @@ import json
 
 import pytest
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import SpecError
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import document, priority
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import session_queue as q
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.policies import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import queue as q
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import document
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue import priority
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue.policies import (
     parse_policies,
     standing,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue_order import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue.queue_order import (
     PRIORITY,
     QueueOrder,
     QueuePolicy,

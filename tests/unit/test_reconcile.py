@@ -1,12 +1,12 @@
-"""Reconcile (module_utils/scheduling/reconcile.py): the ledger and what the agents run,
+"""Reconcile (module_utils/scheduling/steps/reconcile.py): the ledger and what the agents run,
 made to agree, and a lost ledger rebuilt from the labels."""
 
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import (
     document,
-    reconcile,
     reservations,
     roster,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps import reconcile
 from ansible_collections.bai.cluster.plugins.plugin_utils import ledger_text
 from ledger_fake import (
     GI,

@@ -1,4 +1,4 @@
-"""A rerun of a create that finds its session whole (module_utils/scheduling/rerun.py): the
+"""A rerun of a create that finds its session whole (module_utils/scheduling/steps/rerun.py): the
 plan the controller takes from the agents' reads is the plan the ledger's second answer
 gives, for every key the playbooks use; anything short of whole leaves it to the ledger.
 
@@ -12,12 +12,15 @@ import copy
 
 import pytest
 from ansible_collections.bai.cluster.plugins.module_utils.common.labels import LABEL_LEDGER
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import document, reservations
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger_request import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import (
+    document,
+    reservations,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.ledger_request import (
     LedgerRequest,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.rerun import rerun_plan
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.reserve import reserve
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.rerun import rerun_plan
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.reserve import reserve
 from test_availability import AGENTS, read
 
 # What session_make.yml and session_create.yml read of a plan.

@@ -1,9 +1,9 @@
-"""Reservations (module_utils/scheduling/reservations.py): confirmed, released, and a
+"""Reservations (module_utils/scheduling/ledger/reservations.py): confirmed, released, and a
 creating one past its expiry settled by what its agents run."""
 
 import pytest
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Pending
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import (
     document,
     reservations,
 )

@@ -1,4 +1,4 @@
-"""The queue of PENDING sessions (module_utils/scheduling/session_queue.py): FIFO per resource
+"""The queue of PENDING sessions (scheduling/queue/): FIFO per resource
 group, a blocked head claims the agents it could use, refused sessions block nobody.
 
 Property tests check, for any queue and agents: nothing started exceeds an agent's
@@ -14,7 +14,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement i
     Agent,
     OutOfService,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.session_queue import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue import (
     Waiting,
     could_use,
     ordered,

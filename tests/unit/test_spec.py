@@ -20,10 +20,12 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_SIZE,
     LABEL_SPEC_HASH,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.capacity import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.capacity import (
     used_from_labels,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.plan import container_labels
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.plan import (
+    container_labels,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.session.model import (
     Kernel,
     Mount,

@@ -1,4 +1,4 @@
-"""Reserved against observed usage (module_utils/scheduling/usage.py), and the property
+"""Reserved against observed usage (module_utils/scheduling/ledger/usage.py), and the property
 that placement through the ledger never gives out more than an agent offers, however
 stale the agents' reads."""
 
@@ -13,7 +13,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_MEM,
     LABEL_SESSION_ID,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import (
     document,
     reservations,
     roster,

@@ -21,11 +21,12 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
 from ansible_collections.bai.cluster.plugins.module_utils.common.labels import LABEL_SESSION
 from ansible_collections.bai.cluster.plugins.module_utils.common.locks import locked
 from ansible_collections.bai.cluster.plugins.module_utils.containers.share import Share
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import admission, availability
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.agent_identity import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import availability
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.agent_identity import (
     agent_identity,
     engine_identity,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import admission
 from ansible_collections.bai.cluster.plugins.module_utils.session.model import PlannedKernel
 
 

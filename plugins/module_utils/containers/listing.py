@@ -16,10 +16,12 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_SESSION_ID,
     LABEL_SIZE,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.capacity import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.capacity import (
     label_float,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.reservations import time_left
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.reservations import (
+    time_left,
+)
 
 
 def summarize_sessions(

@@ -58,7 +58,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.gpu.facts import detec
 from ansible_collections.bai.cluster.plugins.module_utils.gpu.probe import HostProbe
 from ansible_collections.bai.cluster.plugins.module_utils.network import isolation
 from ansible_collections.bai.cluster.plugins.module_utils.network.rdma import rdma_devices
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import admission
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import admission
 from ansible_collections.bai.cluster.plugins.module_utils.session import apps
 from ansible_collections.bai.cluster.plugins.module_utils.session.model import PlannedKernel
 from ansible_collections.bai.cluster.plugins.module_utils.session.security import (

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional, Protocol
 
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import availability
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import availability
 from ansible_collections.bai.cluster.plugins.module_utils.session.apps import App, parse_declared
 from ansible_collections.bai.cluster.plugins.module_utils.session.model import PlannedKernel
 

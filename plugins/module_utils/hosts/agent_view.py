@@ -14,8 +14,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils.gpu.alloc import format_device_label
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import availability
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.agent_identity import engine_of
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import availability
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.agent_identity import (
+    engine_of,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.session.model import (
     format_cpu,
     format_mem,

@@ -29,7 +29,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.addresses impor
     in_zone,
     parse_ip,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.agent_identity import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.agent_identity import (
     SLOT_SEPARATOR,
 )
 

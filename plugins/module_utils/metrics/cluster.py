@@ -31,8 +31,8 @@ from ansible_collections.bai.cluster.plugins.module_utils.metrics.exposition imp
     HISTOGRAM,
     Family,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import counters
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.availability import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import counters
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.availability import (
     AVAILABILITIES,
     WORDS,
 )

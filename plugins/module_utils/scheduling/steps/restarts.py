@@ -25,13 +25,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import WAIT_RESTART
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import counters
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import session_queue as queue_
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import Ledger
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.kept_reads import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import queue as queue_
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import counters
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import Ledger
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.kept_reads import (
     forget_in_record,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.preemption import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue.preemption import (
     MARK as preemption_mark,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.session.restart_policy import (

@@ -24,7 +24,7 @@ from bisect import bisect_left
 from collections.abc import Mapping
 from typing import Any
 
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import Ledger
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import Ledger
 
 # Upper bounds (seconds) of the queue wait histogram's buckets: from a start with no wait
 # to a day in the queue.

@@ -13,8 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import Ledger
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.reservations import time_left
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import Ledger
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.reservations import (
+    time_left,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.session.signal_names import (
     end_signal_parts,
 )

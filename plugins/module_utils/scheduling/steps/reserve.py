@@ -5,7 +5,7 @@ In order: a queued session waits for its ticket (:func:`reserve`); a missing led
 agents of another ledger, or an agent that did not answer and may hold the session refuse
 the create (refusals.py); the ledger settles what the fresh reads show
 (reservations.expire, usage.drop_stale); the agents are known by fresh reads, kept reads
-or hints (:func:`_by_inventory`), and the create asks to read those it must before it
+or hints (:func:`by_inventory`), and the create asks to read those it must before it
 places; placement counts the reservations, the owner's limits and the queue ahead of it
 (:func:`_plan`); a session that does not fit waits in the queue or is refused
 (:func:`_not_placed`); one that fits is reserved (:func:`_commit`).
@@ -14,7 +14,7 @@ places; placement counts the reservations, the owner's limits and the queue ahea
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
@@ -24,40 +24,48 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
     SessionConflict,
     SpecError,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import availability as avail
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import queue as queue_
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import (
+    availability as avail,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import (
     counters,
     document,
     kept_reads,
-    queue_order,
     reservations,
-    restarts,
     usage,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import session_queue as queue_
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import Ledger
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger_request import (
-    LedgerFailure,
-    LedgerRequest,
-    declarations,
-)
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.plan import (
-    agents_from_info,
-    placement_failure,
-    plan_session,
-)
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.plan_answer import (
-    decorated,
-    with_attempt,
-    with_deadline,
-)
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.policies import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import Ledger
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue import queue_order
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue.policies import (
     lifetime,
     limits_for,
     parse_policies,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.refusals import refuse_create
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.schedule import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps import restarts
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.create_reads import (
+    CreateStep,
+    by_inventory,
+    by_reads,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.ledger_request import (
+    LedgerFailure,
+    LedgerRequest,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.plan import (
+    agents_from_info,
+    placement_failure,
+    plan_session,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.plan_answer import (
+    decorated,
+    with_attempt,
+    with_deadline,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.refusals import (
+    refuse_create,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.schedule import (
     PolicyWait,
     order,
     out_of_service,
@@ -66,7 +74,6 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.schedule im
     refuse_past_limits,
     wait_in_queue,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.session.model import SessionSpec
 from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
     normalize_spec,
     spec_hash,
@@ -75,33 +82,6 @@ from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
 
 def _ignore(_message: str) -> None:
     pass
-
-
-@dataclass
-class _Create:
-    """What one create step has learnt so far."""
-
-    spec: SessionSpec  # with the owner's lifetime once placement gave it one
-    queued: dict[str, Any] | None  # its queue entry, when it is queued
-    final: bool  # a waiting create: it places by the kept reads alone
-    fresh: list[dict[str, Any]]  # this run's reads, on the ledger's clock
-    dropped: list[str] = field(default_factory=list)  # reservations the reads settled
-    adopted: list[str] = field(default_factory=list)
-    read: set[str] = field(default_factory=set)  # the agents read afresh (with O(agents))
-    kept: list[str] = field(default_factory=list)  # the agents known by kept reads
-    hinted: dict[str, dict[str, Any]] = field(default_factory=dict)
-    records: Mapping[str, Any] = field(default_factory=dict)  # the ledger's kept reads
-    unavailable: dict[str, str] = field(default_factory=dict)  # agent -> why it takes none
-
-    def ask_to_read(self, agents: list[str], now: float) -> dict[str, Any]:
-        """Place nothing yet: read these agents and ask again (fresh reads are kept)."""
-        return {
-            "changed": bool(self.dropped or self.adopted),
-            "save": bool(self.fresh),
-            "need_read": agents,
-            "ledger_time": now,
-            "dropped": self.dropped,
-        }
 
 
 def reserve(
@@ -144,7 +124,7 @@ def reserve(
             kept_reads.on_ledger_clock(r) for r in request.agent_info or [] if not r.get("skipped")
         ]
     )
-    create = _Create(spec, queued, final, fresh)
+    create = CreateStep(spec, queued, final, fresh)
     away = refuse_create(request, ledger, spec, fresh, missing, where, ids)
     expiry = reservations.expire(ledger, now, fresh)
     create.dropped = expiry.dropped + usage.drop_stale(ledger, fresh)
@@ -163,91 +143,17 @@ def reserve(
         if (r.get("agent") or {}).get("availability")
     }
     if request.agents is not None:  # the inventory's agents: kept reads for the rest
-        asked = _by_inventory(request, ledger, now, create, missing, away, nodes)
+        asked = by_inventory(request, ledger, now, create, missing, away, nodes)
         if asked is not None:
             return asked
     else:
-        _by_reads(ledger, create, away)
+        by_reads(ledger, create, away)
     return _place(request, ledger, now, create)
 
 
-def _by_inventory(
-    request: LedgerRequest,
-    ledger: Ledger,
-    now: float,
-    create: _Create,
-    missing: str,
-    away: Mapping[str, str],
-    nodes: Mapping[str, Any] | None,
-) -> dict[str, Any] | None:
-    """Know every agent of the inventory (O(agents)) by this run's reads, kept reads or
-    hints; the answer that asks to read some first, or None when placement can go on."""
-    spec = create.spec
-    declared = declarations(request)
-    kept_reads.remember(ledger, create.fresh, now, declared)
-    read = {str((r.get("agent") or {}).get("name")) for r in create.fresh}
-    create.read = read
-    found = kept_reads.sources(
-        ledger,
-        request.agents or [],
-        name=spec.name,
-        images=[role.image for role in spec.roles],
-        paths=[mount.src for mount in spec.mounts],
-        fresh=read,
-        now=now,
-        max_age=request.read_max_age,
-        nodes=nodes,
-        # A missing ledger is never read as empty: every agent is read first.
-        hints=not missing,
-        away=away,
-    )
-    # A waiting create (final) reads only what an expired reservation needs.
-    overdue = [a for a in kept_reads.overdue_agents(ledger, now) if a not in read and a not in away]
-    need = overdue if create.final else found.read
-    held = ledger.sessions.get(spec.name)
-    if need:
-        return _asking(create, need, now, held)
-    # Only a fresh read of its agents tells a rerun from a race: a session this run
-    # has not seen is read first (a waiting run meets it once the other run made it).
-    holding = kept_reads.holders(ledger, spec.name) - read
-    if holding and not (held and held.get("state") == document.CREATING):
-        return _asking(create, sorted(holding), now, held)
-    create.records = ledger.agents or {}
-    create.kept, create.hinted = found.kept, found.hinted
-    create.unavailable = {**found.unavailable, **create.unavailable}
-    return None
-
-
-def _asking(
-    create: _Create, agents: list[str], now: float, held: Mapping[str, Any] | None
+def _place(
+    request: LedgerRequest, ledger: Ledger, now: float, create: CreateStep
 ) -> dict[str, Any]:
-    """Ask to read ``agents``. A rerun of the session the ledger holds, confirmed, with
-    this very request: its entry goes with the question, and when the reads show the
-    session whole and running the caller takes the plan from them (rerun.py), with no
-    second transaction; anything else comes back here."""
-    asked = create.ask_to_read(agents, now)
-    if (
-        held
-        and held.get("state") == document.READY
-        and held.get("spec_hash") == spec_hash(create.spec)
-        and not create.final
-    ):
-        asked["rerun"] = {**held, "name": create.spec.name}
-    return asked
-
-
-def _by_reads(ledger: Ledger, create: _Create, away: Mapping[str, str]) -> None:
-    """Without O(agents): the agents are those read; the paused ones take no session."""
-    create.unavailable.update(away)
-    paused = avail.records(ledger)
-    for r in create.fresh:
-        agent = r.get("agent") or {}
-        why = avail.unavailable(str(agent.get("name")), str(agent.get("id") or ""), paused, None)
-        if why:
-            create.unavailable.setdefault(str(agent.get("name")), why)
-
-
-def _place(request: LedgerRequest, ledger: Ledger, now: float, create: _Create) -> dict[str, Any]:
     """Place the session on what the agents have left, and reserve it."""
     info = list(create.fresh)
     if create.unavailable:
@@ -296,7 +202,7 @@ def _plan(
     request: LedgerRequest,
     ledger: Ledger,
     now: float,
-    create: _Create,
+    create: CreateStep,
     usable: list[Any],
     existing: Any,
     inventory: Any,
@@ -375,7 +281,7 @@ def _not_placed(
     request: LedgerRequest,
     ledger: Ledger,
     now: float,
-    create: _Create,
+    create: CreateStep,
     exc: Pending | SpecError,
 ) -> dict[str, Any]:
     """A session that does not fit: read the kept agents afresh, wait in the queue, leave
@@ -418,7 +324,7 @@ def _commit(
     request: LedgerRequest,
     ledger: Ledger,
     now: float,
-    create: _Create,
+    create: CreateStep,
     plan: dict[str, Any],
 ) -> dict[str, Any]:
     """Reserve what the plan gives out (a session made before the ledger is taken in as

@@ -28,8 +28,8 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_LEDGER,
     LABEL_SESSION_ID,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.plan import plan_session
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.plan_answer import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.plan import plan_session
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.plan_answer import (
     decorated,
     with_attempt,
     with_deadline,

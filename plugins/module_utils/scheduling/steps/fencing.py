@@ -32,7 +32,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_RESTART_COUNT,
     LABEL_SESSION_ID,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import (
     READY,
     Ledger,
 )

@@ -38,7 +38,10 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
     StoreError,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.common.locks import locked
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import counters, document
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import (
+    counters,
+    document,
+)
 
 # The swarm config object that holds the ledger, and the label its JSON lives in.
 CONFIG_NAME = "bai-session-ledger"

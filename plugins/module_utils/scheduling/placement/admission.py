@@ -37,8 +37,10 @@ from ansible_collections.bai.cluster.plugins.module_utils.gpu.alloc import (
     offered_gpus,
     parse_device_label,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.agent_identity import slot_of
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.capacity import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.agent_identity import (
+    slot_of,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.capacity import (
     agent_capacity,
     label_float,
 )

@@ -18,15 +18,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import availability
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.capacity import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import availability
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.capacity import (
     agent_capacity,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import (
     CREATING,
     Ledger,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.roster import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.roster import (
     declaration,
     node_of,
 )
@@ -140,7 +140,7 @@ def holders(ledger: Ledger, name: str) -> set[str]:
     """Agents that may hold session ``name``: those of its reservation and those whose
     kept read showed a session of that name - but for what an earlier attempt of a batch
     session that restarted left on an agent (its session id, off its current attempt's
-    agents: scheduling/fencing.py), which reconcile removes and nothing takes in."""
+    agents: scheduling/steps/fencing.py), which reconcile removes and nothing takes in."""
     entry = ledger.sessions.get(name)
     found = {k["agent"] for k in entry["kernels"]} if entry else set()
     queued = (ledger.queue or {}).get(name) or {}

@@ -19,7 +19,7 @@ The document is one JSON object of version :data:`VERSION`, read and written as 
 - ``forsaken``: sessions a forced destroy released while agents did not answer
   (reservations.py, reconcile.py); ``ended``: how batch sessions ended (history.py);
   ``availability``: agents paused or drained (availability.py); ``queue`` and
-  ``queue_seq``: sessions waiting their turn (session_queue.py); ``aliases``: ledgers this
+  ``queue_seq``: sessions waiting their turn (queue/entries.py); ``aliases``: ledgers this
   one adopted; ``clock``: the ledger's time at its last write (ledger_store.py);
   ``counters``: ends, restarts, queue waits and passes, for the metrics (counters.py);
   ``usage``: each owner's decayed usage, for the queue's fair share (fair_usage.py).
@@ -85,7 +85,7 @@ class Ledger:
     while the document does not have it (it stays out of the text, as it was), and the
     code that first writes one makes it (``Ledger.agents = {}`` and so on); a key once
     there stays, empty or not, except ``queue`` (taken out when its last entry leaves,
-    session_queue.dequeue). ``extra``: top-level keys this toolkit does not know, kept
+    queue.dequeue). ``extra``: top-level keys this toolkit does not know, kept
     as they are so that they are written back unchanged. The records inside (a
     reservation, a kept read, a queue entry, ...) are the JSON objects as read.
     """
@@ -93,7 +93,7 @@ class Ledger:
     sessions: dict[str, dict[str, Any]] = field(default_factory=dict)
     agents: dict[str, dict[str, Any]] | None = field(default_factory=dict)
     version: int = VERSION
-    queue: dict[str, dict[str, Any]] | None = None  # name -> queue entry (session_queue.py)
+    queue: dict[str, dict[str, Any]] | None = None  # name -> queue entry (queue/entries.py)
     queue_seq: int | None = None  # the last queue entry's sequence number
     ended: dict[str, dict[str, Any]] | None = None  # session id -> how it ended (history.py)
     forsaken: dict[str, dict[str, Any]] | None = None  # session id -> {name, agents, at}

@@ -16,12 +16,12 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import (
     CREATING,
     READY,
     Ledger,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.kept_reads import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.kept_reads import (
     forget_in_record,
     forget_session,
     fresh_reads,

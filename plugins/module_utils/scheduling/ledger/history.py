@@ -6,13 +6,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import Ledger
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import Ledger
 
 # The ends the ledger remembers (the newest): what `session show` and `session logs` find
 # once a batch session is gone. About 400 bytes each in the swarm store.
 MAX_ENDED = 200
 _ENDED_KEYS = ("state", "exit_code", "signal", "failed", "started", "ended", "reason", "members")
-# A session that restarted (scheduling/restarts.py): its last attempt's number, and the
+# A session that restarted (scheduling/steps/restarts.py): its last attempt's number, and the
 # ends of the earlier ones.
 _RESTART_KEYS = ("attempt", "attempts")
 

@@ -39,12 +39,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
     WAIT_RESOURCES,
     Pending,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.backfill import (
-    Running,
-    freed,
-    held_by,
-)
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import (
     READY,
     Ledger,
 )
@@ -52,7 +47,12 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement i
     Agent,
     place,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.session_queue import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue.backfill import (
+    Running,
+    freed,
+    held_by,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue.queued import (
     Decision,
     Waiting,
 )

@@ -12,27 +12,26 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
     WAIT_RESOURCES,
     SpecError,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import availability as avail
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import queue as queue_
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import (
+    availability as avail,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import (
     counters,
-    end_signals,
     kept_reads,
-    preemption,
-    queue_order,
     roster,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import session_queue as queue_
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import Ledger
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger_request import (
-    LedgerFailure,
-    LedgerRequest,
-)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import Ledger
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.usage import adjust
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
     Agent,
     OutOfService,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.plan import agents_from_info
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.policies import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue import (
+    preemption,
+    queue_order,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue.policies import (
     Limits,
     forever,
     limits_for,
@@ -41,7 +40,14 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.policies im
     standing,
     usage,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.usage import adjust
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps import end_signals
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.ledger_request import (
+    LedgerFailure,
+    LedgerRequest,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.plan import (
+    agents_from_info,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.session.model import (
     Kernel,
     Resources,

@@ -19,7 +19,7 @@ or submission order (``fifo``).
 The owners' ``priority`` and ``share`` come from the same policies (policies.standing).
 
 One :class:`QueueOrder` orders every reading of the queue in a ledger step - the pass
-(session_queue.schedule), what a create may take (session_queue.room) and each queued
+(scheduler.schedule), what a create may take (scheduler.room) and each queued
 session's position - so what is listed and what starts cannot disagree. Within a
 resource group a gang starting again stays first, then the highest priority, then
 submission order; with ``fifo``, or with one owner and no explicit priorities, that is
@@ -37,17 +37,20 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.parse import (
     reject_unknown,
     require_mapping,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import fair_usage, priority
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.backfill import held_by
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import Ledger
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.policies import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import Ledger
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue import (
+    fair_usage,
+    priority,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue.backfill import held_by
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue.policies import (
     FIELD,
     lifetime,
     limits_for,
     parse_policies,
     standing,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.session_queue import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue.queued import (
     Backfill,
     Decision,
     Waiting,
@@ -234,7 +237,7 @@ def _pass_view(decision: Decision, ordering: QueueOrder) -> dict[str, Any]:
 
 
 def backfill_of(raw_policies: Any, ledger: Ledger, now: float) -> Backfill | None:
-    """The pass's backfill (session_queue.Backfill) when the policy asks for it: every
+    """The pass's backfill (queued.Backfill) when the policy asks for it: every
     reservation's containers with the end of its lifetime (None: no lifetime)."""
     policy = parse_queue_policy(raw_policies)
     if not policy.backfill:

@@ -7,8 +7,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.agent_identity import engine_of
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import Ledger
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.agent_identity import (
+    engine_of,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import Ledger
 
 
 class Forgotten(NamedTuple):

@@ -15,31 +15,37 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils.engine.common import error_text
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import queue as queue_
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import (
     counters,
     document,
-    end_signals,
-    fair_usage,
-    fencing,
     history,
     kept_reads,
-    preemption,
-    queue_order,
-    reconcile,
     reservations,
-    restarts,
     roster,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger_store as store_
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import session_queue as queue_
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import Ledger
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger_request import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import (
+    ledger_store as store_,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import Ledger
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue import (
+    fair_usage,
+    preemption,
+    queue_order,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps import (
+    end_signals,
+    fencing,
+    reconcile,
+    restarts,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.ledger_request import (
     LedgerFailure,
     LedgerRequest,
     declarations,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.reserve import reserve
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.schedule import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.reserve import reserve
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.schedule import (
     decide,
     queue_list,
     queued_view,

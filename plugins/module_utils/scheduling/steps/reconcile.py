@@ -22,20 +22,20 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_SPEC_HASH,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.gpu.alloc import devices_in_use
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import fencing
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.capacity import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.capacity import (
     used_from_labels,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import (
     CREATING,
     READY,
     Ledger,
     settled,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.kept_reads import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.kept_reads import (
     forget_session,
     fresh_reads,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps import fencing
 
 Rows = Sequence[tuple[str, Mapping[str, Any]]]  # agent name, bai_agent_info container row
 # Container states a start brings back: not "restarting" (Docker is at it), "paused"

@@ -1,4 +1,5 @@
-"""The queue of PENDING sessions (docs/placement.md, "The queue"): which start now.
+"""A scheduler pass over the queue of PENDING sessions (docs/placement.md, "The queue"):
+which start now.
 
 Sessions wait in their resource group's queue in submission order (FIFO: submission
 time, then the ledger's sequence number, then name), or, with
@@ -7,7 +8,7 @@ time, then the ledger's sequence number, then name), or, with
 over the queue (:func:`schedule`) goes through it in that order against what the agents
 have free:
 
-- a session the owner's limits refuse (module_utils/scheduling/policies.py) waits and blocks nobody:
+- a session the owner's limits refuse (policies.py) waits and blocks nobody:
   it holds nothing and claims no agent;
 - a session that fits on the agents nobody ahead of it claimed starts, and what it takes
   is no longer free for those behind it;
@@ -32,136 +33,33 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from functools import cached_property
-from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
     WAIT_BEHIND,
-    WAIT_KINDS,
     WAIT_OWNER_LIMIT,
-    WAIT_RESOURCES,
-    WAIT_STARTING,
-    WAIT_UNKNOWN,
     Pending,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.backfill import (
-    Running,
-    earliest_start,
-    why_not,
-)
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import Ledger
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
     Agent,
     OutOfService,
     Placement,
-    PlacementRequest,
     assign_gpu_devices,
     place,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.session.model import (
-    MODE_SINGLE,
-    Kernel,
-    SessionSpec,
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue.backfill import (
+    Running,
+    earliest_start,
+    why_not,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
-    expand_kernels,
-    normalize_spec,
-    spec_canonical,
-    spec_hash,
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue.queued import (
+    Backfill,
+    Decision,
+    Order,
+    Waiting,
+    fifo,
+    ordered,
 )
-
-
-@dataclass(frozen=True)
-class Waiting:
-    """A queued session: what placement needs, and its place in the queue."""
-
-    name: str
-    group: str
-    mode: str
-    kernels: tuple[Kernel, ...]
-    submitted_at: float
-    seq: int = 0
-    owner: str = ""
-    # A batch session's gang starting again (scheduling/restarts.py): at the head of its
-    # group, ahead of every session submitted after or before it.
-    head: bool = False
-    # How long it runs at most (its own lifetime, else its owner's longest): what
-    # backfill needs (backfill.py); None: no lifetime, it never backfills.
-    lifetime_s: float | None = None
-
-    @cached_property
-    def request(self) -> PlacementRequest:
-        """What every placement of this session is asked (made once: a pass places a
-        queued session many times)."""
-        return PlacementRequest(self.kernels, self.mode, self.group)
-
-
-@dataclass(frozen=True)
-class Backfill:
-    """What lets a pass start a later session ahead of a blocked one (backfill.py): the
-    running sessions with their ends, the time, and the margin a lifetime may overrun."""
-
-    running: tuple[Running, ...] = ()
-    now: float = 0.0
-    margin_s: float = 0.0
-
-
-@dataclass(frozen=True)
-class Decision:
-    """What one pass decided for a queued session: ``placement`` when it starts now, else
-    ``reason`` (why it waits) and ``behind`` (the sessions ahead that claim the agents it
-    could use, oldest first; empty when nothing ahead holds it back)."""
-
-    session: Waiting
-    placement: Placement | None = None
-    reason: str = ""
-    behind: tuple[str, ...] = ()
-    position: int = 0  # 1-based place in its group's queue
-    wait: str = ""  # why it waits, in one word (errors.WAIT_KINDS); "" when it starts
-    permanent: bool = False  # it can never fit: it claims nothing
-    claims: tuple[str, ...] = ()  # the agents it claims (first): what it waits for
-    # With backfill: when it could start at the earliest (None: no estimate), and why it
-    # may not start ahead of ``behind`` ("" when nothing ahead holds it back).
-    earliest_start: float | None = None
-    no_backfill: str = ""
-
-    @property
-    def starts(self) -> bool:
-        return self.placement is not None
-
-
-# The sort key of a queued session: (group, owner, head, submitted_at, seq, name) -> key.
-# queue_order.QueueOrder gives the priority order; :func:`fifo` is submission order.
-Order = Callable[[str, str, bool, float, int, str], tuple[Any, ...]]
-
-
-def fifo(group: str, owner: str, head: bool, submitted_at: float, seq: int, name: str) -> tuple:
-    """Submission order within a group; a gang starting again first."""
-    del owner
-    return (group, 0 if head else 1, submitted_at, seq, name)
-
-
-def queue_key(session: Waiting, order: Order = fifo) -> tuple[Any, ...]:
-    return order(
-        session.group, session.owner, session.head, session.submitted_at, session.seq, session.name
-    )
-
-
-def entry_key(entry: Mapping[str, Any], order: Order = fifo) -> tuple[Any, ...]:
-    """A ledger queue entry's place, as :func:`queue_key` gives a Waiting's."""
-    return order(
-        entry["group"],
-        str(entry.get("owner") or ""),
-        bool(entry.get("head")),
-        float(entry["submitted_at"]),
-        int(entry.get("seq") or 0),
-        entry["name"],
-    )
-
-
-def ordered(queue: Iterable[Waiting], order: Order = fifo) -> list[Waiting]:
-    """The queue in the order sessions start: by group, then ``order``."""
-    return sorted(queue, key=lambda s: queue_key(s, order))
+from ansible_collections.bai.cluster.plugins.module_utils.session.model import MODE_SINGLE
 
 
 def could_use(session: Waiting, agent: Agent) -> bool:
@@ -409,149 +307,3 @@ def _start(
             reason, permanent, kind = _behind(ahead), False, WAIT_BEHIND
     waits = Decision(session, reason=reason, behind=ahead, wait=kind, permanent=permanent)
     return waits, not permanent
-
-
-# --- The queue in the session ledger (``Ledger.queue``: name -> entry) --------------
-#
-# An entry keeps what the session's start needs: the canonical request (``spec``, which
-# bai_session_plan validates again at the start), its hash, the people's public keys,
-# when it was submitted (by the ledger's clock) and its sequence number, the reason it
-# waited at the last pass, and a lease while a scheduler pass starts it. A queued session
-# holds no capacity and no reservation; it leaves the queue in the same compare-and-swap
-# that reserves what it starts with.
-
-QUEUED = "PENDING"
-
-
-def queue_of(ledger: Ledger) -> dict[str, dict[str, Any]]:
-    return dict(ledger.queue or {})
-
-
-def as_waiting(entry: Mapping[str, Any]) -> Waiting:
-    """The Waiting (what placement needs) of a ledger queue entry."""
-    spec = normalize_spec(entry["spec"])
-    return waiting_of(
-        spec, float(entry["submitted_at"]), int(entry.get("seq") or 0), bool(entry.get("head"))
-    )
-
-
-def waiting_of(spec: SessionSpec, submitted_at: float, seq: int, head: bool = False) -> Waiting:
-    return Waiting(
-        name=spec.name,
-        group=spec.resource_group,
-        mode=spec.mode,
-        kernels=tuple(expand_kernels(spec)),
-        submitted_at=submitted_at,
-        seq=seq,
-        owner=spec.owner,
-        head=head,
-        lifetime_s=float(spec.lifetime_s) if spec.lifetime_s else None,
-    )
-
-
-def waiting(ledger: Ledger, order: Order = fifo) -> list[Waiting]:
-    """Every queued session of the ledger, in queue order."""
-    return ordered((as_waiting(entry) for entry in queue_of(ledger).values()), order)
-
-
-def next_seq(ledger: Ledger) -> int:
-    return int(ledger.queue_seq or 0) + 1
-
-
-def enqueue(
-    ledger: Ledger,
-    spec: SessionSpec,
-    *,
-    now: float,
-    reason: str,
-    wait: str = WAIT_RESOURCES,
-    authorized_keys: Sequence[str] = (),
-) -> dict[str, Any]:
-    """Queue ``spec`` (PENDING) at the end of its group's queue, waiting for ``reason``
-    (in one word: ``wait``); returns its entry."""
-    seq = next_seq(ledger)
-    ledger.queue_seq = seq
-    entry: dict[str, Any] = {
-        "name": spec.name,
-        "spec": spec_canonical(spec),
-        "spec_hash": spec_hash(spec),
-        "group": spec.resource_group,
-        "owner": spec.owner,
-        "submitted_at": now,
-        "seq": seq,
-        "reason": reason,
-        "wait": wait,
-    }
-    if authorized_keys:
-        entry["authorized_keys"] = list(authorized_keys)
-    if ledger.queue is None:
-        ledger.queue = {}
-    ledger.queue[spec.name] = entry
-    return entry
-
-
-def dequeue(ledger: Ledger, name: str) -> dict[str, Any] | None:
-    """Take ``name`` out of the queue (started, or cancelled); its entry, or None. The
-    queue's key goes with its last entry."""
-    entry = (ledger.queue or {}).pop(name, None)
-    if not ledger.queue:
-        ledger.queue = None
-    return entry
-
-
-def positions(ledger: Ledger, order: Order = fifo) -> dict[str, int]:
-    """Each queued session's 1-based place in its resource group's queue."""
-    out: dict[str, int] = {}
-    count: dict[str, int] = {}
-    entries = queue_of(ledger).values()
-    for entry in sorted(entries, key=lambda e: entry_key(e, order)):
-        out[entry["name"]] = count[entry["group"]] = count.get(entry["group"], 0) + 1
-    return out
-
-
-def leased(entry: Mapping[str, Any], now: float) -> bool:
-    """Whether a scheduler pass is starting ``entry`` right now (its lease runs)."""
-    lease = entry.get("lease") or {}
-    return float(lease.get("until") or 0) > now
-
-
-def lease(entry: dict[str, Any], ticket: str, now: float, lease_s: float) -> None:
-    """Give the start of ``entry`` to the create that shows ``ticket``, for ``lease_s``."""
-    entry["lease"] = {"ticket": ticket, "until": now + lease_s}
-
-
-def holds_ticket(entry: Mapping[str, Any], ticket: str | None, now: float) -> bool:
-    return (
-        bool(ticket) and leased(entry, now) and (entry.get("lease") or {}).get("ticket") == ticket
-    )
-
-
-def wait_kind(entry: Mapping[str, Any], now: float | None = None) -> str:
-    """Why a queued session waits, in one word of errors.WAIT_KINDS (``starting`` while
-    a pass's lease on it runs at ``now``)."""
-    if now is not None and leased(entry, now):
-        return WAIT_STARTING
-    kind = entry.get("wait")
-    return kind if kind in WAIT_KINDS else WAIT_UNKNOWN
-
-
-def queued_view(
-    entry: Mapping[str, Any], position: int, now: float | None = None
-) -> dict[str, Any]:
-    """What list, show and a queued create report of a queued session."""
-    spec = entry["spec"]
-    return {
-        "name": entry["name"],
-        "state": QUEUED,
-        "owner": entry.get("owner") or "",
-        "resource_group": entry["group"],
-        "mode": spec.get("mode"),
-        "size": sum(int(r.get("replicas") or 0) for r in spec.get("roles") or ()),
-        "type": spec.get("type") or "interactive",
-        "submitted_at": entry["submitted_at"],
-        "position": position,
-        "reason": entry.get("reason") or "",
-        "wait": wait_kind(entry, now),
-        # A batch session's gang waiting to start again (restarts.py).
-        **{key: entry[key] for key in ("session_id", "attempt", "attempts") if key in entry},
-    }

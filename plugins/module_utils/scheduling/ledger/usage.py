@@ -21,10 +21,10 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_SESSION_ID,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.gpu.alloc import devices_in_use
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.capacity import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.capacity import (
     used_from_labels,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import (
     CREATING,
     READY,
     Ledger,
@@ -38,7 +38,7 @@ def observed_sessions(containers: Sequence[Mapping[str, Any]]) -> dict[str, dict
     ``State``, ``Labels``), in any state, were given: CPU, memory and GPUs (as
     ``used_from_labels`` counts them), the GPU devices they hold, and how many containers
     there are. A session holds its share until it is destroyed
-    (module_utils/scheduling/admission.py)."""
+    (module_utils/scheduling/placement/admission.py)."""
     out: dict[str, dict[str, Any]] = {}
     for item in containers:
         labels = item.get("Labels") or {}

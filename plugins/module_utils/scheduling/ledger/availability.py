@@ -40,7 +40,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.document import Ledger
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import Ledger
 
 ACTIVE = "active"
 PAUSE = "pause"

@@ -16,11 +16,11 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
     Failure,
     SpecError,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import roster
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.policies import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import roster
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue.policies import (
     parse_policies,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue_order import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue.queue_order import (
     parse_queue_policy,
 )
 

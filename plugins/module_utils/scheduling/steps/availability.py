@@ -1,7 +1,7 @@
 """What bai_agent_availability does (plugins/modules/bai_agent_availability.py): an
 agent's availability written or read, in its own record or in the cluster's.
 
-The records and their rules are scheduling/availability.py's; this does the I/O: the
+The records and their rules are scheduling/ledger/availability.py's; this does the I/O: the
 agent's own record under its engine's admission lock, the cluster's in the session ledger
 (a transaction of ledger_store.py), and the agent's swarm node. The functions take the
 AnsibleModule (its ``params``, ``check_mode``, ``warn`` and ``fail_json``).
@@ -22,18 +22,19 @@ from ansible_collections.bai.cluster.plugins.module_utils.engine.docker_api impo
     APIError,
     error_text,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import (
-    admission,
-    document,
-    roster,
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import (
+    availability as avail,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import availability as avail
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling import ledger_store as store_
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.agent_identity import (
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import document, roster
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import (
+    ledger_store as store_,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.agent_identity import (
     SLOT_SEPARATOR,
     agent_identity,
     engine_identity,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import admission
 
 
 def wanted(params: dict, identity: str, now: float) -> dict | None:
