@@ -42,4 +42,3 @@ class Rule(Protocol):
 
     def narrow(self, request: PlacementRequest, domain: Domain) -> list[Domain]:
         """The parts of ``domain`` that ``request`` may be placed in, best first."""
-        ...
