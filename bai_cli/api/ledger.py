@@ -151,7 +151,7 @@ class _FenceSoon(Exception):
         self.seconds = seconds
 
 
-# The longest a reconcile waits for a fence to end (scheduling/fencing.py: FENCE_S).
+# The longest a reconcile waits for a fence to end (scheduling/steps/fencing.py: FENCE_S).
 FENCE_WAIT_S = 30
 
 

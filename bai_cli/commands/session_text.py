@@ -166,7 +166,7 @@ def _ends(session: Any) -> str:
 
 def explain_text(queued: Mapping[str, Any]) -> list[str]:
     """bai-cluster session explain: a queued session's place and priority, factor by
-    factor (scheduling/queue_order.py's explain, which the pass's order uses)."""
+    factor (scheduling/queue/queue_order.py's explain, which the pass's order uses)."""
     why = queued.get("explain") or {}
     lines = [
         f"session {queued.get('name')} is PENDING: number {queued.get('position')} in the "

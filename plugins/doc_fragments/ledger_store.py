@@ -1,7 +1,7 @@
 """Documentation of the options that say where the session ledger is, shared by the modules
 that read or change it (bai_session_ledger, bai_agent_availability, bai_agent_membership).
 
-They are ``STORE_ARGUMENT_SPEC`` in plugins/module_utils/scheduling/ledger_store.py; a module
+They are ``STORE_ARGUMENT_SPEC`` in plugins/module_utils/scheduling/ledger/ledger_store.py; a module
 whose argument_spec includes it uses ``extends_documentation_fragment: [bai.cluster.ledger_store]``.
 Each module documents its own ``lock_timeout`` (what it waits for differs).
 """

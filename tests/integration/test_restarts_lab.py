@@ -7,7 +7,7 @@ stop``: its containers die with it, and Ansible still reaches the node, whose en
 fails). main1 sees sub1 gone and stops
 the command. Reconcile passes (what the housekeeping timer runs every minute, run here
 back to back) find the agent not answering, wait until main1 has been stopped for the
-fence (scheduling/fencing.py: 30 s), destroy the attempt (forced on that agent) and queue
+fence (scheduling/steps/fencing.py: 30 s), destroy the attempt (forced on that agent) and queue
 the gang again; the pass's scheduler run starts it on agent1 alone, which now has room.
 From the engines' own timestamps: main1 of the first attempt had stopped, and agent2's
 engine was down, before any container of the second attempt started. The second attempt

@@ -2,7 +2,7 @@
 
 Every container and network of a session carries these labels; placement, idempotency,
 listing and destroy read them back from the engines. The only other state is the
-session ledger (module_utils/scheduling/document.py), which concurrent creates agree through.
+session ledger (module_utils/scheduling/ledger/document.py), which concurrent creates agree through.
 Modules, filters, the CLI and the tests import the names from here.
 """
 
@@ -33,20 +33,20 @@ LABEL_APPS = PREFIX + "apps"
 # The inventory name of the agent a container was placed on (a name only: listing shows
 # it; what counts capacity is LABEL_AGENT_ID).
 LABEL_AGENT = PREFIX + "agent"
-# The identity of that agent, from the cluster (module_utils/scheduling/admission.py): its engine's
+# The identity of that agent, from the cluster (scheduling/placement/admission.py): its engine's
 # Swarm node ID or engine ID, with "/SLOT" for a declared bai_agent_id. Admission counts
 # an engine's containers by it.
 LABEL_AGENT_ID = PREFIX + "agent-id"
 # The identity of the session ledger that counts the container's session: the swarm's
 # cluster ID, or a file ledger's id (PATH.id). An agent refuses sessions while it runs
-# ones another ledger counts (module_utils/scheduling/admission.py, foreign).
+# ones another ledger counts (module_utils/scheduling/placement/admission.py, foreign).
 LABEL_LEDGER = PREFIX + "ledger"
 # Device indices a container holds, comma-joined ("0,1"); empty or absent: none.
 LABEL_GPU_DEVICES = PREFIX + "gpu-devices"
 # Batch sessions (module_utils/jobs/job.py): "main" on main1, which runs the command, "member"
 # on the others; absent on an interactive session's containers.
 LABEL_BATCH = PREFIX + "batch"
-# Who holds the session (session_owner; module_utils/scheduling/policies.py): list shows it, and a
+# Who holds the session (session_owner; scheduling/queue/policies.py): list shows it, and a
 # ledger rebuilt from the labels gets each session's owner back. Absent on sessions made
 # before owners existed.
 LABEL_OWNER = PREFIX + "owner"

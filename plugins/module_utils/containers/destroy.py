@@ -78,7 +78,7 @@ def outcome(
     ``left_on`` names the agents whose part was left (the ledger remembers the session,
     so that reconcile removes those leftovers when the agents answer again). ``fenced``:
     the batch sessions reconcile found over while an agent did not answer (their part
-    there stopped by itself: scheduling/fencing.py), forced as well."""
+    there stopped by itself: scheduling/steps/fencing.py), forced as well."""
     out = []
     for session in plan["sessions"]:
         name = session["name"]

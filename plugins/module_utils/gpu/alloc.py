@@ -113,7 +113,7 @@ def format_device_label(indices: Iterable[int]) -> str:
 def devices_in_use(containers_labels: Iterable[Mapping[str, str]]) -> set[int]:
     """Device indices held by containers, from their labels. Pass the labels of every
     session container of the agent, in any state: a session holds its devices until it
-    is destroyed (module_utils/scheduling/admission.py)."""
+    is destroyed (module_utils/scheduling/placement/admission.py)."""
     used: set[int] = set()
     for labels in containers_labels:
         used.update(parse_device_label((labels or {}).get(LABEL_GPU_DEVICES)))

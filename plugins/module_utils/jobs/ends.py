@@ -53,7 +53,7 @@ def toolkit_end(
     (``timed_out``), or ``preempted`` (``reason``) when a drain or a preemption stopped
     it - unless the command had ended by itself first (succeeded, failed) or an agent
     did not answer (lost): such an end is its own (the ledger makes a preemption's victim
-    that ended after its warning preempted all the same: scheduling/preemption.py).
+    that ended after its warning preempted all the same: scheduling/queue/preemption.py).
     None for an interactive session, or a batch session whose end is not known yet."""
     if not job:
         return None

@@ -96,7 +96,7 @@ class SessionSpec:
     # "interactive" (lives until destroyed) or "batch" (runs ``command`` to its end).
     type: str = "interactive"
     command: Optional[str] = None
-    # Who holds the session (module_utils/scheduling/policies.py); "" for sessions made
+    # Who holds the session (module_utils/scheduling/queue/policies.py); "" for sessions made
     # before owners.
     # Not part of the spec's hash: who holds a session is not what it is.
     owner: str = ""
@@ -112,7 +112,7 @@ class SessionSpec:
     restarts: int = 0
     restart_on: tuple[int, ...] = ()
     # Whether a queued session of a higher priority may stop it, to be queued again
-    # through its restarts (scheduling/preemption.py). Not part of the hash.
+    # through its restarts (scheduling/queue/preemption.py). Not part of the hash.
     preemptible: bool = False
     # The session's own apps (session/apps.py; session_apps), routed by the app proxy.
     apps: tuple[App, ...] = ()

@@ -2,7 +2,7 @@
 (``session_restarts``, ``session_restart_on``) and which ends it restarts for. Pure: the
 controller checks the request with it before anything reaches an agent, and the session
 ledger asks it, when a batch session ends, whether the gang starts again
-(scheduling/restarts.py).
+(scheduling/steps/restarts.py).
 
     parse_restart_policy(given, type)   (restarts, restart_on) from a request; SpecError
     parse_preemptible(given, type, restarts)  whether it may be preempted; SpecError
@@ -72,7 +72,7 @@ _FALSE = ("false", "no", "0", "")
 
 def parse_preemptible(given: Mapping[str, Any], session_type: str, restarts: int) -> bool:
     """``preemptible``: whether a queued session of a higher priority may stop this one
-    (scheduling/preemption.py). Only a batch session with restarts, which comes back
+    (scheduling/queue/preemption.py). Only a batch session with restarts, which comes back
     through them, may be; SpecError otherwise."""
     raw = given.get("preemptible", False)
     text = str(raw).strip().lower()

@@ -118,7 +118,7 @@ def normalize_spec(raw: Mapping[str, Any]) -> SessionSpec:
 
     Keys: name (required), size, mode, image, resource_group, env, resources, mounts,
     roles, type (interactive or batch), command (a batch session's), owner (who holds
-    it, module_utils/scheduling/policies.py), lifetime_s (seconds it may run, 0: no
+    it, module_utils/scheduling/queue/policies.py), lifetime_s (seconds it may run, 0: no
     limit), end_signal (SIG@SECONDS: that signal that long before the lifetime ends),
     restarts and restart_on (a batch session's gang restarts: session/restart_policy.py),
     preemptible (it may be stopped for a higher priority, and comes back by a restart).

@@ -1,7 +1,7 @@
 """An agent as placement sees it: its capacity, what its session containers were given,
 its GPU devices and its labels; and the one place an agent's read becomes one.
 
-Reads come from bai_agent_info (scheduling/capacity.py counts the containers' labels),
+Reads come from bai_agent_info (scheduling/ledger/capacity.py counts the containers' labels),
 the ledger's kept reads and hints (kept_reads.py) or a playbook's ``agents`` option:
 whichever it is, :func:`agent_from_read` makes the ``Agent``.
 """
