@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any, TextIO
 
 # Task-name prefixes of playbooks/session_create.yml (and session_destroy.yml) -> step.
-# tests/unit/test_cli_progress.py checks that every task of those playbooks maps to one.
+# tests/unit/bai_cli/test_cli_progress.py checks that every task of those playbooks maps to one.
 STEPS: tuple[tuple[str, str], ...] = (
     ("Find the manager that serves the session ledger", "manager"),
     ("Read the session ledger's identity through this manager", "manager"),

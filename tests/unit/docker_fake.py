@@ -1,7 +1,7 @@
 """A Docker engine in memory, and a way to run a bai_* module's ``main()`` against it.
 
 SIMULATED: ``FakeEngine`` stands in for the Docker engine ONLY in the unit tests
-(tests/unit/test_module_*.py), so that a module runs end to end - its argument spec,
+(tests/unit/plugins/modules/test_module_*.py), so that a module runs end to end - its argument spec,
 its checks, its calls to Docker and what it reports - in milliseconds and with no
 Docker anywhere. The integration suite (tests/integration, ``make test``) runs the same
 modules against real engines; what this file gets wrong about Docker is caught there.
