@@ -13,7 +13,8 @@ which port, each app route's secret (the files are root's, 0600).
 
 Why a separate file: allocation (stable, lowest free, never a port something else
 listens on) and rendering are plain functions, unit-tested without Ansible or HAProxy
-(tests/unit/plugins/module_utils/network/test_appproxy.py). network/appproxy_routes.py does the I/O around them for
+(tests/unit/plugins/module_utils/network/test_appproxy.py). network/appproxy_routes.py
+does the I/O around them for
 the module plugins/modules/bai_appproxy_route.py. No Ansible imports, valid Python 3.9+.
 
     check_session(name)                     a session name, or RouteError
