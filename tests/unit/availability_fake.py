@@ -1,6 +1,6 @@
 """What the availability tests and those of a paused or down agent share: an agent's read,
-the inventory's agents, bai_session_ledger's arguments over a file ledger, and a pause
-recorded in it."""
+the inventory's agents, bai_session_ledger's arguments over a file ledger, a pause
+recorded in it, and one recorded on the agent itself."""
 
 from __future__ import annotations
 
@@ -64,3 +64,17 @@ def pause_in_ledger(path, agent, availability="pause"):
         },
         FakeEngine(),
     )
+
+
+def on_the_agent(engine, tmp_path, availability, *, check_mode=False, **args):
+    """bai_agent_availability run on agent1 itself (playbooks/agent_availability.yml,
+    site.yml's hold): its record under ``tmp_path``, in the state and lock folders that
+    containers_fake's bai_session_containers arguments name."""
+    params = {
+        "agent": "agent1",
+        "availability": availability,
+        "state_dir": str(tmp_path / "state"),
+        "lock_dir": str(tmp_path / "locks"),
+        **args,
+    }
+    return run_module(bai_agent_availability, params, engine, check_mode=check_mode)

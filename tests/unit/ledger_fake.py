@@ -125,6 +125,30 @@ clusters_and_requests = given(
 )
 
 
+def offered_reads(offered, gpus):
+    """One read of each agent ``a<i>`` of a random cluster: offered[i] CPUs, 2 GiB of
+    memory per CPU and gpus[i] GPU devices, running nothing."""
+    return [
+        info(f"a{i}", cpu=cpu, mem_g=cpu * 2, gpus=tuple(range(gpus[i])))
+        for i, cpu in enumerate(offered)
+    ]
+
+
+def place_request(ledger, n, reads, request):
+    """The n-th random create request (size, CPUs, GPUs, multi-node) placed by ``reads``
+    as session ``s<n>``, each container given that many CPUs, GiB of memory and GPUs;
+    Pending where it does not fit."""
+    size, cpu, gpu, multi = request
+    return place(
+        ledger,
+        f"s{n}",
+        reads,
+        size=size,
+        mode="multi-node" if multi else "single-node",
+        resources={"cpu": cpu, "mem": f"{cpu}g", "gpu": gpu},
+    )
+
+
 def assert_within_offer(ledger, offered, gpus):
     """What the reservations give out stays within each agent ``a<i>``'s CPUs (offered),
     memory (2 GiB per CPU) and GPU devices, and no device is given twice."""

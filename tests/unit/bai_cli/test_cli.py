@@ -578,21 +578,30 @@ def test_a_queued_create_prints_its_place_and_reason(monkeypatch, capsys):
     assert "waits: waits behind s1" in out and "bai-cluster session destroy s2" in out
 
 
+def answering(monkeypatch, *stats: dict) -> list[str]:
+    """run_playbook replaced by successful runs that answer with ``stats``, the first run
+    with the first: the playbooks run, in order."""
+    runs: list[str] = []
+
+    def fake_run(playbook, extravars, **kwargs):
+        runs.append(playbook)
+        return PlaybookResult(
+            rc=0, status="successful", stats=stats[len(runs) - 1], failures=[], ok_results={}
+        )
+
+    monkeypatch.setattr(runner, "run_playbook", fake_run)
+    return runs
+
+
 def test_schedule_runs_the_pass_again_while_more_would_start(monkeypatch, capsys):
-    runs = []
     answers = [
         ({"start": ["a"], "more": 1, "waiting": 3, "queue": []}, {"name": "a", "action": "create"}),
         ({"start": ["b"], "more": 0, "waiting": 2, "queue": [{"name": "c", "reason": "r"}]},
          {"name": "b", "action": "create"}),
     ]  # fmt: skip
-
-    def fake_run(playbook, extravars, **kwargs):
-        runs.append(playbook)
-        decided, made = answers[len(runs) - 1]
-        stats = {"bai_schedule": decided, "bai_session": made}
-        return PlaybookResult(rc=0, status="successful", stats=stats, failures=[], ok_results={})
-
-    monkeypatch.setattr(runner, "run_playbook", fake_run)
+    runs = answering(
+        monkeypatch, *({"bai_schedule": decided, "bai_session": made} for decided, made in answers)
+    )
     assert cli.main(["session", "schedule"]) == 0
     assert runs == [api.SCHEDULE, api.SCHEDULE]
     assert capsys.readouterr().out.splitlines() == [
@@ -603,17 +612,13 @@ def test_schedule_runs_the_pass_again_while_more_would_start(monkeypatch, capsys
 
 def test_schedule_says_which_sessions_it_preempted_and_for_whom(monkeypatch, capsys):
     preempted = {"session": "high", "victims": ["low"], "reason": "preempted for high (p)"}
-
-    def fake_run(playbook, extravars, **kwargs):
-        decided = {"start": ["high"], "more": 0, "waiting": 2, "queue": [{"name": "low"}]}
-        stats = {
-            "bai_schedule": decided,
-            "bai_session": {"name": "high", "action": "create"},
-            "bai_preempted": {**preempted, "rows": [], "lead_s": 0, "at": 1.0},
-        }
-        return PlaybookResult(rc=0, status="successful", stats=stats, failures=[], ok_results={})
-
-    monkeypatch.setattr(runner, "run_playbook", fake_run)
+    decided = {"start": ["high"], "more": 0, "waiting": 2, "queue": [{"name": "low"}]}
+    stats = {
+        "bai_schedule": decided,
+        "bai_session": {"name": "high", "action": "create"},
+        "bai_preempted": {**preempted, "rows": [], "lead_s": 0, "at": 1.0},
+    }
+    answering(monkeypatch, stats)
     assert cli.main(["session", "schedule"]) == 0
     assert capsys.readouterr().out.splitlines() == [
         "low: preempted for high (p)",
@@ -635,15 +640,7 @@ def test_schedule_runs_the_pass_again_to_start_what_a_preemption_made_room_for(m
             {"bai_session": {"name": "high", "action": "create"}},
         ),
     ]
-    runs = []
-
-    def fake_run(playbook, extravars, **kwargs):
-        runs.append(playbook)
-        decided, more = answers[len(runs) - 1]
-        stats = {"bai_schedule": decided, **more}
-        return PlaybookResult(rc=0, status="successful", stats=stats, failures=[], ok_results={})
-
-    monkeypatch.setattr(runner, "run_playbook", fake_run)
+    runs = answering(monkeypatch, *({"bai_schedule": decided, **more} for decided, more in answers))
     assert cli.main(["session", "schedule"]) == 0
     assert runs == [api.SCHEDULE, api.SCHEDULE]
     assert capsys.readouterr().out.splitlines() == [

@@ -257,18 +257,25 @@ def drain_stats(left: list[str], forced: bool) -> dict:
     return stats
 
 
+def drain_vars(timeout: int, force: bool, **more) -> dict:
+    """The extra vars of agent drain (and of agent remove, which drains first) for agent2,
+    run by alice: the wait, whether to force, and what else the command passes."""
+    return {
+        "agent_name": "agent2",
+        "agent_drain_timeout_s": timeout,
+        "agent_drain_force": force,
+        **more,
+        "agent_by": "alice",
+        "session_schedule_after": False,
+    }
+
+
 def test_drain_defaults_and_a_clean_drain(runner, capsys):
     fake = runner(ok(drain_stats([], forced=False)))
     assert cli.main(["agent", "drain", "agent2"]) == EXIT_OK
     [(playbook, extravars, _kwargs)] = fake.calls
     assert playbook == api.AGENT_DRAIN
-    assert extravars == {
-        "agent_name": "agent2",
-        "agent_drain_timeout_s": 600,
-        "agent_drain_force": False,
-        "agent_by": "alice",
-        "session_schedule_after": False,
-    }
+    assert extravars == drain_vars(600, False)
     assert capsys.readouterr().out.splitlines() == [
         f"agent agent2: {describe(DRAINED)}",
         "  no sessions left on it",
@@ -280,14 +287,7 @@ def test_drain_with_force_names_each_session_destroyed(runner, capsys):
     fake = runner(ok(drain_stats(["s2", "s3"], forced=True)))
     argv = ["agent", "drain", "agent2", "--timeout", "30", "--force", "--reason", "kernel update"]
     assert cli.main(argv) == EXIT_OK
-    assert fake.calls[0][1] == {
-        "agent_name": "agent2",
-        "agent_drain_timeout_s": 30,
-        "agent_drain_force": True,
-        "agent_reason": "kernel update",
-        "agent_by": "alice",
-        "session_schedule_after": False,
-    }
+    assert fake.calls[0][1] == drain_vars(30, True, agent_reason="kernel update")
     assert capsys.readouterr().out.splitlines() == [
         f"agent agent2: {describe(DRAINED)}",
         "  2 session(s) still there after the wait, destroyed (--force):",
@@ -428,14 +428,7 @@ def test_remove_drains_with_the_drain_s_options_and_says_what_comes_next(runner,
     assert cli.main(["agent", "remove", "agent2", "--timeout", "0"]) == EXIT_OK
     [(playbook, extravars, _kwargs)] = fake.calls
     assert playbook == api.AGENT_REMOVE
-    assert extravars == {
-        "agent_name": "agent2",
-        "agent_drain_timeout_s": 0,
-        "agent_drain_force": False,
-        "agent_remove_dead": False,
-        "agent_by": "alice",
-        "session_schedule_after": False,
-    }
+    assert extravars == drain_vars(0, False, agent_remove_dead=False)
     out = capsys.readouterr().out.splitlines()
     assert out[:3] == [
         "agent agent2: out of the cluster",

@@ -4,26 +4,12 @@ small role trees under tmp_path, then on the repository's own roles. No Ansible 
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
+from repo_scripts import REPO, load_script
 
-REPO = Path(__file__).resolve().parents[3]
-SCRIPT = REPO / "scripts" / "role_readmes.py"
-
-
-def _load_script():
-    spec = importlib.util.spec_from_file_location("role_readmes", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["role_readmes"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-rr = _load_script()
+rr = load_script("role_readmes.py", "role_readmes")
 
 SPEC = """\
 ---

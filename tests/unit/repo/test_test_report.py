@@ -3,24 +3,9 @@ scripts/test.sh writes and the lanes' JUnit XML. Runs on files under tmp_path.""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
+from repo_scripts import load_script
 
-REPO = Path(__file__).resolve().parents[3]
-SCRIPT = REPO / "scripts" / "test_report.py"
-
-
-def _load_script():
-    spec = importlib.util.spec_from_file_location("test_report_script", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["test_report_script"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-tr = _load_script()
+tr = load_script("test_report.py", "test_report_script")
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 <testsuites><testsuite name="pytest" tests="3">

@@ -16,38 +16,42 @@ from playbook_run import ansible_playbook
 REPO = Path(__file__).resolve().parents[4]
 SESSION_VARS = REPO / "playbooks" / "vars" / "session.yml"
 
-PLAYBOOK = textwrap.dedent(
+# One play of the probe playbook: it reads the collection's vars file and the user's
+# (``mine``), then says what it saw, tagged TAG.
+PLAY = textwrap.dedent(
     """\
-    - name: First
+    - name: {name}
       hosts: localhost
       gather_facts: false
       vars_files: [{session}, {mine}]
       tasks:
         - name: Say what this play saw
           ansible.builtin.debug:
-            msg: "FIRST {{{{ {{'mode': session_mode, 'mine': probe_value}} | to_json }}}}"
-        - name: Rewrite the user's vars file
-          ansible.builtin.copy:
-            dest: {mine}
-            content: "probe_value: second\\n"
-            mode: "0600"
-
-    - name: Second
-      hosts: localhost
-      gather_facts: false
-      vars_files: [{session}, {mine}]
-      tasks:
-        - name: Say what this play saw
-          ansible.builtin.debug:
-            msg: "SECOND {{{{ {{'mode': session_mode, 'mine': probe_value}} | to_json }}}}"
+            msg: "{tag} {{{{ {{'mode': session_mode, 'mine': probe_value}} | to_json }}}}"
     """
 )
+
+# The first play's last task: the user's vars file rewritten before the second play.
+REWRITE_MINE = """\
+    - name: Rewrite the user's vars file
+      ansible.builtin.copy:
+        dest: {mine}
+        content: "probe_value: second\\n"
+        mode: "0600"
+"""
+
+
+def playbook(mine: Path) -> str:
+    """Play First (which then rewrites ``mine``) and play Second, over the same files."""
+    first = PLAY.format(name="First", tag="FIRST", session=SESSION_VARS, mine=mine)
+    second = PLAY.format(name="Second", tag="SECOND", session=SESSION_VARS, mine=mine)
+    return first + REWRITE_MINE.format(mine=mine) + "\n" + second
 
 
 def run(tmp_path: Path) -> str:
     mine = tmp_path / "mine.yml"
     mine.write_text("probe_value: first\n")
-    (tmp_path / "probe.yml").write_text(PLAYBOOK.format(session=SESSION_VARS, mine=mine))
+    (tmp_path / "probe.yml").write_text(playbook(mine))
     interpreter = f"ansible_python_interpreter={sys.executable}"
     done = ansible_playbook(
         ["-vvv", "-i", "localhost,", "-c", "local", "-e", interpreter, str(tmp_path / "probe.yml")],

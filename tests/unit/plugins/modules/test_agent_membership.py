@@ -13,11 +13,10 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger impo
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import document, roster
 from ansible_collections.bai.cluster.plugins.modules import (
-    bai_agent_availability,
     bai_agent_membership,
     bai_session_ledger,
 )
-from availability_fake import ledger_args, pause_in_ledger
+from availability_fake import ledger_args, on_the_agent, pause_in_ledger
 from docker_fake import FakeEngine, run_module
 
 
@@ -60,18 +59,8 @@ def test_the_words_say_who_holds_an_agent_and_why():
 
 
 def hold(tmp_path, engine, availability="pause", purpose="setup"):
-    return run_module(
-        bai_agent_availability,
-        {
-            "agent": "agent1",
-            "availability": availability,
-            "purpose": purpose,
-            "by": "site.yml",
-            "reason": "being added",
-            "state_dir": str(tmp_path / "state"),
-            "lock_dir": str(tmp_path / "lock"),
-        },
-        engine,
+    return on_the_agent(
+        engine, tmp_path, availability, purpose=purpose, by="site.yml", reason="being added"
     )
 
 
@@ -104,14 +93,7 @@ def test_a_removed_agent_is_held_then_put_in_service_when_added_back(tmp_path):
 
 
 def test_check_mode_reports_the_hold_and_writes_nothing(tmp_path):
-    args = {
-        "agent": "agent1",
-        "availability": "pause",
-        "purpose": "setup",
-        "state_dir": str(tmp_path / "state"),
-        "lock_dir": str(tmp_path / "lock"),
-    }
-    found = run_module(bai_agent_availability, args, FakeEngine(), check_mode=True)
+    found = on_the_agent(FakeEngine(), tmp_path, "pause", purpose="setup", check_mode=True)
     assert found["changed"] is True and found["record"]["purpose"] == "setup"
     assert not (tmp_path / "state").exists()
 

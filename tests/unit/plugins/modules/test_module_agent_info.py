@@ -18,15 +18,10 @@ from ansible_collections.bai.cluster.plugins.module_utils.session.spec import no
 from ansible_collections.bai.cluster.plugins.modules import bai_agent_info
 from containers_fake import AGENT, NO_GPU, args_for, plan_for
 from containers_fake import run as run_containers
-from docker_fake import GI, FakeEngine, run_module
+from docker_fake import GI, run_module
 
 HOST = {(bai_agent_info, "detect"): lambda probe: NO_GPU, (bai_agent_info, "rdma_devices"): list}
 AGENT_FIELDS = ("name", "group", "cpu", "mem", "gpu", "used_cpu", "used_mem", "used_gpu")
-
-
-@pytest.fixture
-def engine() -> FakeEngine:
-    return FakeEngine(ncpu=8, mem_total=16 * GI)
 
 
 def info(engine, **args):

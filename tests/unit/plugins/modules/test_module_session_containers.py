@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import time
 
-import pytest
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_AGENT_ID,
@@ -29,20 +28,9 @@ from ansible_collections.bai.cluster.plugins.modules import (
     bai_agent_availability,
     bai_session_containers,
 )
+from availability_fake import on_the_agent
 from containers_fake import AGENT, HOST, KEYPAIR, args_for, container_names, plan_for, run
-from docker_fake import GI, SSHD_LISTENING, FakeEngine, api_error, run_module
-
-
-@pytest.fixture
-def engine() -> FakeEngine:
-    return FakeEngine(ncpu=8, mem_total=16 * GI)
-
-
-@pytest.fixture
-def data_root(tmp_path):
-    root = tmp_path / "data"
-    (root / "ds").mkdir(parents=True)
-    return root
+from docker_fake import GI, SSHD_LISTENING, api_error, run_module
 
 
 # --- create -----------------------------------------------------------------------------
@@ -520,18 +508,7 @@ def test_an_agent_the_plan_does_not_use_is_refused(engine, tmp_path, data_root):
 # --- availability ---------------------------------------------------------------------
 def pause(engine, tmp_path, availability="pause"):
     """Pause agent1 as playbooks/agent_availability.yml does on the agent."""
-    return run_module(
-        bai_agent_availability,
-        {
-            "agent": AGENT,
-            "availability": availability,
-            "reason": "driver upgrade",
-            "by": "alice",
-            "state_dir": str(tmp_path / "state"),
-            "lock_dir": str(tmp_path / "locks"),
-        },
-        engine,
-    )
+    return on_the_agent(engine, tmp_path, availability, reason="driver upgrade", by="alice")
 
 
 def test_a_paused_agent_refuses_a_new_session_and_still_repairs_one_it_holds(

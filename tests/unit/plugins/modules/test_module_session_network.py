@@ -136,11 +136,21 @@ def test_a_subnet_taken_by_a_concurrent_create_is_skipped(engine):
     assert str(subnet) not in ("10.224.0.0/24", "10.224.1.0/24")
 
 
-def test_a_full_pool_fails_naming_it(engine):
-    result = run(args_for(plan_for(), subnet_pool="10.224.0.0/24"), engine)
+@pytest.mark.parametrize(
+    ("override", "says"),
+    [
+        # A full pool fails naming it.
+        ({"subnet_pool": "10.224.0.0/24"}, "subnet_pool 10.224.0.0/24: no free /24 left"),
+        # An overlay off a swarm manager fails with what to do.
+        ({"driver": "overlay"}, "overlay networks are created on a Docker Swarm manager"),
+    ],
+    ids=["full-pool", "overlay-off-a-manager"],
+)
+def test_a_network_that_cannot_be_made_fails_saying_why_and_makes_nothing(engine, override, says):
+    result = run(args_for(plan_for(), **override), engine)
 
     assert result["failed"] is True
-    assert "subnet_pool 10.224.0.0/24: no free /24 left" in result["msg"]
+    assert says in result["msg"]
     assert engine.network_named("bai-s1-net") is None
 
 
@@ -182,14 +192,6 @@ def test_a_leftover_with_containers_is_kept(engine):
     assert result["failed"] is True
     assert "belongs to another instance of session s1" in result["msg"]
     assert engine.network_named("bai-s1-net")["Labels"][LABEL_SESSION_ID] == old["session_id"]
-
-
-def test_an_overlay_off_a_swarm_manager_fails_with_what_to_do(engine):
-    result = run(args_for(plan_for(), driver="overlay"), engine)
-
-    assert result["failed"] is True
-    assert "overlay networks are created on a Docker Swarm manager" in result["msg"]
-    assert engine.network_named("bai-s1-net") is None
 
 
 def test_state_absent_removes_the_session_s_network(engine):

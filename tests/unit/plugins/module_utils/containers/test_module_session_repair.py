@@ -16,14 +16,9 @@ from ansible_collections.bai.cluster.plugins.plugin_utils.ledger_text import rec
 from ansible_collections.bai.cluster.plugins.plugin_utils.repair_outcome import outcome
 from containers_fake import HOST, args_for, plan_for
 from containers_fake import run as make
-from docker_fake import GI, FakeEngine, api_error, run_module
+from docker_fake import api_error, run_module
 
 AGENT = "agent1"
-
-
-@pytest.fixture
-def engine() -> FakeEngine:
-    return FakeEngine(ncpu=8, mem_total=16 * GI)
 
 
 @pytest.fixture

@@ -16,29 +16,30 @@ from ansible_collections.bai.cluster.plugins.module_utils.hosts import swarm as 
 ROOT = Path(__file__).resolve().parents[5]
 
 INACTIVE = {"NodeID": "", "NodeAddr": "", "LocalNodeState": "inactive", "ControlAvailable": False}
-MANAGER = {
-    "NodeID": "mgr0",
-    "NodeAddr": "10.210.3.2",
-    "LocalNodeState": "active",
-    "ControlAvailable": True,
-    "RemoteManagers": [{"NodeID": "mgr0", "Addr": "10.210.3.2:2377"}],
-    "Cluster": {"ID": "cluster-a", "DefaultAddrPool": ["10.196.0.0/14"], "SubnetSize": 24},
-}
-OUR_WORKER = {
-    "NodeID": "agent1-id",
-    "NodeAddr": "10.210.3.4",
-    "LocalNodeState": "active",
-    "ControlAvailable": False,
-    "RemoteManagers": [{"NodeID": "mgr0", "Addr": "10.210.3.2:2377"}],
-}
+
+
+def active(node_id, addr, *, manager=("mgr0", "10.210.3.2:2377"), control=False, **more):
+    """``docker info .Swarm`` of an active node: its ID and address, whether it manages
+    (ControlAvailable) and the one manager it knows (ID, address)."""
+    return {
+        "NodeID": node_id,
+        "NodeAddr": addr,
+        "LocalNodeState": "active",
+        "ControlAvailable": control,
+        "RemoteManagers": [{"NodeID": manager[0], "Addr": manager[1]}],
+        **more,
+    }
+
+
+MANAGER = active(
+    "mgr0",
+    "10.210.3.2",
+    control=True,
+    Cluster={"ID": "cluster-a", "DefaultAddrPool": ["10.196.0.0/14"], "SubnetSize": 24},
+)
+OUR_WORKER = active("agent1-id", "10.210.3.4")
 # Same shape as OUR_WORKER: only the manager's node list tells them apart.
-FOREIGN_WORKER = {
-    "NodeID": "stranger-id",
-    "NodeAddr": "10.210.3.5",
-    "LocalNodeState": "active",
-    "ControlAvailable": False,
-    "RemoteManagers": [{"NodeID": "other-mgr", "Addr": "10.99.0.7:2377"}],
-}
+FOREIGN_WORKER = active("stranger-id", "10.210.3.5", manager=("other-mgr", "10.99.0.7:2377"))
 CLUSTER = ["mgr0", "agent1-id", "agent2-id"]
 
 

@@ -197,6 +197,15 @@ def container(session, sid, agent="a1", state="running"):
     return {"agent": agent, "name": f"{session}-main1", "state": state, "labels": labels}
 
 
+def ledger_read(queue, size=None):
+    """What the collection is given of a ledger without sessions or counters: its queue
+    and, where ``size`` says, its size in bytes and the store's limit."""
+    read = {"ledger": {"sessions": {}}, "queue": queue, "counters": {}}
+    if size:
+        read.update(ledger_bytes=size[0], ledger_max_bytes=size[1])
+    return read
+
+
 def test_the_collection_counts_sessions_agents_and_the_queue_from_the_reads():
     agents, reads = agent_rows(used_cpu=6.0, availability={"availability": "pause", "by": "bob"})
     reads[0]["containers"] = [container("hog", "s1"), container("old", "s2", state="exited")]
@@ -217,13 +226,7 @@ def test_the_collection_counts_sessions_agents_and_the_queue_from_the_reads():
             "submitted_at": 950.0,
         },
     ]
-    ledger = {
-        "ledger": {"sessions": {}},
-        "queue": queue,
-        "counters": {},
-        "ledger_bytes": 10,
-        "ledger_max_bytes": 1000,
-    }
+    ledger = ledger_read(queue, size=(10, 1000))
     found = samples(metrics_text(ledger, agents, reads, 1000.0))
     assert value(found, "bai_sessions", state="PENDING", type="batch", owner="u") == 1
     assert value(found, "bai_sessions", state="running", type="interactive", owner="") == 1
@@ -269,7 +272,7 @@ entries = st.lists(
 @settings(max_examples=60, deadline=None)
 @given(entries)
 def test_every_queued_session_is_pending_for_exactly_one_reason_of_the_closed_set(queue):
-    ledger = {"ledger": {"sessions": {}}, "queue": queue, "counters": {}}
+    ledger = ledger_read(queue)
     found = samples(metrics_text(ledger, [], [], 1000.0))
     pending = {k: v for k, v in found.items() if k[0] == "bai_sessions_pending"}
     assert sum(pending.values()) == len(queue)
@@ -295,13 +298,7 @@ def test_every_metric_the_alerts_and_the_dashboard_name_is_one_the_collection_wr
     root = pathlib.Path(__file__).resolve().parents[5] / "monitoring"
     agents, reads = agent_rows(used_cpu=1.0)
     queue = [{"name": "q", "resource_group": "default", "wait": "behind", "submitted_at": 1.0}]
-    ledger = {
-        "ledger": {"sessions": {}},
-        "queue": queue,
-        "counters": {},
-        "ledger_bytes": 1,
-        "ledger_max_bytes": 2,
-    }
+    ledger = ledger_read(queue, size=(1, 2))
     proxies = {"appproxy": {"routes": [{"app": "jupyter"}], "counts": {"jupyter": {}}}}
     text = metrics_text(ledger, agents, reads, 10.0, proxies=proxies)
     written = {name for name, _labels in samples(text)}

@@ -11,7 +11,7 @@ import containers_fake as containers
 import pytest
 from ansible_collections.bai.cluster.plugins.module_utils.network import isolation
 from ansible_collections.bai.cluster.plugins.modules import bai_session_containers
-from docker_fake import GI, FakeEngine, run_module
+from docker_fake import run_module
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -122,15 +122,3 @@ def test_a_session_bridge_gets_the_interface_name_the_table_matches(engine, tmp_
     assert network["Options"][isolation.BRIDGE_NAME_OPTION] == isolation.bridge_name(
         plan["session_id"]
     )
-
-
-@pytest.fixture
-def engine():
-    return FakeEngine(ncpu=8, mem_total=16 * GI)
-
-
-@pytest.fixture
-def data_root(tmp_path):
-    root = tmp_path / "data"
-    (root / "ds").mkdir(parents=True)
-    return root

@@ -176,29 +176,24 @@ def test_an_app_route_without_a_usable_secret_or_certificate_is_refused(change):
         ap.render_route({**ROUTE, **change})
 
 
+def plan_jupyter_route(routes, session_id):
+    """The route plan of session s1's jupyter app, offered the new secret "B" * 43."""
+    return ap.plan_route(
+        routes,
+        session="s1",
+        session_id=session_id,
+        backend_host="10.0.0.1",
+        backend_port=30002,
+        port_range=(10205, 10300),
+        app="jupyter",
+        new_secret="B" * 43,
+        tls_cert="/c.pem",
+    )
+
+
 def test_an_app_route_keeps_its_secret_for_its_session_id_only():
     routes = {"s1.jupyter": ROUTE}
-    kept = ap.plan_route(
-        routes,
-        session="s1",
-        session_id="i1",
-        backend_host="10.0.0.1",
-        backend_port=30002,
-        port_range=(10205, 10300),
-        app="jupyter",
-        new_secret="B" * 43,
-        tls_cert="/c.pem",
-    )
+    kept = plan_jupyter_route(routes, session_id="i1")
     assert kept["secret"] == "A" * 43 and kept["port"] == 10206
-    new = ap.plan_route(
-        routes,
-        session="s1",
-        session_id="i2",
-        backend_host="10.0.0.1",
-        backend_port=30002,
-        port_range=(10205, 10300),
-        app="jupyter",
-        new_secret="B" * 43,
-        tls_cert="/c.pem",
-    )
+    new = plan_jupyter_route(routes, session_id="i2")
     assert new["secret"] == "B" * 43

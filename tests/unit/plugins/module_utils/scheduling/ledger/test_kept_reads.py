@@ -19,7 +19,9 @@ from ledger_fake import (
     clusters_and_requests,
     dead_create,
     info,
+    offered_reads,
     place,
+    place_request,
 )
 
 AGENTS = [{"name": "a1", "group": "default", "resources": {"cpu": 8}}]
@@ -232,23 +234,12 @@ def test_property_creates_that_place_by_kept_reads_never_overcommit(offered, gpu
     """One read of every agent kept before the first create, then every create places by
     the kept reads alone (no agent read again): the reservations still never give out
     more than an agent offers, nor one GPU device twice."""
-    reads = [
-        info(f"a{i}", cpu=cpu, mem_g=cpu * 2, gpus=tuple(range(gpus[i])))
-        for i, cpu in enumerate(offered)
-    ]
     ledger = document.empty()
-    kept_reads.remember(ledger, reads, 1000.0)
-    for n, (size, cpu, gpu, multi) in enumerate(requests):
+    kept_reads.remember(ledger, offered_reads(offered, gpus), 1000.0)
+    for n, request in enumerate(requests):
         kept = [kept_reads.kept_result(record) for record in ledger.agents.values()]
         with contextlib.suppress(Pending):
-            place(
-                ledger,
-                f"s{n}",
-                kept,
-                size=size,
-                mode="multi-node" if multi else "single-node",
-                resources={"cpu": cpu, "mem": f"{cpu}g", "gpu": gpu},
-            )
+            place_request(ledger, n, kept, request)
         if n % 3 == 2 and ledger.sessions:  # now and then a session is destroyed
             gone = sorted(ledger.sessions)[0]
             reservations.release(ledger, gone)

@@ -102,6 +102,28 @@ def add_one(name):
     return step
 
 
+def swarm_store(*sessions):
+    """A swarm store of cluster c over VersionedConfigs, the ledger holding ``sessions``
+    (each written by a transaction of its own); the configs and the store."""
+    api = VersionedConfigs()
+    swarm = store_.SwarmStore(api, "c")
+    for name in sessions:
+        store_.transact(swarm, add_one(name))
+    return api, swarm
+
+
+def add_at_once(store, count):
+    """Sessions s0 to s<count - 1> added through ``store`` at once, each by a thread of
+    its own; their names, once every thread is done."""
+    names = [f"s{i}" for i in range(count)]
+    threads = [threading.Thread(target=store_.transact, args=(store, add_one(n))) for n in names]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return names
+
+
 def test_a_swarm_ledger_is_created_once_and_then_updated_by_version():
     api = VersionedConfigs()
     swarm = store_.SwarmStore(api, "cluster-1")
@@ -116,9 +138,7 @@ def test_a_swarm_ledger_is_created_once_and_then_updated_by_version():
 def test_a_stale_writer_reads_again_and_loses_nothing():
     """Two writers read version N; the second write is out of sequence, so the second
     writer's step runs again on what the first wrote: both sessions are kept."""
-    api = VersionedConfigs()
-    swarm = store_.SwarmStore(api, "c")
-    store_.transact(swarm, add_one("first"))
+    api, swarm = swarm_store("first")
     runs = []
 
     def racing(snapshot, now):
@@ -135,21 +155,13 @@ def test_a_stale_writer_reads_again_and_loses_nothing():
 
 
 def test_many_threads_reserving_through_the_swarm_store_lose_no_write():
-    api = VersionedConfigs()
-    swarm = store_.SwarmStore(api, "c")
-    names = [f"s{i}" for i in range(24)]
-    threads = [threading.Thread(target=store_.transact, args=(swarm, add_one(n))) for n in names]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    api, swarm = swarm_store()
+    names = add_at_once(swarm, 24)
     assert sorted(api.ledger()["sessions"]) == sorted(names)
 
 
 def test_other_errors_are_not_retried_and_write_nothing():
-    api = VersionedConfigs()
-    swarm = store_.SwarmStore(api, "c")
-    store_.transact(swarm, add_one("a"))
+    api, swarm = swarm_store("a")
     error = APIError("rpc error: code = Unavailable desc = the swarm does not have a leader")
     error.explanation = str(error)
     api.fail_next = error
@@ -166,9 +178,7 @@ def test_other_errors_are_not_retried_and_write_nothing():
 
 
 def test_a_step_that_fails_writes_nothing():
-    api = VersionedConfigs()
-    swarm = store_.SwarmStore(api, "c")
-    store_.transact(swarm, add_one("a"))
+    api, swarm = swarm_store("a")
 
     def failing(snapshot, now):
         snapshot.ledger.sessions.clear()
@@ -180,9 +190,7 @@ def test_a_step_that_fails_writes_nothing():
 
 
 def test_the_retry_loop_is_bounded():
-    api = VersionedConfigs()
-    swarm = store_.SwarmStore(api, "c")
-    store_.transact(swarm, add_one("a"))
+    api, swarm = swarm_store("a")
 
     def always_overtaken(snapshot, now):
         store_.transact(swarm, add_one(f"x{len(snapshot.ledger.sessions)}"))
@@ -194,8 +202,7 @@ def test_the_retry_loop_is_bounded():
 
 
 def test_check_mode_reads_and_writes_nothing():
-    api = VersionedConfigs()
-    swarm = store_.SwarmStore(api, "c")
+    api, swarm = swarm_store()
     result = store_.transact(swarm, add_one("a"), write=False)
     assert result == {"changed": True, "attempts": 1}
     assert api.configs == {}
@@ -204,8 +211,7 @@ def test_check_mode_reads_and_writes_nothing():
 def test_the_ledger_clock_never_runs_backwards_across_managers():
     """Written through a manager whose clock is ahead, then read through one that lags:
     the ledger's time is still the later one, so nothing written is in its future."""
-    api = VersionedConfigs()
-    swarm = store_.SwarmStore(api, "c")
+    api, swarm = swarm_store()
     store_.transact(swarm, add_one("a"), clock=lambda: 2000.0)
     seen = []
 
@@ -219,8 +225,7 @@ def test_the_ledger_clock_never_runs_backwards_across_managers():
 
 
 def test_a_damaged_swarm_ledger_is_reported_and_set_aside_on_request():
-    api = VersionedConfigs()
-    swarm = store_.SwarmStore(api, "c")
+    api, swarm = swarm_store()
     api.create_config(store_.CONFIG_NAME, b"x", labels={store_.LEDGER_LABEL: "{not json"})
     snapshot = swarm.load()
     assert "not JSON" in snapshot.damaged and snapshot.ledger == document.empty()
@@ -236,8 +241,7 @@ def test_a_damaged_swarm_ledger_is_reported_and_set_aside_on_request():
 
 
 def test_a_ledger_past_the_store_limit_is_refused():
-    api = VersionedConfigs()
-    swarm = store_.SwarmStore(api, "c")
+    api, swarm = swarm_store()
 
     def huge(snapshot, now):
         snapshot.ledger.sessions["big"] = {"pad": "x" * (store_.MAX_LEDGER_BYTES + 1)}
@@ -273,12 +277,7 @@ def test_the_file_store_keeps_its_identity_and_tells_lost_from_new(tmp_path):
 
 def test_threads_through_the_file_store_lose_no_write(tmp_path):
     files = store_.FileStore(str(tmp_path / "ledger.json"), lock_timeout=30)
-    names = [f"s{i}" for i in range(16)]
-    threads = [threading.Thread(target=store_.transact, args=(files, add_one(n))) for n in names]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    names = add_at_once(files, 16)
     ledger = document.loads((tmp_path / "ledger.json").read_text())
     assert sorted(ledger.sessions) == sorted(names)
 

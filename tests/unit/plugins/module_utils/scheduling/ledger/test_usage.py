@@ -6,13 +6,6 @@ import contextlib
 
 import pytest
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Pending
-from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
-    LABEL_CPU,
-    LABEL_GPU,
-    LABEL_GPU_DEVICES,
-    LABEL_MEM,
-    LABEL_SESSION_ID,
-)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import (
     document,
     reservations,
@@ -25,7 +18,10 @@ from ledger_fake import (
     assert_within_offer,
     clusters_and_requests,
     info,
+    offered_reads,
     place,
+    place_request,
+    row,
 )
 
 
@@ -117,10 +113,7 @@ def test_ready_reservations_whose_containers_are_gone_are_dropped():
 
 def test_observed_sessions_count_every_container_in_any_state():
     def item(sid, state, cpu, devices=""):
-        labels = {LABEL_SESSION_ID: sid, LABEL_CPU: str(cpu), LABEL_MEM: str(GI), LABEL_GPU: "0"}
-        labels["ai.backend.cluster.session"] = f"name-{sid}"
-        if devices:
-            labels.update({LABEL_GPU_DEVICES: devices, LABEL_GPU: str(len(devices.split(",")))})
+        labels = row(f"name-{sid}", sid, "main1", cpu=cpu, devices=devices)["labels"]
         return {"State": state, "Labels": labels}
 
     seen = usage.observed_sessions(
@@ -149,21 +142,11 @@ def test_observed_sessions_count_every_container_in_any_state():
 def test_property_reads_taken_before_every_create_never_overcommit(offered, gpus, requests):
     """Every create read the agents before any reserved; whatever is placed stays within
     each agent's CPU, memory and GPU devices, and no device is given twice."""
-    reads = [
-        info(f"a{i}", cpu=cpu, mem_g=cpu * 2, gpus=tuple(range(gpus[i])))
-        for i, cpu in enumerate(offered)
-    ]
+    reads = offered_reads(offered, gpus)
     ledger = document.empty()
-    for n, (size, cpu, gpu, multi) in enumerate(requests):
+    for n, request in enumerate(requests):
         with contextlib.suppress(Pending):
-            place(
-                ledger,
-                f"s{n}",
-                reads,
-                size=size,
-                mode="multi-node" if multi else "single-node",
-                resources={"cpu": cpu, "mem": f"{cpu}g", "gpu": gpu},
-            )
+            place_request(ledger, n, reads, request)
     assert_within_offer(ledger, offered, gpus)
 
 

@@ -103,6 +103,21 @@ def test_the_end_signal_is_in_the_spec_and_on_the_labels_but_not_in_the_hash():
         spec(end_signal="USR1")
 
 
+def sub1_env(kernels, **told):
+    """The environment of session s1's second container (sub1), told ``told`` as well."""
+    return cluster_env(
+        kernels,
+        kernels[1],
+        session_name="s1",
+        session_id="sid",
+        kernel_id="kid",
+        mode="multi-node",
+        user_env={},
+        image_env={},
+        **told,
+    )
+
+
 def test_the_deadline_is_fixed_at_placement_and_reaches_every_containers_environment():
     plan = planned(lifetime_s=600, end_signal="USR1@300")
     entry = reservations.reservation(plan, now=1000.5, ttl=900)
@@ -112,29 +127,9 @@ def test_the_deadline_is_fixed_at_placement_and_reaches_every_containers_environ
     assert {k["labels"][LABEL_DEADLINE] for k in made["kernels"]} == {"1601"}
     one = normalize_spec({"name": "s1", "size": 2})
     kernels = expand_kernels(one)
-    env = cluster_env(
-        kernels,
-        kernels[1],
-        session_name="s1",
-        session_id="sid",
-        kernel_id="kid",
-        mode="multi-node",
-        user_env={},
-        image_env={},
-        deadline=made["kernels"][1]["labels"][LABEL_DEADLINE],
-    )
+    env = sub1_env(kernels, deadline=made["kernels"][1]["labels"][LABEL_DEADLINE])
     assert env["BACKENDAI_SESSION_DEADLINE"] == "1601"
-    without = cluster_env(
-        kernels,
-        kernels[1],
-        session_name="s1",
-        session_id="sid",
-        kernel_id="kid",
-        mode="multi-node",
-        user_env={},
-        image_env={},
-    )
-    assert "BACKENDAI_SESSION_DEADLINE" not in without
+    assert "BACKENDAI_SESSION_DEADLINE" not in sub1_env(kernels)
     # Without a lifetime there is no deadline, and the plan is as it was.
     assert "deadline" not in reservations.reservation(planned(), now=1.0, ttl=9)
     assert with_deadline(plan, None) is plan
