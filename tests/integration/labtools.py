@@ -62,6 +62,28 @@ def on_agent(node, *argv):
     return code, out.decode(errors="replace").strip()
 
 
+END_OF_OUTPUT = "--- end of output ---"
+
+
+def read_on(node, command: str, tries: int = 3) -> str:
+    """The whole output of a shell command on the node, for tests that compare it.
+
+    exec_run can hand back an empty stream for a command that ran and exited 0: the
+    engine attaches the output after a short-lived process has already written it
+    (docker-py#2042, moby#27289; seen here once reading /proc/sys in test_role_checks_lab).
+    A marker echoed after the command tells a lost stream from an empty output, and only a
+    read that lost its stream is tried again; a failing command fails the test at once.
+    """
+    for _ in range(tries):
+        code, out = on_agent(
+            node, "sh", "-c", f"{command}; status=$?; echo '{END_OF_OUTPUT}'; exit $status"
+        )
+        assert code == 0, (command, out)
+        if out.endswith(END_OF_OUTPUT):
+            return out[: -len(END_OF_OUTPUT)].strip()
+    raise AssertionError(f"{command!r}: the engine lost its output {tries} times in a row")
+
+
 def in_session(node, container, command, user="work"):
     """Run a bash command as `user` in a session container on that node's engine."""
     return on_agent(node, "docker", "exec", "-u", user, container, "bash", "-c", command)

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from labtools import lab_node, on_agent
+from labtools import lab_node, on_agent, read_on
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
@@ -412,7 +412,10 @@ def test_docker_swarm_partial_run_needs_the_first_manager_and_changes_nothing(
 
 # --- agent_network --------------------------------------------------------------------
 def live_sysctls(node) -> dict[str, str]:
-    return {key: must(node, f"cat /proc/sys/{key.replace('.', '/')}").strip() for key in SYSCTLS}
+    paths = " ".join(f"/proc/sys/{key.replace('.', '/')}" for key in SYSCTLS)
+    values = read_on(node, f"cat {paths}").split()
+    assert len(values) == len(SYSCTLS), values
+    return dict(zip(SYSCTLS, values))
 
 
 def expected_sysctl_file() -> list[str]:
@@ -420,7 +423,7 @@ def expected_sysctl_file() -> list[str]:
 
 
 def sysctl_file(node, path: str = SYSCTL_FILE) -> list[str]:
-    return [line for line in must(node, f"cat {path}").splitlines() if not line.startswith("#")]
+    return [line for line in read_on(node, f"cat {path}").splitlines() if not line.startswith("#")]
 
 
 def test_agent_network_persists_the_sysctls_and_reports_what_proc_sys_refuses(
