@@ -74,7 +74,7 @@ def read_on(node, command: str, tries: int = 3) -> str:
     A marker echoed after the command tells a lost stream from an empty output, and only a
     read that lost its stream is tried again; a failing command fails the test at once.
     """
-    for _ in range(tries):
+    for _attempt in range(tries):
         code, out = on_agent(
             node, "sh", "-c", f"{command}; status=$?; echo '{END_OF_OUTPUT}'; exit $status"
         )
