@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import yaml
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import queue as q
@@ -39,7 +40,7 @@ REPO = Path(__file__).resolve().parents[1]
 GI = 1024**3
 
 
-def full_session(agent: str) -> dict:
+def full_session(agent: str) -> dict[str, Any]:
     return {
         "name": f"busy-{agent}",
         "session_id": f"sid-{agent}",
@@ -58,7 +59,7 @@ def full_session(agent: str) -> dict:
 def build_ledger(queued: int, agents: list[str]) -> document.Ledger:
     ledger = document.empty()
     for name in agents:
-        ledger.sessions[f"busy-{name}"] = full_session(name)
+        ledger.sessions[f"busy-{name}"] = document.Reservation.from_dict(full_session(name))
     for i in range(queued):
         raw = (
             {"name": f"q{i:04d}", "size": 2, "mode": "multi-node", "resources": {"cpu": 2}}

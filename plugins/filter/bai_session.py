@@ -54,7 +54,7 @@ def end_warnings(*args: Any) -> dict[str, Any]:
     """scheduling/steps/end_signals.py's warnings, imported when a drain needs it."""
     from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps import end_signals
 
-    return end_signals.warnings(*args)
+    return end_signals.read_warnings(*args)
 
 
 def rerun_plan(*args: Any) -> Any:

@@ -78,8 +78,18 @@ def reserve(path, spec, *, queue=False, ticket=None, keys=(), **more):
 
 def ledger_of(**keys):
     """A ledger as read from a document of these top-level keys (and the version): the
-    keys it is not given stay absent."""
-    return document.Ledger.from_dict({"version": document.VERSION, **keys})
+    keys it is not given stay absent. A reservation given as a record goes in as that
+    very record, so what the ledger's steps do to it shows on it."""
+    records = {
+        name: entry
+        for name, entry in (keys.get("sessions") or {}).items()
+        if isinstance(entry, document.Reservation)
+    }
+    if records:
+        keys["sessions"] = {**keys["sessions"], **{n: e.to_dict() for n, e in records.items()}}
+    ledger = document.Ledger.from_dict({"version": document.VERSION, **keys})
+    ledger.sessions.update(records)
+    return ledger
 
 
 def place(ledger, name, reads, now=1000.0, **request):
@@ -109,7 +119,7 @@ def seen(sid, containers, name="s", cpu=1.0):
 def dead_create(ledger, name="dead", size=2, now=1000.0):
     """A create that reserved at ``now`` (TTL 60 s) and died; its session id."""
     place(ledger, name, [info("a1", cpu=8)], now=now, size=size, resources={"cpu": 1})
-    return ledger.sessions[name]["session_id"]
+    return ledger.sessions[name].session_id
 
 
 # Random clusters (CPUs per agent, GPU devices per agent) and create requests (size,

@@ -19,6 +19,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.capacity import (
     label_float,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.records import (
+    Reservation,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.reservations import (
     time_left,
 )
@@ -123,10 +126,10 @@ def _lifetimes(
     """A session with a lifetime: ``lifetime_s`` and, at the ledger's time ``now``,
     ``time_left`` (seconds; None before it runs or without ``now``)."""
     for row in rows:
-        entry = reservations.get(row["name"]) or {}
-        if entry.get("session_id") != row["session_id"] or not entry.get("lifetime_s"):
+        entry = Reservation.from_dict(reservations.get(row["name"]) or {})
+        if entry.session_id != row["session_id"] or not entry.lifetime_s:
             continue
-        row["lifetime_s"] = int(entry["lifetime_s"])
+        row["lifetime_s"] = int(entry.lifetime_s)
         row["time_left"] = None if now is None else time_left(entry, now)
 
 

@@ -38,15 +38,19 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import LedgerError
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.records import (
+    CREATING,
+    READY,
+    Reservation,
+)
+
+__all__ = ["CREATING", "READY", "VERSION", "Ledger", "Reservation"]
 
 VERSION = 1
-CREATING = "creating"
-READY = "ready"
 # A session's containers exist before its reservation is marked ready, so a read of an
 # agent taken after that moment shows them. Both are timed by the ledger host's clock
 # alone (on_ledger_clock), never an agent's; this margin absorbs steps of that one clock.
@@ -86,11 +90,12 @@ class Ledger:
     code that first writes one makes it (``Ledger.agents = {}`` and so on); a key once
     there stays, empty or not, except ``queue`` (taken out when its last entry leaves,
     queue.dequeue). ``extra``: top-level keys this toolkit does not know, kept
-    as they are so that they are written back unchanged. The records inside (a
-    reservation, a kept read, a queue entry, ...) are the JSON objects as read.
+    as they are so that they are written back unchanged. A reservation is a
+    :class:`Reservation` (records.py); the other records inside (a kept read, a queue
+    entry, ...) are the JSON objects as read.
     """
 
-    sessions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    sessions: dict[str, Reservation] = field(default_factory=dict)
     agents: dict[str, dict[str, Any]] | None = field(default_factory=dict)
     version: int = VERSION
     queue: dict[str, dict[str, Any]] | None = None  # name -> queue entry (queue/entries.py)
@@ -130,7 +135,9 @@ class Ledger:
                 extra[key] = value
         return cls(
             version=data["version"],
-            sessions=data["sessions"],
+            sessions={
+                name: Reservation.from_dict(entry) for name, entry in data["sessions"].items()
+            },
             agents=found.get("agents"),
             queue=found.get("queue"),
             queue_seq=found.get("queue_seq"),
@@ -146,9 +153,12 @@ class Ledger:
 
     def to_dict(self) -> dict[str, Any]:
         """The document as JSON writes it: every key the ledger has, none it has not. The
-        records inside are this ledger's own (not copies)."""
+        records inside but reservations are this ledger's own (not copies)."""
         out: dict[str, Any] = dict(self.extra)
-        out.update(version=self.version, sessions=self.sessions)
+        out.update(
+            version=self.version,
+            sessions={name: entry.to_dict() for name, entry in self.sessions.items()},
+        )
         for key in _OPTIONAL:
             value = getattr(self, key)
             if value is not None:
@@ -181,9 +191,9 @@ def dumps_compact(ledger: Ledger) -> str:
     return json.dumps(ledger.to_dict(), separators=(",", ":"), sort_keys=True)
 
 
-def settled(entry: Mapping[str, Any]) -> float:
+def settled(entry: Reservation) -> float:
     """When every read of the agents surely shows a ready session."""
-    return float(entry.get("ready_at") or 0) + STALE_MARGIN_S
+    return float(entry.ready_at or 0) + STALE_MARGIN_S
 
 
 def clock_text(epoch: Any) -> str:

@@ -38,13 +38,13 @@ def overdue_agents(ledger: Ledger, now: float) -> list[str]:
     records = ledger.agents or {}
     out: set[str] = set()
     for entry in ledger.sessions.values():
-        expires = float(entry.get("expires_at") or 0)
-        if entry.get("state") != CREATING or expires > now:
+        expires = float(entry.expires_at or 0)
+        if entry.state != CREATING or expires > now:
             continue
-        for kernel in entry["kernels"]:
-            record = records.get(kernel["agent"]) or {}
+        for kernel in entry.kernels:
+            record = records.get(kernel.agent) or {}
             if float(record.get("stored_at") or 0) < expires:
-                out.add(kernel["agent"])
+                out.add(kernel.agent)
     return sorted(out)
 
 
@@ -142,9 +142,9 @@ def holders(ledger: Ledger, name: str) -> set[str]:
     session that restarted left on an agent (its session id, off its current attempt's
     agents: scheduling/steps/fencing.py), which reconcile removes and nothing takes in."""
     entry = ledger.sessions.get(name)
-    found = {k["agent"] for k in entry["kernels"]} if entry else set()
+    found = {k.agent for k in entry.kernels} if entry else set()
     queued = (ledger.queue or {}).get(name) or {}
-    restarted = (entry or {}).get("session_id") if (entry or {}).get("attempt") else None
+    restarted = entry.session_id if entry and entry.attempt else None
     if queued.get("attempt") and queued.get("session_id"):
         restarted = queued["session_id"]
     for agent, record in (ledger.agents or {}).items():

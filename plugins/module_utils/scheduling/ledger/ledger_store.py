@@ -184,7 +184,11 @@ class SwarmStore:
 
     @classmethod
     def connect(
-        cls, api: Any, host: str, wait: float = QUORUM_WAIT_S, sleep: Callable = time.sleep
+        cls,
+        api: Any,
+        host: str,
+        wait: float = QUORUM_WAIT_S,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> SwarmStore:
         """The store behind this engine, or StoreError when it is no manager of a swarm.
         A manager that has no leader right now (an election after the leader was lost:

@@ -20,6 +20,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.docu
     CREATING,
     READY,
     Ledger,
+    Reservation,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.kept_reads import (
     forget_in_record,
@@ -44,47 +45,45 @@ def expire(ledger: Ledger, now: float, reads: Sequence[Mapping[str, Any]] = ()) 
     fresh = fresh_reads(reads)
     out = Expiry([], [], [])
     for name, entry in list(ledger.sessions.items()):
-        if entry.get("state") != CREATING or float(entry.get("expires_at") or 0) > now:
+        if entry.state != CREATING or float(entry.expires_at or 0) > now:
             continue
         found = _containers_found(entry, fresh)
         if found is None:
             continue
         if found == 0:
             del ledger.sessions[name]
-            forget_session(ledger, entry["session_id"])
+            forget_session(ledger, entry.session_id)
             out.dropped.append(name)
-        elif found >= len(entry["kernels"]):
-            entry.update(state=READY, expires_at=None, ready_at=now, adopted=True)
+        elif found >= len(entry.kernels):
+            entry.confirm(now, adopted=True)
             out.adopted.append(name)
         else:
             out.stuck.append(name)
     return out
 
 
-def _containers_found(
-    entry: Mapping[str, Any], fresh: Mapping[str, Mapping[str, Any]]
-) -> int | None:
+def _containers_found(entry: Reservation, fresh: Mapping[str, Mapping[str, Any]]) -> int | None:
     """How many containers of ``entry``'s session the fresh reads of its agents show (each
     engine slot counted once); None when one of them was not read after it was reserved."""
     per_slot: dict[str, int] = {}
-    for agent in {k["agent"] for k in entry["kernels"]}:
+    for agent in entry.agents:
         read = fresh.get(agent)
-        if read is None or float(read.get("read_at") or 0) < float(entry.get("reserved_at") or 0):
+        if read is None or float(read.get("read_at") or 0) < float(entry.reserved_at or 0):
             return None
         slot = str(read["agent"].get("id") or agent)
-        seen = (read.get("sessions") or {}).get(entry["session_id"]) or {}
+        seen = (read.get("sessions") or {}).get(entry.session_id) or {}
         per_slot[slot] = int(seen.get("containers") or 0)
     return sum(per_slot.values())
 
 
-def reservation(plan: Mapping[str, Any], *, now: float, ttl: float) -> dict[str, Any]:
+def reservation(plan: Mapping[str, Any], *, now: float, ttl: float) -> Reservation:
     """The ledger entry for a plan (bai_session_plan's result) that is about to be made;
     its owner, when the spec names one, is what per-owner limits count; its lifetime ends
     at its ``deadline``, from ``now``, and its end signal (``USR1@300``) goes out that long
     before (end_signals.py)."""
     given = plan.get("spec") or {}
     lifetime = given.get("lifetime_s")
-    return {
+    raw = {
         "name": plan["summary"]["name"],
         "session_id": plan["session_id"],
         "spec_hash": plan["spec_hash"],
@@ -110,24 +109,25 @@ def reservation(plan: Mapping[str, Any], *, now: float, ttl: float) -> dict[str,
             for k in plan["kernels"]
         ],
     }
+    return Reservation.from_dict(raw)
 
 
 def mark_ready(ledger: Ledger, name: str, session_id: str, now: float) -> bool:
     """Turn this run's reservation into the session's (no expiry); True if it changed."""
     entry = ledger.sessions.get(name)
-    if entry is None or entry["session_id"] != session_id or entry["state"] == READY:
+    if entry is None or entry.session_id != session_id or entry.state == READY:
         return False
-    entry.update(state=READY, expires_at=None, ready_at=now)
+    entry.confirm(now)
     return True
 
 
 def release(ledger: Ledger, name: str, session_id: str | None = None) -> bool:
     """Drop the reservation of ``name`` (only if it is ``session_id``'s, when given)."""
     entry = ledger.sessions.get(name)
-    if entry is None or (session_id is not None and entry["session_id"] != session_id):
+    if entry is None or (session_id is not None and entry.session_id != session_id):
         return False
     del ledger.sessions[name]
-    forget_session(ledger, entry["session_id"])
+    forget_session(ledger, entry.session_id)
     return True
 
 
@@ -138,7 +138,7 @@ def forsake(ledger: Ledger, name: str, session_id: str, left_on: Sequence[str], 
     answer again, never takes them in; until then the agents' kept reads keep counting
     them. True if it changed the ledger."""
     entry = ledger.sessions.get(name)
-    if entry is None or entry["session_id"] != session_id:
+    if entry is None or entry.session_id != session_id:
         return False
     del ledger.sessions[name]
     away = set(left_on)
@@ -164,17 +164,17 @@ def deadline(now: float, lifetime_s: float) -> int:
     return math.ceil(now + lifetime_s)
 
 
-def time_left(entry: Mapping[str, Any], now: float) -> float | None:
+def time_left(entry: Reservation, now: float) -> float | None:
     """Seconds session ``entry`` may still run (0 when its lifetime is up), up to its
     ``deadline``: counted from when it was placed (its agents' share was its from then),
     never its submission. An entry from before deadlines counts from ``ready_at``. None
     without a lifetime or before it runs."""
-    lifetime = float(entry.get("lifetime_s") or 0)
-    if not lifetime or entry.get("state") != READY:
+    lifetime = float(entry.lifetime_s or 0)
+    if not lifetime or entry.state != READY:
         return None
-    end = entry.get("deadline")
+    end = entry.deadline
     if end is None:
-        started = entry.get("ready_at")
+        started = entry.ready_at
         if started is None:
             return None
         end = float(started) + lifetime

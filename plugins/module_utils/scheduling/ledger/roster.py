@@ -26,7 +26,7 @@ def forget_agent(ledger: Ledger, name: str, identity: str = "") -> Forgotten:
     so that reconcile removes those leftovers if it is ever added back. Refused
     while a session holds a reservation there (``holding``; the ledger is unchanged):
     its sessions are ended first, never stranded after."""
-    holding = sorted(n for n, e in ledger.sessions.items() if name in _agents_of(e))
+    holding = sorted(n for n, e in ledger.sessions.items() if name in e.agents)
     if holding:
         return Forgotten(holding, [])
     dropped = []
@@ -45,10 +45,6 @@ def known_identity(ledger: Ledger, name: str) -> str:
     """The identity of the ledger's last read of agent ``name`` ('' if never read)."""
     record = (ledger.agents or {}).get(name) or {}
     return str((record.get("agent") or {}).get("id") or "")
-
-
-def _agents_of(entry: Mapping[str, Any]) -> set[str]:
-    return {str(k["agent"]) for k in entry.get("kernels") or ()}
 
 
 NODE_GONE = ("down", "disconnected")  # swarm node states that a placement passes over
@@ -111,9 +107,9 @@ def given_out(ledger: Ledger) -> dict[str, dict[str, Any]]:
     """Per agent, what the reservations give out (CPU, memory, GPU devices)."""
     out: dict[str, dict[str, Any]] = {}
     for entry in ledger.sessions.values():
-        for k in entry["kernels"]:
-            row = out.setdefault(k["agent"], {"cpu": 0.0, "mem": 0, "gpu_devices": []})
-            row["cpu"] += k["cpu"]
-            row["mem"] += k["mem"]
-            row["gpu_devices"] = sorted([*row["gpu_devices"], *k["gpu_devices"]])
+        for k in entry.kernels:
+            row = out.setdefault(k.agent, {"cpu": 0.0, "mem": 0, "gpu_devices": []})
+            row["cpu"] += k.cpu
+            row["mem"] += k.mem
+            row["gpu_devices"] = sorted([*row["gpu_devices"], *k.gpu_devices])
     return out

@@ -28,9 +28,11 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.docu
     CREATING,
     READY,
     Ledger,
+    Reservation,
     clock_text,
     settled,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.records import Kernel
 
 
 def observed_sessions(containers: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -78,11 +80,11 @@ def adjust(agent_info: Sequence[Mapping[str, Any]], ledger: Ledger) -> list[dict
     and memory as before (docs/placement.md). On a kept read (``kept``: from the ledger,
     not read by this run) every session of the ledger counts by its reservation.
     """
-    by_id = {entry["session_id"]: entry for entry in ledger.sessions.values()}
-    on_agent: dict[str, list[tuple[Mapping[str, Any], Mapping[str, Any]]]] = {}
+    by_id = {entry.session_id: entry for entry in ledger.sessions.values()}
+    on_agent: dict[str, list[tuple[Reservation, Kernel]]] = {}
     for entry in by_id.values():
-        for kernel in entry["kernels"]:
-            on_agent.setdefault(kernel["agent"], []).append((entry, kernel))
+        for kernel in entry.kernels:
+            on_agent.setdefault(kernel.agent, []).append((entry, kernel))
     out = []
     for result in agent_info:
         if result.get("skipped") or "agent" not in result:
@@ -92,11 +94,11 @@ def adjust(agent_info: Sequence[Mapping[str, Any]], ledger: Ledger) -> list[dict
         read_at = float(result.get("read_at") or 0)
 
         def counts(
-            entry: Mapping[str, Any],
+            entry: Reservation,
             read_at: float = read_at,
             kept: bool = bool(result.get("kept")),
         ) -> bool:
-            return kept or entry.get("state") != READY or read_at < settled(entry)
+            return kept or entry.state != READY or read_at < settled(entry)
 
         seen = result.get("sessions") or {}
         replaced = [seen[sid] for sid in seen if sid in by_id and counts(by_id[sid])]
@@ -106,18 +108,18 @@ def adjust(agent_info: Sequence[Mapping[str, Any]], ledger: Ledger) -> list[dict
         for key in ("cpu", "mem", "gpu"):
             used = float(agent.get(f"used_{key}") or 0)
             used -= sum(float(s.get(key) or 0) for s in replaced)
-            used += sum(float(k.get(key) or 0) for k in mine)
+            used += sum(float(getattr(k, key) or 0) for k in mine)
             used = max(used, 0.0)
             agent[f"used_{key}"] = round(used, 6) if key == "cpu" else round(used)
         held = set(agent.get("gpu_in_use") or ())
         held -= {d for s in replaced for d in s.get("gpu_devices") or ()}
-        held |= {d for k in mine for d in k.get("gpu_devices") or ()}
+        held |= {d for k in mine for d in k.gpu_devices or ()}
         agent["gpu_in_use"] = sorted(held)
         out.append({**result, "agent": agent})
     return out
 
 
-def before_placing(entry: Mapping[str, Any] | None, existing: Sequence[Any], read_at: float) -> str:
+def before_placing(entry: Reservation | None, existing: Sequence[Any], read_at: float) -> str:
     """What an existing reservation of the same name means for this create.
 
     Returns "place" (no reservation: place it; or a ready one that the reads prove gone),
@@ -127,18 +129,18 @@ def before_placing(entry: Mapping[str, Any] | None, existing: Sequence[Any], rea
     """
     if entry is None:
         return "exists" if existing else "place"
-    if entry.get("state") == CREATING:  # not expired (expire() ran first)
+    if entry.state == CREATING:  # not expired (expire() ran first)
         raise Pending(
-            f"session {entry['name']} is being created by another run (reserved at "
-            f"{clock_text(entry.get('reserved_at'))}, until "
-            f"{clock_text(entry.get('expires_at'))} at "
+            f"session {entry.name} is being created by another run (reserved at "
+            f"{clock_text(entry.reserved_at)}, until "
+            f"{clock_text(entry.expires_at)} at "
             f"most); wait for it (session_wait_s) or choose another name"
         )
     if existing:
         return "exists"
     if read_at < settled(entry):
         raise Pending(
-            f"session {entry['name']} was created by another run while this one read the "
+            f"session {entry.name} was created by another run while this one read the "
             f"agents; run again to see it"
         )
     return "place"
@@ -156,12 +158,12 @@ def drop_stale(ledger: Ledger, agent_info: Sequence[Mapping[str, Any]]) -> list[
             read[agent.get("name")] = (float(result["read_at"]), result["sessions"])
     gone = []
     for name, entry in ledger.sessions.items():
-        if entry.get("state") != READY:
+        if entry.state != READY:
             continue
-        agents = {k["agent"] for k in entry["kernels"]}
+        agents = {k.agent for k in entry.kernels}
         since = settled(entry)
         if all(
-            agent in read and read[agent][0] >= since and entry["session_id"] not in read[agent][1]
+            agent in read and read[agent][0] >= since and entry.session_id not in read[agent][1]
             for agent in agents
         ):
             gone.append(name)

@@ -19,9 +19,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Pending
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.records import (
+    Reservation,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
     Agent,
     PlacementRequest,
@@ -42,19 +44,19 @@ class Running:
     ends_at: float | None = None
 
 
-def held_by(entry: Mapping[str, Any], ends_at: float | None) -> list[Running]:
+def held_by(entry: Reservation, ends_at: float | None) -> list[Running]:
     """What a reservation (a ledger entry) holds, one row per container, ending at
     ``ends_at``."""
     return [
         Running(
-            str(k["agent"]),
-            float(k.get("cpu") or 0),
-            int(k.get("mem") or 0),
-            int(k.get("gpu") or 0),
-            tuple(int(d) for d in k.get("gpu_devices") or ()),
+            str(k.agent),
+            float(k.cpu or 0),
+            int(k.mem or 0),
+            int(k.gpu or 0),
+            tuple(int(d) for d in k.gpu_devices or ()),
             ends_at,
         )
-        for k in entry.get("kernels") or ()
+        for k in entry.kernels or ()
     ]
 
 

@@ -21,27 +21,27 @@ Pure: no Ansible, no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import Ledger
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.records import (
+    Reservation,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue import priority
 
 RATES = priority.Rates()
 HALF_LIFE_S = priority.Weights().half_life_s
 
 
-def rate_of(entry: Mapping[str, Any], rates: priority.Rates = RATES) -> float:
+def rate_of(entry: Reservation, rates: priority.Rates = RATES) -> float:
     """Units a second of a reservation: its containers' CPUs, memory and GPUs."""
     return sum(
-        rates.rate(float(k.get("cpu") or 0), float(k.get("mem") or 0), float(k.get("gpu") or 0))
-        for k in entry.get("kernels") or ()
+        rates.rate(float(k.cpu or 0), float(k.mem or 0), float(k.gpu or 0))
+        for k in entry.kernels or ()
     )
 
 
-def _started(entry: Mapping[str, Any]) -> float | None:
+def _started(entry: Reservation) -> float | None:
     """When a reservation began to count: its confirmation (None while creating)."""
-    ready = entry.get("ready_at")
+    ready = entry.ready_at
     return None if ready is None else float(ready)
 
 
@@ -51,7 +51,7 @@ def running(ledger: Ledger, rates: priority.Rates = RATES) -> list[tuple[str, fl
     for entry in ledger.sessions.values():
         started = _started(entry)
         if started is not None:
-            out.append((str(entry.get("owner") or ""), rate_of(entry, rates), started))
+            out.append((str(entry.owner or ""), rate_of(entry, rates), started))
     return out
 
 
@@ -67,7 +67,7 @@ def current(
 
 def charge_end(
     ledger: Ledger,
-    entry: Mapping[str, Any],
+    entry: Reservation,
     now: float,
     half_life_s: float = HALF_LIFE_S,
     rates: priority.Rates = RATES,
@@ -78,6 +78,6 @@ def charge_end(
     if started is None:
         return 0.0
     units = priority.accrued(rate_of(entry, rates), started, now, half_life_s)
-    owner = str(entry.get("owner") or "")
+    owner = str(entry.owner or "")
     ledger.usage = priority.charge(ledger.usage or {}, owner, units, now, half_life_s)
     return units

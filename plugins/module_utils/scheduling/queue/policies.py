@@ -43,6 +43,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.parse import (
     reject_unknown,
     require_mapping,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.records import (
+    Reservation,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.session.model import (
     Resources,
     format_cpu,
@@ -193,21 +196,19 @@ def limits_for(policies: Mapping[str, Mapping[str, float | None]], owner: str) -
     return Limits(owner, **found)
 
 
-def usage(sessions: Iterable[Mapping[str, Any]], owner: str) -> Usage:
+def usage(sessions: Iterable[Reservation], owner: str) -> Usage:
     """What ``owner`` holds: the ledger's sessions of that owner (reserved or running; a
     queued one holds nothing), their containers' resources in all."""
     held = Usage()
-    for entry in sorted(sessions, key=lambda e: str(e.get("name"))):
-        if entry.get("owner") != owner or entry.get("state") == "queued":
+    for entry in sorted(sessions, key=lambda e: str(e.name)):
+        if entry.owner != owner or entry.state == "queued":
             continue
         total = Resources(0.0, 0, 0)
-        for kernel in entry.get("kernels") or ():
+        for kernel in entry.kernels or ():
             total = total + Resources(
-                float(kernel.get("cpu") or 0),
-                int(kernel.get("mem") or 0),
-                int(kernel.get("gpu") or 0),
+                float(kernel.cpu or 0), int(kernel.mem or 0), int(kernel.gpu or 0)
             )
-        held = held.plus(str(entry.get("name")), total)
+        held = held.plus(str(entry.name), total)
     return held
 
 

@@ -42,6 +42,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import (
     READY,
     Ledger,
+    Reservation,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
     Agent,
@@ -94,9 +95,9 @@ class Preemption:
         }
 
 
-def victim_of(entry: Mapping[str, Any] | None) -> bool:
+def victim_of(entry: Reservation | None) -> bool:
     """Whether a reservation was marked by a preemption (its end is then ``preempted``)."""
-    return bool((entry or {}).get(MARK))
+    return bool(entry and entry.preempted_by)
 
 
 # The ends a preemption turns into ``preempted`` once its victim is marked: the command's
@@ -107,13 +108,13 @@ _TURNED = ("succeeded", "failed")
 
 
 def victim_end(
-    entry: Mapping[str, Any] | None, ended: Mapping[str, Any] | None, session_id: str | None
+    entry: Reservation | None, ended: Mapping[str, Any] | None, session_id: str | None
 ) -> dict[str, Any] | None:
     """How a session ended, as the ledger records it: a marked victim's end (of that
     ``session_id``) that came after the mark is ``preempted`` for the session it made
     room for - so its gang queues again through its restarts; any other as given."""
-    mark = (entry or {}).get(MARK) or {}
-    if not ended or not mark or (entry or {}).get("session_id") != session_id:
+    mark = (entry.preempted_by if entry else None) or {}
+    if not ended or not mark or entry is None or entry.session_id != session_id:
         return dict(ended) if ended else None
     at = ended.get("ended")
     after = not isinstance(at, (int, float)) or float(at) >= float(mark.get("at") or 0)
@@ -132,7 +133,7 @@ def under_way(ledger: Ledger, now: float, stale_s: float) -> list[str]:
     return sorted(
         name
         for name, entry in ledger.sessions.items()
-        if victim_of(entry) and now - float(entry[MARK].get("at") or 0) < stale_s
+        if entry.preempted_by and now - float(entry.preempted_by.get("at") or 0) < stale_s
     )
 
 
@@ -144,20 +145,20 @@ def candidates(
     priority is lower; the lowest priority, then the latest started, first."""
     found = []
     for name, entry in ledger.sessions.items():
-        spec = entry.get("spec") or {}
-        if not spec.get("preemptible") or entry.get("state") != READY:
+        spec = entry.spec or {}
+        if not spec.get("preemptible") or entry.state != READY:
             continue
         if (spec.get("resource_group") or "default") != group:
             continue
-        if int(entry.get("attempt") or 0) >= int(spec.get("restarts") or 0):
+        if int(entry.attempt or 0) >= int(spec.get("restarts") or 0):
             continue
-        owner = str(entry.get("owner") or "")
+        owner = str(entry.owner or "")
         mine = standing_of(owner)
         if mine >= below:
             continue
         held = tuple(held_by(entry, 0.0))  # ends now
-        started = float(entry.get("ready_at") or entry.get("reserved_at") or 0)
-        found.append(Victim(name, str(entry["session_id"]), owner, mine, started, held))
+        started = float(entry.ready_at or entry.reserved_at or 0)
+        found.append(Victim(name, str(entry.session_id), owner, mine, started, held))
     return sorted(found, key=lambda v: (v.priority, -v.started, v.name))
 
 
@@ -224,7 +225,7 @@ def plan(
 def mark(ledger: Ledger, preemption: Preemption, now: float) -> None:
     """Mark the victims' reservations and the queued session (ledger.queue)."""
     for name in preemption.victims:
-        ledger.sessions[name][MARK] = {"session": preemption.session, "at": now}
+        ledger.sessions[name].preempted_for(preemption.session, now)
     queued = (ledger.queue or {}).get(preemption.session)
     if queued is not None:
         queued[QUEUED_MARK] = {"victims": list(preemption.victims), "at": now}

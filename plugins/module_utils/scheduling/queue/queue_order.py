@@ -245,7 +245,7 @@ def backfill_of(raw_policies: Any, ledger: Ledger, now: float) -> Backfill | Non
     running = [
         row
         for entry in ledger.sessions.values()
-        for row in held_by(entry, float(entry["deadline"]) if entry.get("deadline") else None)
+        for row in held_by(entry, float(entry.deadline) if entry.deadline else None)
     ]
     return Backfill(tuple(running), now, policy.backfill_margin_s)
 

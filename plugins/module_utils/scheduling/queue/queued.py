@@ -81,7 +81,9 @@ class Decision:
 Order = Callable[[str, str, bool, float, int, str], tuple[Any, ...]]
 
 
-def fifo(group: str, owner: str, head: bool, submitted_at: float, seq: int, name: str) -> tuple:
+def fifo(
+    group: str, owner: str, head: bool, submitted_at: float, seq: int, name: str
+) -> tuple[Any, ...]:
     """Submission order within a group; a gang starting again first."""
     del owner
     return (group, 0 if head else 1, submitted_at, seq, name)

@@ -37,7 +37,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.agen
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import admission
 
 
-def wanted(params: dict, identity: str, now: float) -> dict | None:
+def wanted(params: dict[str, Any], identity: str, now: float) -> dict[str, Any] | None:
     """The record O(availability) asks for (None: active)."""
     if params["availability"] == avail.ACTIVE:
         return None
@@ -52,7 +52,9 @@ def wanted(params: dict, identity: str, now: float) -> dict | None:
     )
 
 
-def apply(params: dict, own: dict, slot: str, identity: str, in_swarm: bool) -> bool:
+def apply(
+    params: dict[str, Any], own: dict[str, Any], slot: str, identity: str, in_swarm: bool
+) -> bool:
     """Change the agent's own records ``own`` as asked; whether that changed anything.
     O(purpose=setup) writes or clears only site.yml's hold (availability.setup_step)."""
     now = time.time()
@@ -67,7 +69,7 @@ def apply(params: dict, own: dict, slot: str, identity: str, in_swarm: bool) -> 
     return False
 
 
-def on_agent(module: Any, api: Any) -> dict:
+def on_agent(module: Any, api: Any) -> dict[str, Any]:
     """scope=agent: this agent's own record, under its engine's admission lock (``api``:
     its engine's low-level Docker client)."""
     params = module.params
@@ -101,14 +103,14 @@ def on_agent(module: Any, api: Any) -> dict:
     return result
 
 
-def in_cluster(module: Any) -> dict:
+def in_cluster(module: Any) -> dict[str, Any]:
     """scope=cluster: the record in the session ledger, and the agent's swarm node."""
     params = module.params
     store = store_.open_store(module)
     name = params["agent"]
     found: dict[str, Any] = {}
 
-    def step(snapshot: store_.Snapshot, now: float) -> dict:
+    def step(snapshot: store_.Snapshot, now: float) -> dict[str, Any]:
         if snapshot.damaged:
             module.fail_json(msg=f"{store.where}: {snapshot.damaged}; {document.REBUILD_HINT}")
         ledger = snapshot.ledger
@@ -152,18 +154,18 @@ def in_cluster(module: Any) -> dict:
     return result
 
 
-def _given_out(ledger: document.Ledger) -> dict:
+def _given_out(ledger: document.Ledger) -> dict[str, dict[str, Any]]:
     """Per agent: what the reservations give out, and the sessions they are for."""
     out = roster.given_out(ledger)
     for session, entry in ledger.sessions.items():
-        for kernel in entry["kernels"]:
-            names = out[kernel["agent"]].setdefault("sessions", [])
+        for kernel in entry.kernels:
+            names = out[kernel.agent].setdefault("sessions", [])
             if session not in names:
                 names.append(session)
     return out
 
 
-def _swarm_node(module: Any, api: Any, name: str, identity: str) -> tuple:
+def _swarm_node(module: Any, api: Any, name: str, identity: str) -> tuple[Any, bool]:
     """Set the agent's swarm node to O(availability) (a whole-engine agent only)."""
     if SLOT_SEPARATOR in identity:
         return None, False  # a slot of an engine: other agents share its node

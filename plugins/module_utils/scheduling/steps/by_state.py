@@ -120,7 +120,7 @@ def step(
 def confirmed(request: LedgerRequest, ledger: Ledger, now: float, where: str) -> dict[str, Any]:
     """state=ready: this create's reservation turned into the session's."""
     held = None if request.name is None else ledger.sessions.get(request.name)
-    gone = held is None or held["session_id"] != request.session_id
+    gone = held is None or held.session_id != request.session_id
     # In check mode nothing was reserved, so there is nothing to confirm.
     if gone and not request.check_mode:
         # Its containers were made by an agent that admitted them, but the ledger no
@@ -131,14 +131,14 @@ def confirmed(request: LedgerRequest, ledger: Ledger, now: float, where: str) ->
             f"found nothing of it, or the ledger was rebuilt); the session is not confirmed"
         )
     changed = reservations.mark_ready(ledger, str(request.name), str(request.session_id), now)
-    return {"changed": changed, "reservation": held}
+    return {"changed": changed, "reservation": held.to_dict() if held else None}
 
 
 def released(request: LedgerRequest, ledger: Ledger, now: float) -> dict[str, Any]:
     """state=absent: a forced destroy's reservation forsaken, a queued session cancelled,
     or a destroyed session's reservation released (and how a batch session ended kept)."""
     name = str(request.name)
-    held = ledger.sessions.get(name) or {}
+    held = ledger.sessions.get(name)
     # A session a preemption stopped ended preempted, whatever its command did once warned.
     given = preemption.victim_end(held, request.ended, request.session_id)
     # A preempted attempt (a preemption, or a forced drain) is not its owner's doing: its
@@ -149,7 +149,7 @@ def released(request: LedgerRequest, ledger: Ledger, now: float) -> dict[str, An
         # (a part left on agents that did not answer stopped by itself: fencing.py).
         again = restarts.restart(ledger, name, request.session_id, given, now, request.left_on)
         if again is not None:
-            if not preempted:
+            if not preempted and held is not None:
                 fair_usage.charge_end(ledger, held, now)  # the attempt that ended
             return {
                 "changed": True,
@@ -158,7 +158,7 @@ def released(request: LedgerRequest, ledger: Ledger, now: float) -> dict[str, An
             }
     if request.left_on:
         forsaken = reservations.forsake(ledger, name, str(request.session_id), request.left_on, now)
-        if forsaken:
+        if forsaken and held is not None:
             fair_usage.charge_end(ledger, held, now)
         return {"changed": forsaken}
     if not request.session_id and name in queue_.queue_of(ledger):
@@ -171,11 +171,12 @@ def released(request: LedgerRequest, ledger: Ledger, now: float) -> dict[str, An
         kind = (cancelled.get("spec") or {}).get("type") or "interactive"
         counters.count_end(ledger, kind, counters.CANCELLED)
         return {"changed": True, "cancelled": True, "waiting": len(queue_.queue_of(ledger))}
-    owner = str(held.get("owner") or "")
-    earlier = restarts.attempts_of(held) if held.get("session_id") == request.session_id else []
+    owner = str(held.owner or "") if held else ""
+    mine = held is not None and held.session_id == request.session_id
+    earlier = [dict(a) for a in held.attempts or ()] if held and mine else []
     known = bool(request.session_id and request.session_id in (ledger.ended or {}))
     released = reservations.release(ledger, name, request.session_id)
-    if released and not preempted:
+    if released and not preempted and held is not None:
         fair_usage.charge_end(ledger, held, now)
     if given and request.session_id:
         end = {**given, "attempt": len(earlier), "attempts": earlier}
@@ -183,7 +184,7 @@ def released(request: LedgerRequest, ledger: Ledger, now: float) -> dict[str, An
     if released or (given and not known):
         # Counted once: a destroy run again finds nothing left to release or record.
         ended = given or {}
-        kind = str(held.get("type") or ("batch" if ended else "interactive"))
+        kind = str((held.type if held else None) or ("batch" if ended else "interactive"))
         counters.count_end(ledger, kind, str(ended.get("state") or counters.DESTROYED))
     return {
         "changed": released or bool(given and request.session_id),
@@ -255,7 +256,7 @@ def shown(
         entry = ledger.sessions.get(name)
         found = {
             **read,
-            "reservation": entry,
+            "reservation": entry.to_dict() if entry else None,
             "time_left": reservations.time_left(entry, now) if entry else None,
             "holders": sorted(kept_reads.holders(ledger, name)),
             "ended": history.ends_of(ledger, name),
@@ -266,7 +267,10 @@ def shown(
         return found
     return {
         **read,
-        "ledger": {"sessions": ledger.sessions, "given_out": roster.given_out(ledger)},
+        "ledger": {
+            "sessions": {key: entry.to_dict() for key, entry in ledger.sessions.items()},
+            "given_out": roster.given_out(ledger),
+        },
         "queue": _queue_explained(request, ledger, now, nodes),
         "counters": counters.read(ledger),
     }

@@ -92,7 +92,7 @@ def by_inventory(
     # Only a fresh read of its agents tells a rerun from a race: a session this run
     # has not seen is read first (a waiting run meets it once the other run made it).
     holding = kept_reads.holders(ledger, spec.name) - read
-    if holding and not (held and held.get("state") == document.CREATING):
+    if holding and not (held and held.state == document.CREATING):
         return _asking(create, sorted(holding), now, held)
     create.records = ledger.agents or {}
     create.kept, create.hinted = found.kept, found.hinted
@@ -101,7 +101,7 @@ def by_inventory(
 
 
 def _asking(
-    create: CreateStep, agents: list[str], now: float, held: Mapping[str, Any] | None
+    create: CreateStep, agents: list[str], now: float, held: document.Reservation | None
 ) -> dict[str, Any]:
     """Ask to read ``agents``. A rerun of the session the ledger holds, confirmed, with
     this very request: its entry goes with the question, and when the reads show the
@@ -110,11 +110,11 @@ def _asking(
     asked = create.ask_to_read(agents, now)
     if (
         held
-        and held.get("state") == document.READY
-        and held.get("spec_hash") == spec_hash(create.spec)
+        and held.state == document.READY
+        and held.spec_hash == spec_hash(create.spec)
         and not create.final
     ):
-        asked["rerun"] = {**held, "name": create.spec.name}
+        asked["rerun"] = {**held.to_dict(), "name": create.spec.name}
     return asked
 
 

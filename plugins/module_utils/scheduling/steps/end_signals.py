@@ -13,7 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import Ledger
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import (
+    Ledger,
+    Reservation,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.reservations import (
     time_left,
 )
@@ -35,20 +38,26 @@ def due(ledger: Ledger, now: float, early_s: float = EARLY_S) -> list[dict[str, 
     its stop's SIGTERM is what comes now."""
     rows: list[dict[str, Any]] = []
     for name, entry in sorted(ledger.sessions.items()):
-        text = entry.get("end_signal")
-        if not text or entry.get("end_signal_at") is not None:
+        text = entry.end_signal
+        if not text or entry.end_signal_at is not None:
             continue
         left = time_left(entry, now)
         signal, lead = end_signal_parts(str(text))
         if not left or left > lead + early_s:
             continue
-        entry["end_signal_at"] = now
+        entry.signalled(now)
         rows.extend(_rows(name, entry, signal))
     return rows
 
 
+def read_warnings(sessions: Mapping[str, Any], names: Iterable[str], cap_s: Any) -> dict[str, Any]:
+    """:func:`warnings` over a ledger read's ``sessions`` (JSON objects): the filter
+    bai_end_warnings."""
+    return warnings({k: Reservation.from_dict(v) for k, v in sessions.items()}, names, cap_s)
+
+
 def warnings(
-    sessions: Mapping[str, Mapping[str, Any]], names: Iterable[str], cap_s: Any
+    sessions: Mapping[str, Reservation], names: Iterable[str], cap_s: Any
 ) -> dict[str, Any]:
     """What a forced drain (the filter bai_end_warnings) sends before it stops sessions
     ``names`` (the ledger's ``sessions``): ``rows`` as :func:`due` gives them, for each
@@ -57,17 +66,17 @@ def warnings(
     rows: list[dict[str, Any]] = []
     lead_s = 0
     for name in sorted(set(names)):
-        entry = sessions.get(name) or {}
-        if not entry.get("end_signal") or not entry.get("kernels"):
+        entry = sessions.get(name)
+        if entry is None or not entry.end_signal or not entry.kernels:
             continue
-        signal, lead = end_signal_parts(str(entry["end_signal"]))
+        signal, lead = end_signal_parts(str(entry.end_signal))
         rows.extend(_rows(name, entry, signal))
         lead_s = max(lead_s, lead)
     return {"rows": rows, "lead_s": min(lead_s, int(float(cap_s)))}
 
 
-def _rows(name: str, entry: Mapping[str, Any], signal: str) -> list[dict[str, Any]]:
+def _rows(name: str, entry: Reservation, signal: str) -> list[dict[str, Any]]:
     return [
-        {"agent": agent, "session": name, "session_id": entry["session_id"], "signal": signal}
-        for agent in sorted({str(k["agent"]) for k in entry["kernels"]})
+        {"agent": agent, "session": name, "session_id": entry.session_id, "signal": signal}
+        for agent in sorted(entry.agents)
     ]

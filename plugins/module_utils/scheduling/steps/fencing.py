@@ -104,16 +104,14 @@ def _candidates(
     away = set(unread)
     out = []
     for name, entry in sorted(ledger.sessions.items()):
-        spec = entry.get("spec") or {}
-        if entry.get("state") != READY or int(entry.get("attempt") or 0) >= int(
-            spec.get("restarts") or 0
-        ):
+        spec = entry.spec or {}
+        if entry.state != READY or int(entry.attempt or 0) >= int(spec.get("restarts") or 0):
             continue
-        agents = {str(k["agent"]) for k in entry["kernels"]}
+        agents = entry.agents
         lost, answered = sorted(agents & away), agents - away
         if not lost or not answered or not answered <= set(fresh):
             continue  # nothing that answers can show the gang stopped
-        sid = entry["session_id"]
+        sid = entry.session_id
         rows = [
             row
             for agent in answered
@@ -132,11 +130,7 @@ def _candidates(
 def current_attempts(ledger: Ledger) -> dict[str, int]:
     """Session id -> the attempt that counts now (reserved, or waiting to start again),
     for the sessions that restarted."""
-    found = {
-        str(e["session_id"]): int(e.get("attempt") or 0)
-        for e in ledger.sessions.values()
-        if e.get("attempt")
-    }
+    found = {str(e.session_id): int(e.attempt or 0) for e in ledger.sessions.values() if e.attempt}
     for queued in (ledger.queue or {}).values():
         if queued.get("session_id") and queued.get("attempt"):
             found[str(queued["session_id"])] = int(queued["attempt"])

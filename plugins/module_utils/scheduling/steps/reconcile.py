@@ -29,6 +29,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.docu
     CREATING,
     READY,
     Ledger,
+    Reservation,
     settled,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.kept_reads import (
@@ -94,9 +95,9 @@ def reconcile(
     earlier = _earlier_attempts(found, fencing.current_attempts(ledger))
     out = Reconciliation([], [], [], [], [], [], [], [], [], [], [], [])
     forsaken = ledger.forsaken or {}
-    known = {entry["session_id"] for entry in ledger.sessions.values()}
+    known = {entry.session_id for entry in ledger.sessions.values()}
     for name, entry in sorted(ledger.sessions.items()):
-        _settle_reserved(ledger, name, entry, fresh, found.get(entry["session_id"], []), now, out)
+        _settle_reserved(ledger, name, entry, fresh, found.get(entry.session_id, []), now, out)
     own = {str(x) for x in ledgers if x}
     for sid, rows in sorted(found.items(), key=lambda kv: _label(kv[1], LABEL_SESSION)):
         if sid not in known:
@@ -152,7 +153,7 @@ def _earlier_attempts(
 def _settle_reserved(
     ledger: Ledger,
     name: str,
-    entry: dict[str, Any],
+    entry: Reservation,
     fresh: Mapping[str, Mapping[str, Any]],
     rows: Rows,
     now: float,
@@ -160,21 +161,21 @@ def _settle_reserved(
 ) -> None:
     """Reconcile the reservation ``entry`` of session ``name`` with the containers of it
     that the fresh reads show (``rows``)."""
-    sid = entry["session_id"]
-    agents = {k["agent"] for k in entry["kernels"]}
+    sid = entry.session_id
+    agents = entry.agents
     if any(
-        a not in fresh or float(fresh[a].get("read_at") or 0) < float(entry.get("reserved_at") or 0)
+        a not in fresh or float(fresh[a].get("read_at") or 0) < float(entry.reserved_at or 0)
         for a in agents
     ):
         out.unchecked.append(name)
         return
-    if entry.get("state") == CREATING:
-        if float(entry.get("expires_at") or 0) > now:
+    if entry.state == CREATING:
+        if float(entry.expires_at or 0) > now:
             out.in_flight.append(name)
         elif not rows:
             _drop(ledger, name, out.dropped)
-        elif len(rows) >= len(entry["kernels"]):
-            entry.update(state=READY, expires_at=None, ready_at=now, adopted=True)
+        elif len(rows) >= len(entry.kernels):
+            entry.confirm(now, adopted=True)
             out.adopted.append(name)
         else:
             out.remove.extend(_removals(name, sid, rows))
@@ -184,7 +185,7 @@ def _settle_reserved(
             _drop(ledger, name, out.dropped)
         else:
             out.in_flight.append(name)  # confirmed while this run read the agents
-    elif len(rows) < len(entry["kernels"]):
+    elif len(rows) < len(entry.kernels):
         out.incomplete.append(name)
     else:
         _stopped(name, sid, rows, out)
@@ -260,7 +261,7 @@ def _settle_unknown(
         out.spared.append(name)
 
 
-def adopted(name: str, session_id: str, rows: Rows, now: float) -> dict[str, Any]:
+def adopted(name: str, session_id: str, rows: Rows, now: float) -> Reservation:
     """A ready ledger entry for a session the agents run, from its containers' labels
     (``rows``: agent name and bai_agent_info container row)."""
     kernels = []
@@ -280,7 +281,7 @@ def adopted(name: str, session_id: str, rows: Rows, now: float) -> dict[str, Any
     owner, lifetime = _label(rows, LABEL_OWNER), _label(rows, LABEL_LIFETIME)
     deadline, end_signal = _label(rows, LABEL_DEADLINE), _label(rows, LABEL_END_SIGNAL)
     attempt = _label(rows, LABEL_RESTART_COUNT)
-    return {
+    raw = {
         "name": name,
         "session_id": session_id,
         "spec_hash": _label(rows, LABEL_SPEC_HASH),
@@ -299,6 +300,7 @@ def adopted(name: str, session_id: str, rows: Rows, now: float) -> dict[str, Any
         "adopted": True,
         "kernels": sorted(kernels, key=lambda k: str(k["host"])),
     }
+    return Reservation.from_dict(raw)
 
 
 def _removals(name: str, session_id: str, rows: Rows) -> list[dict[str, Any]]:
@@ -313,7 +315,7 @@ def _removals(name: str, session_id: str, rows: Rows) -> list[dict[str, Any]]:
 
 def _drop(ledger: Ledger, name: str, into: list[str]) -> None:
     entry = ledger.sessions.pop(name)
-    forget_session(ledger, entry["session_id"])
+    forget_session(ledger, entry.session_id)
     into.append(name)
 
 

@@ -28,6 +28,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_LEDGER,
     LABEL_SESSION_ID,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.records import (
+    Reservation,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.plan import plan_session
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.plan_answer import (
     decorated,
@@ -48,9 +51,10 @@ def rerun_plan(
     bai_agent_info results of the agents ``answer`` (the ledger's first answer, with
     ``rerun``, ``need_read`` and ``ledger_ids``) asked for. None when the ledger must
     decide."""
-    entry = answer.get("rerun")
-    if not entry:
+    raw = answer.get("rerun")
+    if not raw:
         return None
+    entry = Reservation.from_dict(raw)
     asked = set(answer.get("need_read") or ())
     good = [
         r
@@ -65,7 +69,7 @@ def rerun_plan(
         spec = normalize_spec(dict(spec_raw))
     except SpecError:
         return None
-    if spec_hash(spec) != entry.get("spec_hash"):
+    if spec_hash(spec) != entry.spec_hash:
         return None
     ids = answer.get("ledger_ids") or ()
     existing = [row for r in good for row in r.get("containers") or ()]
@@ -75,20 +79,20 @@ def rerun_plan(
         plan = plan_session(spec, [], existing)
     except (SessionConflict, SpecError):
         return None
-    if not plan["ready"] or plan["session_id"] != entry["session_id"]:
+    if not plan["ready"] or plan["session_id"] != entry.session_id:
         return None
     # What the ledger holds of it: a rerun with another lifetime finds the session as it is.
     spec = replace(
         spec,
-        lifetime_s=spec.lifetime_s or int(entry.get("lifetime_s") or 0),
-        end_signal=spec.end_signal or str(entry.get("end_signal") or ""),
+        lifetime_s=spec.lifetime_s or int(entry.lifetime_s or 0),
+        end_signal=spec.end_signal or str(entry.end_signal or ""),
     )
     plan = decorated(plan, spec, read=sorted(asked), kept=[], unavailable=[])
-    plan = with_attempt(with_deadline(plan, entry.get("deadline")), entry.get("attempt"))
+    plan = with_attempt(with_deadline(plan, entry.deadline), entry.attempt)
     return {
         **plan,
         "changed": False,
-        "reservation": dict(entry),
+        "reservation": entry.to_dict(),
         "dropped": [],
         "adopted": [],
         "save": False,
@@ -98,16 +102,14 @@ def rerun_plan(
     }
 
 
-def _whole(
-    existing: Sequence[Mapping[str, Any]], entry: Mapping[str, Any], ids: Sequence[str]
-) -> bool:
+def _whole(existing: Sequence[Mapping[str, Any]], entry: Reservation, ids: Sequence[str]) -> bool:
     """Every container of the entry's session there and running, none of another
     instance of it, none counted by another ledger."""
-    if len(existing) != len(entry.get("kernels") or ()):
+    if len(existing) != len(entry.kernels or ()):
         return False
     for row in existing:
         labels = row.get("labels") or {}
-        if labels.get(LABEL_SESSION_ID) != entry.get("session_id") or row.get("state") != "running":
+        if labels.get(LABEL_SESSION_ID) != entry.session_id or row.get("state") != "running":
             return False
         if labels.get(LABEL_LEDGER) and labels[LABEL_LEDGER] not in ids:
             return False

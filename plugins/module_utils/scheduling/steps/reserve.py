@@ -30,7 +30,6 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger impo
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import (
     counters,
-    document,
     kept_reads,
     reservations,
     usage,
@@ -214,7 +213,7 @@ def _plan(
     spec = create.spec
     entry = ledger.sessions.get(spec.name)
     if entry is not None:
-        entry = {**entry, "name": spec.name}
+        entry = replace(entry, name=spec.name)
     if usage.before_placing(entry, existing, read_at) == "place" and entry is not None:
         del ledger.sessions[spec.name]  # stale: its containers are gone
     policies = parse_policies(request.policies)
@@ -342,10 +341,10 @@ def _commit(
     if spec.name not in ledger.sessions:
         entry = reservations.reservation(plan, now=now, ttl=request.ttl)
         if plan["action"] == "exists":  # made before the ledger: take it in as it is
-            entry.update(state=document.READY, expires_at=None, ready_at=now)
+            entry.confirm(now)
         if queued:  # the scheduled start: it leaves the queue in this very step
             queue_.dequeue(ledger, spec.name)
-            entry["submitted_at"] = queued["submitted_at"]
+            entry.came_from_queue(queued["submitted_at"])
         if plan["action"] != "exists":
             waited = now - counters.queued_since(queued) if queued else 0.0
             counters.observe_wait(ledger, spec.resource_group, waited)
@@ -353,11 +352,11 @@ def _commit(
         ledger.sessions[spec.name] = entry
         changed = True
     held = ledger.sessions[spec.name]
-    plan = with_attempt(with_deadline(plan, held.get("deadline")), held.get("attempt"))
+    plan = with_attempt(with_deadline(plan, held.deadline), held.attempt)
     return {
         **plan,
         "changed": changed,
-        "reservation": ledger.sessions[spec.name],
+        "reservation": held.to_dict(),
         "dropped": create.dropped,
         "adopted": create.adopted,
         "save": bool(create.fresh),

@@ -27,12 +27,12 @@ from typing import Any
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import WAIT_RESTART
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import queue as queue_
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import counters
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import Ledger
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import (
+    Ledger,
+    Reservation,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.kept_reads import (
     forget_in_record,
-)
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue.preemption import (
-    MARK as preemption_mark,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.session.restart_policy import (
     restart_cause,
@@ -44,7 +44,7 @@ _ATTEMPT_KEYS = ("state", "exit_code", "signal", "failed", "started", "ended", "
 
 
 def keep_policy(
-    entry: dict[str, Any],
+    entry: Reservation,
     spec: Mapping[str, Any],
     authorized_keys: Sequence[str],
     queued: Mapping[str, Any] | None,
@@ -54,18 +54,17 @@ def keep_policy(
     queue entry's when this is a restart."""
     if not int(spec.get("restarts") or 0):
         return
-    entry["spec"] = dict(spec)
-    if authorized_keys:
-        entry["authorized_keys"] = list(authorized_keys)
-    entry["attempt"] = int((queued or {}).get("attempt") or 0)
-    earlier = list((queued or {}).get("attempts") or ())
-    if earlier:
-        entry["attempts"] = earlier
+    entry.keep_for_restarts(
+        spec,
+        authorized_keys,
+        int((queued or {}).get("attempt") or 0),
+        attempts_of(queued),
+    )
 
 
-def attempts_of(entry: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-    """The earlier attempts of a session's entry (queued or reserved), oldest first."""
-    return [dict(a) for a in (entry or {}).get("attempts") or ()]
+def attempts_of(queued: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """The earlier attempts of a queued session's entry, oldest first."""
+    return [dict(a) for a in (queued or {}).get("attempts") or ()]
 
 
 def restart(
@@ -84,17 +83,17 @@ def restart(
     keep counting it until reconcile removes it there. Returns the queue entry; None
     (nothing changed) when it does not restart."""
     entry = ledger.sessions.get(name)
-    if entry is None or entry.get("session_id") != session_id or not entry.get("spec"):
+    if entry is None or entry.session_id != session_id or not entry.spec:
         return None
-    spec = entry["spec"]
+    spec = entry.spec
     allowed = int(spec.get("restarts") or 0)
-    attempt = int(entry.get("attempt") or 0)
+    attempt = int(entry.attempt or 0)
     cause, why = restart_cause(end, tuple(spec.get("restart_on") or ()))
     if not why or attempt >= allowed:
         return None
     # Stopped by a preemption: it queues again as a new submission, so the session it
     # made room for goes first (preemption.py).
-    by = (entry.get(preemption_mark) or {}).get("session") if cause == "preempted" else None
+    by = (entry.preempted_by or {}).get("session") if cause == "preempted" else None
     if by:
         why = f"preempted for {by}"
     record = {
@@ -102,7 +101,7 @@ def restart(
         **{key: end.get(key) for key in _ATTEMPT_KEYS},
         # Where each member ran (its output is kept there), also those not heard from.
         "members": {
-            **{str(k["host"]): str(k["agent"]) for k in entry.get("kernels") or ()},
+            **{str(k.host): str(k.agent) for k in entry.kernels or ()},
             **(end.get("members") or {}),
         },
         "removed_at": now,
@@ -113,20 +112,20 @@ def restart(
     queued: dict[str, Any] = {
         "name": name,
         "spec": dict(spec),
-        "spec_hash": entry["spec_hash"],
+        "spec_hash": entry.spec_hash,
         "group": spec.get("resource_group") or "default",
-        "owner": entry.get("owner") or "",
-        "submitted_at": now if by else entry.get("submitted_at") or entry.get("reserved_at") or now,
+        "owner": entry.owner or "",
+        "submitted_at": now if by else entry.submitted_at or entry.reserved_at or now,
         "seq": seq,
         "head": not by,
         "reason": f"starting again ({attempt + 1} of {allowed} restarts): {why}",
         "wait": WAIT_RESTART,
         "session_id": session_id,
         "attempt": attempt + 1,
-        "attempts": [*attempts_of(entry), record],
+        "attempts": [*(dict(a) for a in entry.attempts or ()), record],
     }
-    if entry.get("authorized_keys"):
-        queued["authorized_keys"] = list(entry["authorized_keys"])
+    if entry.authorized_keys:
+        queued["authorized_keys"] = list(entry.authorized_keys)
     del ledger.sessions[name]
     for agent, kept in (ledger.agents or {}).items():
         if agent not in left_on:

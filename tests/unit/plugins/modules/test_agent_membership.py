@@ -104,7 +104,9 @@ def ledger_with(sessions=(), agents=("a1", "a2")):
     for agent in agents:
         ledger.agents[agent] = {"agent": {"name": agent, "id": f"id-{agent}"}}
     for name, agent in sessions:
-        ledger.sessions[name] = {"session_id": f"sid-{name}", "kernels": [{"agent": agent}]}
+        ledger.sessions[name] = document.Reservation.from_dict(
+            {"session_id": f"sid-{name}", "kernels": [{"agent": agent}]}
+        )
     return ledger
 
 

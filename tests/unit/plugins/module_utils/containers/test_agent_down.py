@@ -61,28 +61,30 @@ def test_the_sessions_on_an_agent_that_does_not_answer_are_listed_unreachable():
         "state": "running",
         "labels": {
             "ai.backend.cluster.session": "both",
-            "ai.backend.cluster.session-id": both["session_id"],
+            "ai.backend.cluster.session-id": both.session_id,
             "ai.backend.cluster.size": "2",
             "ai.backend.cluster.host": "main1",
         },
     }
-    rows = {r["name"]: r for r in summarize_sessions([seen], ledger.sessions, ["a2"])}
+    rows = {r["name"]: r for r in summarize_sessions([seen], ledger.to_dict()["sessions"], ["a2"])}
     assert rows["both"]["state"] == "unreachable" and rows["both"]["unreachable"] == ["a2"]
     assert rows["both"]["agents"] == ["a1", "a2"] and rows["both"]["running"] == 1
     assert rows["far"]["state"] == "unreachable" and rows["far"]["found"] == 0
     lines = format_table(list(rows.values()))
     assert "unreachable (a2 does not answer; 1/2 seen up)" in lines[1]
     # Every agent answered: the containers alone say what runs.
-    assert [r["state"] for r in summarize_sessions([seen], ledger.sessions, [])] == ["incomplete"]
+    assert [r["state"] for r in summarize_sessions([seen], ledger.to_dict()["sessions"], [])] == [
+        "incomplete"
+    ]
 
 
 def test_a_forced_destroy_leaves_the_part_it_could_not_reach_to_reconcile():
     ledger = document.empty()
     reads = [info("a1", cpu=2), info("a2", cpu=2)]
     place(ledger, "s", reads, size=2, mode="multi-node", resources={"cpu": 2})
-    sid = ledger.sessions["s"]["session_id"]
+    sid = ledger.sessions["s"].session_id
     plan = destroy.targets(
-        [{"item": "s", "reservation": ledger.sessions["s"], "holders": ["a1", "a2"]}],
+        [{"item": "s", "reservation": ledger.sessions["s"].to_dict(), "holders": ["a1", "a2"]}],
         ["a1", "a2"],
         "m",
     )

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import pytest
 from ansible_collections.bai.cluster.plugins.module_utils.jobs import ends, job
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.records import (
+    Reservation,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.end_signals import (
     warnings,
 )
@@ -68,11 +71,13 @@ def test_no_record_for_an_interactive_session_or_an_end_not_known_yet():
 
 def test_a_forced_drain_warns_the_sessions_that_asked_and_waits_the_longest_lead():
     def entry(sid, signal, agents):
-        return {
-            "session_id": sid,
-            "kernels": [{"agent": a} for a in agents],
-            **({"end_signal": signal} if signal else {}),
-        }
+        return Reservation.from_dict(
+            {
+                "session_id": sid,
+                "kernels": [{"agent": a} for a in agents],
+                **({"end_signal": signal} if signal else {}),
+            }
+        )
 
     sessions = {
         "a": entry("ia", "USR1@30", ["a1", "a2"]),

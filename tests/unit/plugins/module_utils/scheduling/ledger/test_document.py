@@ -28,7 +28,44 @@ RICH = {
             "expires_at": None,
             "ready_at": 1000.25,
             "kernels": [{"host": "main1", "agent": "a1", "cpu": 2.0, "mem": 1024, "gpu": 0}],
-        }
+        },
+        # Every field a reservation has, an integer where a float is usual, and keys this
+        # toolkit does not know, in the reservation and in a kernel.
+        "s2": {
+            "name": "s2",
+            "session_id": "sid-2",
+            "spec_hash": "h2",
+            "state": "ready",
+            "reserved_at": 990,
+            "expires_at": None,
+            "ready_at": 1000,
+            "owner": "alice",
+            "type": "batch",
+            "lifetime_s": 600,
+            "deadline": 1600,
+            "end_signal": "USR1@300",
+            "end_signal_at": 1290.5,
+            "adopted": True,
+            "submitted_at": 980.0,
+            "preempted_by": {"session": "high", "at": 1300.0},
+            "spec": {"name": "s2", "restarts": 2},
+            "authorized_keys": ["ssh-ed25519 AAAA alice"],
+            "attempt": 1,
+            "attempts": [{"attempt": 0, "state": "lost", "members": {"main1": "a1"}}],
+            "kernels": [
+                {
+                    "host": "main1",
+                    "agent": "a2",
+                    "cpu": 1,
+                    "mem": 0,
+                    "gpu": 1,
+                    "gpu_devices": [3],
+                    "zz_kernel_note": "kept",
+                }
+            ],
+            "zz_reservation_note": [1, None],
+        },
+        "s3": {"session_id": "sid-3", "kernels": []},  # fields it lacks stay out
     },
     "agents": {"a1": {"stored_at": 1000.0, "agent": {"name": "a1"}, "sessions": {}}},
     "queue": {"q1": {"name": "q1", "seq": 3, "submitted_at": 1001.0, "reason": "é ✓"}},

@@ -35,7 +35,7 @@ def test_a_kept_read_counts_every_reserved_session_even_one_it_saw_stopped():
     session may have been started again since: kept reads only ever say yes."""
     ledger = document.empty()
     place(ledger, "s1", [info("a1", cpu=8)], size=2, resources={"cpu": 2})
-    sid = ledger.sessions["s1"]["session_id"]
+    sid = ledger.sessions["s1"].session_id
     reservations.mark_ready(ledger, "s1", sid, 1000.0)
     stopped = {
         sid: {"name": "s1", "cpu": 0.0, "mem": 0, "gpu": 0, "gpu_devices": [], "containers": 2}
@@ -51,7 +51,7 @@ def test_a_kept_read_counts_every_reserved_session_even_one_it_saw_stopped():
 def test_destroy_frees_what_kept_reads_saw_the_session_use():
     ledger = document.empty()
     place(ledger, "s1", [info("a1", cpu=8)], size=2, resources={"cpu": 2})
-    sid = ledger.sessions["s1"]["session_id"]
+    sid = ledger.sessions["s1"].session_id
     running = {
         sid: {"name": "s1", "cpu": 4.0, "mem": 0, "gpu": 1, "gpu_devices": [1], "containers": 2}
     }
@@ -253,12 +253,12 @@ def test_an_agent_clock_ahead_never_drops_a_live_session():
     (``read_after``: when the ledger asked for it) it is older than s1 and proves nothing."""
     ledger = document.empty()
     place(ledger, "s1", [info("a1", cpu=8)], size=2, resources={"cpu": 2})
-    sid = ledger.sessions["s1"]["session_id"]
+    sid = ledger.sessions["s1"].session_id
     reservations.mark_ready(ledger, "s1", sid, 1000.0)
     skewed = info("a1", cpu=8, read_at=1000.0 + 10)  # shows no s1: read before it existed
     assert usage.drop_stale(ledger, [skewed]) == ["s1"]  # the agent's clock alone: 8 of 4
     place(ledger, "s1", [info("a1", cpu=8)], size=2, resources={"cpu": 2})
-    sid = ledger.sessions["s1"]["session_id"]
+    sid = ledger.sessions["s1"].session_id
     reservations.mark_ready(ledger, "s1", sid, 1000.0)
     timed = kept_reads.on_ledger_clock({**skewed, "read_after": 999.0})
     assert usage.drop_stale(ledger, [timed]) == []

@@ -21,6 +21,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger impo
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import (
     ledger_store as store_,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.records import (
+    Reservation,
+)
 
 
 class FakeResponse:
@@ -96,7 +99,7 @@ class VersionedConfigs:
 
 def add_one(name):
     def step(snapshot, now):
-        snapshot.ledger.sessions[name] = {"name": name, "reserved_at": now}
+        snapshot.ledger.sessions[name] = Reservation.from_dict({"name": name, "reserved_at": now})
         return {"changed": True}
 
     return step
@@ -145,7 +148,7 @@ def test_a_stale_writer_reads_again_and_loses_nothing():
         runs.append(sorted(snapshot.ledger.sessions))
         if len(runs) == 1:  # another writer gets in between this read and this write
             store_.transact(swarm, add_one("other"))
-        snapshot.ledger.sessions["mine"] = {"name": "mine"}
+        snapshot.ledger.sessions["mine"] = Reservation.from_dict({"name": "mine"})
         return {"changed": True}
 
     result = store_.transact(swarm, racing)
@@ -244,7 +247,9 @@ def test_a_ledger_past_the_store_limit_is_refused():
     api, swarm = swarm_store()
 
     def huge(snapshot, now):
-        snapshot.ledger.sessions["big"] = {"pad": "x" * (store_.MAX_LEDGER_BYTES + 1)}
+        snapshot.ledger.sessions["big"] = Reservation.from_dict(
+            {"pad": "x" * (store_.MAX_LEDGER_BYTES + 1)}
+        )
         return {"changed": True}
 
     with pytest.raises(StoreError, match="past the"):

@@ -27,7 +27,7 @@ def test_a_creating_reservation_expires_and_frees_its_share():
 def test_a_ready_reservation_does_not_expire():
     ledger = document.empty()
     place(ledger, "s1", [info("a1", cpu=4)], size=1, resources={"cpu": 4})
-    sid = ledger.sessions["s1"]["session_id"]
+    sid = ledger.sessions["s1"].session_id
     assert reservations.mark_ready(ledger, "s1", sid, 1001.0)
     assert not reservations.mark_ready(ledger, "s1", sid, 1002.0)  # once
     assert reservations.expire(ledger, 10**9, [info("a1")]) == reservations.Expiry([], [], [])
@@ -58,7 +58,7 @@ def test_an_expired_reservation_is_settled_by_what_its_agents_run(found, outcome
     assert getattr(done, outcome) == ["dead"]
     assert ("dead" in ledger.sessions) == (outcome != "dropped")
     if outcome == "adopted":
-        assert ledger.sessions["dead"]["state"] == document.READY
+        assert ledger.sessions["dead"].state == document.READY
 
 
 def test_an_expired_reservation_keeps_counting_until_its_agents_are_read():

@@ -56,7 +56,7 @@ def test_a_reserved_session_counts_once_when_the_agent_also_sees_it():
     """The agent reports the session's running containers; the reservation replaces them."""
     ledger = document.empty()
     place(ledger, "s1", [info("a1", cpu=8)], size=2, resources={"cpu": 2})
-    sid = ledger.sessions["s1"]["session_id"]
+    sid = ledger.sessions["s1"].session_id
     seen = {sid: {"cpu": 4.0, "mem": 2 * GI, "gpu": 0, "gpu_devices": [], "containers": 2}}
     reads = [info("a1", cpu=8, sessions=seen, used=(4.0, 2 * GI, 0))]
     counted = usage.adjust(reads, ledger)[0]["agent"]
@@ -87,7 +87,7 @@ def test_same_name_ready_is_a_rerun_or_stale():
     ledger = document.empty()
     place(ledger, "s1", [info("a1")], size=1)
     entry = ledger.sessions["s1"]
-    reservations.mark_ready(ledger, "s1", entry["session_id"], 1000.0)
+    reservations.mark_ready(ledger, "s1", entry.session_id, 1000.0)
     assert usage.before_placing(entry, [{"name": "c"}], read_at=1001.0) == "exists"
     with pytest.raises(Pending, match="run again"):  # made after this run read the agents
         usage.before_placing(entry, [], read_at=1001.0)
@@ -101,8 +101,8 @@ def test_ready_reservations_whose_containers_are_gone_are_dropped():
     place(ledger, "gone", [info("a1")], size=1)
     place(ledger, "kept", [info("a1")], size=1)
     for name in ("gone", "kept"):
-        reservations.mark_ready(ledger, name, ledger.sessions[name]["session_id"], 1000.0)
-    kept_id = ledger.sessions["kept"]["session_id"]
+        reservations.mark_ready(ledger, name, ledger.sessions[name].session_id, 1000.0)
+    kept_id = ledger.sessions["kept"].session_id
     seen = {kept_id: {"cpu": 1.0, "mem": GI, "gpu": 0, "gpu_devices": [], "containers": 1}}
     early = [info("a1", read_at=1000.0 + document.STALE_MARGIN_S / 2, sessions=seen)]
     assert usage.drop_stale(ledger, early) == []  # within the margin: maybe not seen yet
@@ -153,7 +153,7 @@ def test_property_reads_taken_before_every_create_never_overcommit(offered, gpus
 def test_a_settled_ready_session_counts_as_read_so_stopping_it_frees_its_share():
     ledger = document.empty()
     place(ledger, "s1", [info("a1", cpu=8)], size=2, resources={"cpu": 2})
-    sid = ledger.sessions["s1"]["session_id"]
+    sid = ledger.sessions["s1"].session_id
     reservations.mark_ready(ledger, "s1", sid, 1000.0)
     stopped = {sid: {"cpu": 0.0, "mem": 0, "gpu": 0, "gpu_devices": [], "containers": 2}}
     recent = info("a1", cpu=8, sessions=stopped, read_at=1000.0 + document.STALE_MARGIN_S / 2)

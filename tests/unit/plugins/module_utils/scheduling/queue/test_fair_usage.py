@@ -38,19 +38,21 @@ def running_session(ledger, name, owner, cpu, at, mem="1g"):
         resources={"cpu": cpu, "mem": mem},
     )
     entry = ledger.sessions[name]
-    entry["owner"] = owner  # what reservation() takes from the plan's spec
-    reservations.mark_ready(ledger, name, entry["session_id"], at)
+    entry.owner = owner  # what reservation() takes from the plan's spec
+    reservations.mark_ready(ledger, name, entry.session_id, at)
     return entry
 
 
 def destroy(ledger, name, now):
-    sid = ledger.sessions[name]["session_id"] if name in ledger.sessions else "gone"
+    sid = ledger.sessions[name].session_id if name in ledger.sessions else "gone"
     request = LedgerRequest(state="absent", name=name, session_id=sid)
     return steps.released(request, ledger, now)
 
 
 def test_the_rate_counts_cpus_memory_and_gpus_of_every_container():
-    entry = {"kernels": [{"cpu": 2, "mem": 4 * GI, "gpu": 1}, {"cpu": 1, "mem": 0, "gpu": 0}]}
+    entry = document.Reservation.from_dict(
+        {"kernels": [{"cpu": 2, "mem": 4 * GI, "gpu": 1}, {"cpu": 1, "mem": 0, "gpu": 0}]}
+    )
     assert fair_usage.rate_of(entry) == pytest.approx(2 + 4 * 0.25 + 10 + 1)
 
 
@@ -72,7 +74,7 @@ def test_a_destroy_charges_its_owner_what_the_session_used():
 def test_a_reservation_never_confirmed_charges_nothing():
     ledger = document.Ledger.empty()
     place(ledger, "dead", [info("a1", cpu=8)], now=1000.0, size=1)
-    ledger.sessions["dead"]["owner"] = "bob"
+    ledger.sessions["dead"].owner = "bob"
     destroy(ledger, "dead", 5000.0)
     assert not ledger.usage  # nothing ran: no record at all
     assert "usage" not in ledger.to_dict()

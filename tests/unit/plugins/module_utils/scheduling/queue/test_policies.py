@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import pytest
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import SpecError
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.records import (
+    Reservation,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue.policies import (
     Usage,
     lifetime,
@@ -27,7 +30,7 @@ POLICIES = {
 
 def entry(name, owner, cpu=1.0, mem=GI, gpu=0, size=1, state="ready"):
     kernels = [{"cpu": cpu, "mem": mem, "gpu": gpu} for _kernel in range(size)]
-    return {"name": name, "owner": owner, "state": state, "kernels": kernels}
+    return Reservation.from_dict({"name": name, "owner": owner, "state": state, "kernels": kernels})
 
 
 def test_an_owner_overrides_the_default_key_by_key():

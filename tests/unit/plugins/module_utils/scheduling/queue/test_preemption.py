@@ -11,6 +11,9 @@ import json
 
 import pytest
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import SpecError
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.records import (
+    Reservation,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import Agent
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue import (
     Waiting,
@@ -205,7 +208,9 @@ def test_a_pass_that_preempts_counts_the_session_it_frees_room_for_as_one_more(t
     assert (schedule(path)["preempt"], schedule(path)["more"]) == ({}, 0)
 
 
-MARKED = {"session_id": "s1", preemption.MARK: {"session": "high", "at": 100.0}}
+MARKED = Reservation.from_dict(
+    {"session_id": "s1", preemption.MARK: {"session": "high", "at": 100.0}}
+)
 
 
 @pytest.mark.parametrize(
@@ -225,7 +230,7 @@ def test_a_marked_victim_s_end_after_the_mark_is_preempted(ended, state):
     if state == "preempted":
         assert got["reason"] == "preempted for high" and got["terminal"] is True
     # Unmarked, or another instance of the name: as given.
-    assert preemption.victim_end({"session_id": "s1"}, ended, "s1") == ended
+    assert preemption.victim_end(Reservation.from_dict({"session_id": "s1"}), ended, "s1") == ended
     assert preemption.victim_end(MARKED, ended, "s2") == ended
 
 

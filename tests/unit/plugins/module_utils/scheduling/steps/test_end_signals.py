@@ -60,7 +60,7 @@ def running(now=100.0, ready=101.0, **raw):
     plan = planned(**raw)
     entry = reservations.reservation(plan, now=now, ttl=900)
     ledger = ledger_of(sessions={"s1": entry})
-    reservations.mark_ready(ledger, "s1", entry["session_id"], ready)
+    reservations.mark_ready(ledger, "s1", entry.session_id, ready)
     return ledger, entry
 
 
@@ -121,8 +121,8 @@ def sub1_env(kernels, **told):
 def test_the_deadline_is_fixed_at_placement_and_reaches_every_containers_environment():
     plan = planned(lifetime_s=600, end_signal="USR1@300")
     entry = reservations.reservation(plan, now=1000.5, ttl=900)
-    assert (entry["deadline"], entry["end_signal"]) == (1601, "USR1@300")
-    made = with_deadline(plan, entry["deadline"])
+    assert (entry.deadline, entry.end_signal) == (1601, "USR1@300")
+    made = with_deadline(plan, entry.deadline)
     assert made["deadline"] == 1601
     assert {k["labels"][LABEL_DEADLINE] for k in made["kernels"]} == {"1601"}
     one = normalize_spec({"name": "s1", "size": 2})
@@ -131,7 +131,7 @@ def test_the_deadline_is_fixed_at_placement_and_reaches_every_containers_environ
     assert env["BACKENDAI_SESSION_DEADLINE"] == "1601"
     assert "BACKENDAI_SESSION_DEADLINE" not in sub1_env(kernels)
     # Without a lifetime there is no deadline, and the plan is as it was.
-    assert "deadline" not in reservations.reservation(planned(), now=1.0, ttl=9)
+    assert "deadline" not in reservations.reservation(planned(), now=1.0, ttl=9).to_dict()
     assert with_deadline(plan, None) is plan
 
 
@@ -139,23 +139,23 @@ def test_a_ledger_rebuilt_from_the_labels_keeps_the_deadline_and_the_end_signal(
     plan = with_deadline(planned(lifetime_s=600, end_signal="USR1@300"), 1601)
     rows = [("a1", {"name": k["container_name"], "labels": k["labels"]}) for k in plan["kernels"]]
     entry = reconcile.adopted("s1", plan["session_id"], rows, now=1500.0)
-    assert (entry["deadline"], entry["end_signal"]) == (1601, "USR1@300")
+    assert (entry.deadline, entry.end_signal) == (1601, "USR1@300")
     # Rebuilt at 1500, it still ends at 1601: a rebuild does not give it a new lifetime.
     assert reservations.time_left(entry, 1500.0) == 101.0
 
 
 def test_the_signal_is_due_once_at_most_its_lead_and_a_pass_before_the_end():
     ledger, entry = running(lifetime_s=1000, end_signal="USR1@300")
-    assert entry["deadline"] == 1100
+    assert entry.deadline == 1100
     # 1100 - 300 - 90 = 710: a pass at 709 is too early, one at 710 sends it.
     assert end_signals.EARLY_S == 90
     assert end_signals.due(ledger, 709.0) == []
     rows = end_signals.due(ledger, 710.0)
     assert rows == [
-        {"agent": agent, "session": "s1", "session_id": entry["session_id"], "signal": "USR1"}
+        {"agent": agent, "session": "s1", "session_id": entry.session_id, "signal": "USR1"}
         for agent in ("a1", "a2")
     ]
-    assert entry["end_signal_at"] == 710.0
+    assert entry.end_signal_at == 710.0
     assert end_signals.due(ledger, 800.0) == []  # once
 
 
@@ -166,7 +166,7 @@ def test_no_signal_without_one_asked_before_it_runs_or_once_the_lifetime_is_up()
     creating = reservations.reservation(plan, now=100.0, ttl=900)
     assert end_signals.due(ledger_of(sessions={"s1": creating}), 1000.0) == []
     up, entry = running(lifetime_s=1000, end_signal="USR1@300")
-    assert end_signals.due(up, 1100.0) == [] and "end_signal_at" not in entry
+    assert end_signals.due(up, 1100.0) == [] and entry.end_signal_at is None
 
 
 @given(st.integers(1, 86400), st.integers(1, 10**6), st.floats(0, 2e6))

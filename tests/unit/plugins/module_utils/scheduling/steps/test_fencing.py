@@ -14,6 +14,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
 from ansible_collections.bai.cluster.plugins.module_utils.containers import destroy
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import kept_reads
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import Ledger
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.records import (
+    Reservation,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps import (
     fencing,
     reconcile,
@@ -42,18 +45,20 @@ def test_how_long_a_container_has_been_stopped_is_read_from_its_status(status, s
 
 
 def entry(attempt=0, restarts=1):
-    return {
-        "name": "job",
-        "session_id": SID,
-        "spec_hash": "h",
-        "state": "ready",
-        "spec": {"name": "job", "type": "batch", "restarts": restarts},
-        "attempt": attempt,
-        "kernels": [
-            {"host": "main1", "agent": "a1", "cpu": 1.0, "mem": 1, "gpu": 0},
-            {"host": "sub1", "agent": "a2", "cpu": 1.0, "mem": 1, "gpu": 0},
-        ],
-    }
+    return Reservation.from_dict(
+        {
+            "name": "job",
+            "session_id": SID,
+            "spec_hash": "h",
+            "state": "ready",
+            "spec": {"name": "job", "type": "batch", "restarts": restarts},
+            "attempt": attempt,
+            "kernels": [
+                {"host": "main1", "agent": "a1", "cpu": 1.0, "mem": 1, "gpu": 0},
+                {"host": "sub1", "agent": "a2", "cpu": 1.0, "mem": 1, "gpu": 0},
+            ],
+        }
+    )
 
 
 def row(state, status, attempt=0, host="main1", sid=SID):
@@ -103,7 +108,9 @@ def test_the_restart_keeps_the_kept_read_of_the_agent_that_did_not_answer():
 
 
 def test_reconcile_removes_an_earlier_attempts_leftovers_and_only_those():
-    ledger = Ledger(sessions={"job": {**entry(attempt=1), "kernels": entry()["kernels"][:1]}})
+    job = entry(attempt=1)
+    job.kernels = job.kernels[:1]
+    ledger = Ledger(sessions={"job": job})
     reads = [
         {**read("a1", row("running", "Up 5 seconds", attempt=1)), "read_at": 1, "read_after": 0},
         {**read("a2", row("exited", "Exited (1) 3 minutes ago", 0, "sub1")), "read_at": 1},

@@ -43,7 +43,7 @@ def test_reserve_places_and_reserves_without_a_module():
     ledger = document.empty()
     placed = reserve(request, ledger, 1000.0)
     assert placed["changed"] and placed["reservation"]["state"] == document.CREATING
-    assert ledger.sessions["s1"]["kernels"][0]["agent"] in ("a1", "a2")
+    assert ledger.sessions["s1"].kernels[0].agent in ("a1", "a2")
     # The same name queued with another request: refused with the module's keys.
     ledger.queue = {"s2": {"spec_hash": "other"}}
     with pytest.raises(LedgerFailure, match="is queued \\(PENDING\\) with another") as failed:

@@ -16,6 +16,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger impo
     document,
     reservations,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.records import (
+    Reservation,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import Agent
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps import reconcile
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.plan import plan_session
@@ -58,12 +61,12 @@ def test_it_counts_from_when_the_session_was_placed_never_its_submission():
     100 + 60; nothing is counted down until it runs."""
     entry = reservations.reservation(planned(lifetime_s=60), now=100.0, ttl=900)
     ledger = ledger_of(sessions={"s1": entry})
-    assert (entry["lifetime_s"], entry["deadline"]) == (60, 160)
+    assert (entry.lifetime_s, entry.deadline) == (60, 160)
     assert (
         reservations.time_left(entry, 104.0) is None
         and reservations.lifetimes_up(ledger, 104.0) == []
     )
-    reservations.mark_ready(ledger, "s1", entry["session_id"], 104.0)
+    reservations.mark_ready(ledger, "s1", entry.session_id, 104.0)
     assert reservations.time_left(entry, 130.0) == 30.0
     assert reservations.lifetimes_up(ledger, 159.9) == []
     assert reservations.lifetimes_up(ledger, 160.0) == ["s1"]
@@ -72,41 +75,44 @@ def test_it_counts_from_when_the_session_was_placed_never_its_submission():
 
 def test_a_fractional_placement_time_rounds_the_deadline_up_to_a_whole_second():
     entry = reservations.reservation(planned(lifetime_s=60), now=100.25, ttl=900)
-    assert entry["deadline"] == 161
+    assert entry.deadline == 161
 
 
 def test_an_entry_from_before_deadlines_counts_from_when_it_started_running():
-    entry = {"state": document.READY, "ready_at": 1000.0, "lifetime_s": 60}
+    entry = Reservation.from_dict({"state": document.READY, "ready_at": 1000.0, "lifetime_s": 60})
     assert reservations.time_left(entry, 1030.0) == 30.0
 
 
 def test_a_session_without_a_lifetime_never_ends_by_it():
     entry = reservations.reservation(planned(), now=0.0, ttl=900)
     ledger = ledger_of(sessions={"s1": entry})
-    reservations.mark_ready(ledger, "s1", entry["session_id"], 1.0)
-    assert "lifetime_s" not in entry and reservations.lifetimes_up(ledger, 1e12) == []
+    reservations.mark_ready(ledger, "s1", entry.session_id, 1.0)
+    assert "lifetime_s" not in entry.to_dict() and reservations.lifetimes_up(ledger, 1e12) == []
 
 
 def test_a_ledger_rebuilt_from_the_labels_gets_the_lifetime_back():
     plan = planned(lifetime_s=90, owner="erin")
     rows = [("a1", {"name": k["container_name"], "labels": k["labels"]}) for k in plan["kernels"]]
     entry = reconcile.adopted("s1", plan["session_id"], rows, now=5.0)
-    assert (entry["lifetime_s"], entry["owner"]) == (90, "erin")
-    assert "deadline" not in entry  # the plan's labels: before the ledger gave it one
+    assert (entry.lifetime_s, entry.owner) == (90, "erin")
+    assert "deadline" not in entry.to_dict()  # the plan's labels: before the ledger gave it one
 
 
 def test_list_gives_the_time_left_at_the_ledgers_time():
     plan = planned(lifetime_s=3600)
     entry = reservations.reservation(plan, now=0.0, ttl=900)
-    reservations.mark_ready(ledger_of(sessions={"s1": entry}), "s1", entry["session_id"], 3.0)
+    ledger = document.empty()
+    ledger.sessions["s1"] = entry
+    reservations.mark_ready(ledger, "s1", entry.session_id, 3.0)
+    read = ledger.to_dict()["sessions"]  # what the listing is given: the ledger's read
     containers = [
         {"agent": "a1", "name": k["container_name"], "state": "running", "labels": k["labels"]}
         for k in plan["kernels"]
     ]
-    (row,) = summarize_sessions(containers, {"s1": entry}, now=400.0)
+    (row,) = summarize_sessions(containers, read, now=400.0)
     assert (row["lifetime_s"], row["time_left"]) == (3600, 3200.0)
     assert format_table([row])[1].endswith("running (53m left)")
-    (unknown,) = summarize_sessions(containers, {"s1": entry})
+    (unknown,) = summarize_sessions(containers, read)
     assert unknown["time_left"] is None
 
 
@@ -120,10 +126,10 @@ def test_durations(seconds, text):
 
 @given(st.floats(0, 1e6), st.floats(1, 1e5), st.floats(0, 2e6))
 def test_the_time_left_never_grows_and_is_up_exactly_when_it_reaches_zero(ready, life, now):
-    entry = {"state": document.READY, "ready_at": ready, "lifetime_s": life}
-    left = reservations.time_left(entry, now)
+    raw = {"state": document.READY, "ready_at": ready, "lifetime_s": life}
+    left = reservations.time_left(Reservation.from_dict(raw), now)
     assert left is not None and 0 <= left <= life
-    ledger = ledger_of(sessions={"s": entry})
+    ledger = ledger_of(sessions={"s": raw})
     assert (reservations.lifetimes_up(ledger, now) == ["s"]) == (left == 0)
 
 

@@ -48,7 +48,7 @@ def test_every_label_and_the_ledger_entry_carry_the_owner():
     assert plan["network"]["labels"][LABEL_OWNER] == "alice"
     plan["spec"] = spec_canonical(spec(owner="alice"))
     entry = reservations.reservation(plan, now=1.0, ttl=60)
-    assert entry["owner"] == "alice"
+    assert entry.owner == "alice"
     unowned = plan_session(spec(), [Agent("a1", "default", 4, 8 * GI, 0)])
     assert all(LABEL_OWNER not in k["labels"] for k in unowned["kernels"])
 

@@ -31,10 +31,8 @@ def test_reconcile_rebuilds_a_lost_ledger_from_the_labels():
         {"agent": "a1", "session": "part", "session_id": "id-p", "containers": 1}
     ]
     entry = ledger.sessions["full"]
-    assert entry["state"] == document.READY and entry["session_id"] == "id-f"
-    assert [
-        (k["host"], k["agent"], k["cpu"], k["mem"], k["gpu_devices"]) for k in entry["kernels"]
-    ] == [
+    assert entry.state == document.READY and entry.session_id == "id-f"
+    assert [(k.host, k.agent, k.cpu, k.mem, k.gpu_devices) for k in entry.kernels] == [
         ("main1", "a1", 1.0, GI, [0]),
         ("sub1", "a2", 1.0, GI, []),
     ]
@@ -54,12 +52,12 @@ def test_reconcile_settles_each_kind_of_reservation():
     ledger = document.empty()
     for name in ("gone", "whole", "partial", "flying", "away"):
         place(ledger, name, [info("a1", cpu=64)], now=1000.0, size=2, resources={"cpu": 1})
-    ids = {name: entry["session_id"] for name, entry in ledger.sessions.items()}
+    ids = {name: entry.session_id for name, entry in ledger.sessions.items()}
     reservations.mark_ready(ledger, "gone", ids["gone"], 1000.0)
     reservations.mark_ready(ledger, "partial", ids["partial"], 1000.0)
-    ledger.sessions["flying"]["expires_at"] = 5000.0  # its create still runs
-    for k in ledger.sessions["away"]["kernels"]:
-        k["agent"] = "a9"  # an agent this run did not read
+    ledger.sessions["flying"].expires_at = 5000.0  # its create still runs
+    for k in ledger.sessions["away"].kernels:
+        k.agent = "a9"  # an agent this run did not read
     dead = place(ledger, "dead", [info("a1", cpu=64)], now=1000.0, size=2, resources={"cpu": 1})
     rows = [
         row("whole", ids["whole"], "main1"),
@@ -81,7 +79,7 @@ def test_reconcile_settles_each_kind_of_reservation():
 def test_reconcile_keeps_a_session_confirmed_while_it_read_the_agents():
     ledger = document.empty()
     place(ledger, "new", [info("a1")], now=1000.0, size=1)
-    reservations.mark_ready(ledger, "new", ledger.sessions["new"]["session_id"], 1999.0)
+    reservations.mark_ready(ledger, "new", ledger.sessions["new"].session_id, 1999.0)
     done = reconcile.reconcile(ledger, [read_with("a1", [])], now=2000.0, every_agent_read=True)
     assert done.in_flight == ["new"] and "new" in ledger.sessions
 
@@ -89,11 +87,11 @@ def test_reconcile_keeps_a_session_confirmed_while_it_read_the_agents():
 def test_reconcile_leaves_an_unknown_session_whose_name_another_holds():
     ledger = document.empty()
     place(ledger, "s", [info("a1")], now=1000.0, size=1)
-    sid = ledger.sessions["s"]["session_id"]
+    sid = ledger.sessions["s"].session_id
     reservations.mark_ready(ledger, "s", sid, 1000.0)
     rows = [row("s", sid, "main1", size=1), row("s", "other", "main1", size=1)]
     done = reconcile.reconcile(ledger, [read_with("a1", rows)], now=2000.0, every_agent_read=True)
-    assert done.conflicts == ["s"] and ledger.sessions["s"]["session_id"] == sid
+    assert done.conflicts == ["s"] and ledger.sessions["s"].session_id == sid
     assert ledger_text.reconcile_lines(done._asdict())[0].startswith("not adopted")
 
 
@@ -105,10 +103,10 @@ def test_reconcile_starts_what_a_restart_left_stopped_of_a_running_interactive_s
     ledger = document.empty()
     for name in ("span", "batch", "paused", "flying", "short"):
         place(ledger, name, [info("a1", cpu=64)], now=1000.0, size=2, resources={"cpu": 1})
-    ids = {name: entry["session_id"] for name, entry in ledger.sessions.items()}
+    ids = {name: entry.session_id for name, entry in ledger.sessions.items()}
     for name in ("span", "batch", "paused", "short"):
         reservations.mark_ready(ledger, name, ids[name], 1000.0)
-    ledger.sessions["flying"]["expires_at"] = 5000.0
+    ledger.sessions["flying"].expires_at = 5000.0
 
     def stopped(r, state="exited"):
         return {**r, "state": state}

@@ -1,0 +1,106 @@
+"""The ledger's reservation record: a session's entry in ``sessions``, with its kernels.
+
+A field reads as the key did: None (or the empty value) when the document does not have
+it. Only its owners change a reservation, through the methods here: reservations.py
+(:meth:`Reservation.confirm`), the queue's preemption (:meth:`Reservation.preempted_for`),
+end signals (:meth:`Reservation.signalled`) and restarts
+(:meth:`Reservation.keep_for_restarts`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.json_record import (
+    Record,
+    records_of,
+)
+
+CREATING = "creating"
+READY = "ready"
+
+
+@dataclass(kw_only=True)
+class Kernel(Record):
+    """One container of a reservation: where it runs and what it was given."""
+
+    KIND: ClassVar[str] = "kernel"
+
+    host: str = ""  # main1, sub1, ...
+    agent: str = ""
+    cpu: float = 0.0
+    mem: int = 0
+    gpu: int = 0
+    gpu_devices: list[int] = field(default_factory=list)
+
+
+@dataclass(kw_only=True)
+class Reservation(Record):
+    """A session's reservation (document.py; reservations.py makes and ends it)."""
+
+    KIND: ClassVar[str] = "reservation"
+    NESTED: ClassVar[Mapping[str, Any]] = {"kernels": records_of(Kernel)}
+
+    name: str = ""
+    session_id: str = ""
+    spec_hash: str = ""
+    state: str = ""  # CREATING until its create confirms it READY
+    reserved_at: float = 0.0
+    expires_at: float | None = None  # a creating reservation's end, unless confirmed
+    ready_at: float | None = None
+    kernels: list[Kernel] = field(default_factory=list)
+    owner: str | None = None
+    type: str | None = None  # batch, interactive
+    lifetime_s: float | None = None
+    deadline: float | None = None  # when its lifetime is up (epoch seconds)
+    end_signal: str | None = None  # USR1@300: the signal and its lead before the end
+    end_signal_at: float | None = None  # when its end signal went out
+    adopted: bool | None = None  # taken in from its agents, not confirmed by its create
+    submitted_at: float | None = None  # a session that waited in the queue
+    preempted_by: dict[str, Any] | None = None  # {session, at}: a preemption stops it
+    # What a restart needs (restarts.py): the request, the people's keys, the attempt.
+    spec: dict[str, Any] | None = None
+    authorized_keys: list[str] | None = None
+    attempt: int | None = None
+    attempts: list[dict[str, Any]] | None = None
+
+    @property
+    def agents(self) -> set[str]:
+        """The agents its kernels run on."""
+        return {str(k.agent) for k in self.kernels}
+
+    def confirm(self, now: float, *, adopted: bool = False) -> None:
+        """Its session is made: it lasts until the session is destroyed. ``adopted``: its
+        containers were found on its agents, not confirmed by its create."""
+        self.state, self.expires_at, self.ready_at = READY, None, now
+        if adopted:
+            self.adopted = True
+
+    def preempted_for(self, session: str, now: float) -> None:
+        """A preemption stops it to make room for queued session ``session``."""
+        self.preempted_by = {"session": session, "at": now}
+
+    def signalled(self, now: float) -> None:
+        """Its end signal went out."""
+        self.end_signal_at = now
+
+    def came_from_queue(self, submitted_at: float) -> None:
+        self.submitted_at = submitted_at
+
+    def keep_for_restarts(
+        self,
+        spec: Mapping[str, Any],
+        authorized_keys: Sequence[str],
+        attempt: int,
+        attempts: Sequence[Mapping[str, Any]],
+    ) -> None:
+        """What placing it again needs: its request, the people's keys, its attempt and
+        the ends of the attempts before it."""
+        self.spec = dict(spec)
+        if authorized_keys:
+            self.authorized_keys = list(authorized_keys)
+        self.attempt = attempt
+        if attempts:
+            self.attempts = [dict(a) for a in attempts]

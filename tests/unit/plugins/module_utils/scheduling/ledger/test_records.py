@@ -1,0 +1,86 @@
+"""The ledger's records (module_utils/scheduling/ledger/records.py, json_record.py): a
+reservation read from its JSON object and written back to the same object, its owners'
+changes showing in it, and a damaged one refused."""
+
+import json
+
+import pytest
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import LedgerError
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import document
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.records import (
+    Kernel,
+    Reservation,
+)
+from hypothesis import given
+from hypothesis import strategies as st
+
+CREATING = {
+    "name": "s1",
+    "session_id": "sid-1",
+    "spec_hash": "h",
+    "state": document.CREATING,
+    "reserved_at": 100.0,
+    "expires_at": 160.0,
+    "ready_at": None,
+    "kernels": [{"host": "main1", "agent": "a1", "cpu": 1.0, "mem": 0, "gpu": 0}],
+}
+
+
+def test_a_reservation_reads_as_its_fields_and_writes_back_the_same_object():
+    entry = Reservation.from_dict(CREATING)
+    assert (entry.name, entry.state, entry.expires_at) == ("s1", "creating", 160.0)
+    assert entry.kernels == [Kernel.from_dict(CREATING["kernels"][0])]
+    assert entry.kernels[0].gpu_devices == [] and entry.agents == {"a1"}
+    assert entry.owner is None and entry.attempt is None  # absent: as .get() read them
+    assert entry.to_dict() == CREATING  # gpu_devices, owner, ...: still absent
+
+
+def test_what_its_owners_set_shows_and_nothing_else():
+    entry = Reservation.from_dict(CREATING)
+    entry.confirm(200.0)
+    assert entry.to_dict() == {**CREATING, "state": "ready", "expires_at": None, "ready_at": 200.0}
+    entry.confirm(300.0, adopted=True)
+    entry.signalled(310.0)
+    entry.preempted_for("high", 320.0)
+    entry.keep_for_restarts({"restarts": 1}, [], 0, [])
+    assert entry.to_dict() == {
+        **CREATING,
+        "state": "ready",
+        "expires_at": None,
+        "ready_at": 300.0,
+        "adopted": True,
+        "end_signal_at": 310.0,
+        "preempted_by": {"session": "high", "at": 320.0},
+        "spec": {"restarts": 1},
+        "attempt": 0,
+    }
+
+
+@pytest.mark.parametrize(
+    ("sessions", "says"),
+    [
+        ({"s": ["not", "an", "object"]}, "reservation that is not an object"),
+        ({"s": {"kernels": {"main1": {}}}}, "kernels that are not a list"),
+        ({"s": {"kernels": ["main1"]}}, "kernel that is not an object"),
+    ],
+)
+def test_a_damaged_reservation_makes_the_ledger_unreadable_never_half_read(sessions, says):
+    with pytest.raises(LedgerError, match=says):
+        document.Ledger.from_dict({"version": 1, "sessions": sessions})
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
+_KEYS = st.sampled_from(
+    ["name", "session_id", "state", "owner", "deadline", "attempt", "spec", "zz", "adopted"]
+)
+
+
+@given(st.dictionaries(_KEYS | st.text(), _JSON, max_size=8))
+def test_any_object_without_kernels_round_trips_byte_for_byte(data):
+    """Values are kept as read, never converted: the text written is the text read."""
+    text = json.dumps(data, sort_keys=True)
+    assert json.dumps(Reservation.from_dict(data).to_dict(), sort_keys=True) == text
