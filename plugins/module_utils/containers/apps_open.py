@@ -6,9 +6,12 @@ service definition (``/etc/backend.ai/service-defs/NAME.json``) the first time i
 opened, and again when it is opened after it died: as user ``work``, in the first data
 folder (else ``/home/work``), with main1's environment (the session's variables and the
 user's ``env``: ``docker exec`` gives the container's own). Its output goes to
-``/tmp/bai-app-NAME.log`` in main1. Nothing in it runs through a shell but the
-redirection, whose arguments are positional parameters, never text of the command. A
-session's own app (``session_apps``) is started by the user; it is only found.
+``/tmp/bai-app-NAME.log`` in main1, its process ID to ``/tmp/bai-app-NAME.pid``, and it
+has ``BAI_APP=NAME`` in its environment: an open while an earlier start is still coming up
+(one that did not listen in time) waits for that one rather than starting a second.
+Nothing in it runs through a shell but the redirection, whose arguments are positional
+parameters, never text of the command. A session's own app (``session_apps``) is started
+by the user; it is only found.
 
     main1(api, session, session_id)      main1's inspect, or Failure
     session_apps(info)                   main1's apps (session/apps.App), image's first
@@ -22,7 +25,7 @@ session's own app (``session_apps``) is started by the user; it is only found.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Failure
@@ -38,11 +41,19 @@ from ansible_collections.bai.cluster.plugins.module_utils.network.appproxy impor
 from ansible_collections.bai.cluster.plugins.module_utils.session import apps as apps_
 
 LOG = "/tmp/bai-app-{name}.log"
+PIDFILE = "/tmp/bai-app-{name}.pid"
+# In the environment of an app that an open started (and of what it starts): BAI_APP=NAME.
+MARK = "BAI_APP"
 HOME = "/home/work"
-# Writes the app's output to its log and becomes the app ("$0" is the log's path, the
-# rest the app's argv).
-_REDIRECT = 'exec "$@" >>"$0" 2>&1'
+# Writes its process ID (the app's, after the exec) to the pidfile and the app's output
+# to its log, and becomes the app ("$0" is the log's path, "$1" the pidfile's, the rest
+# the app's argv).
+_REDIRECT = 'echo $$ >"$1"; shift; exec "$@" >>"$0" 2>&1'
 _LOG_LINES = 20
+
+
+class _Ended(Exception):
+    """An earlier start that was waited for ended without listening."""
 
 
 class StartFailure(Failure):
@@ -167,13 +178,30 @@ def open_app(
     argv = apps_.service_command(definition, app)
     if check_mode:
         return {"state": "started", "changed": True, "command": argv}
+    earlier = _starting(api, cid, app)
+    if earlier is not None:
+
+        def gone() -> None:
+            if _starting(api, cid, app) != earlier:
+                raise _Ended
+
+        try:
+            _await_listen(api, cid, app, timeout, gone, f"started earlier, process {earlier}")
+            return {"state": "running", "changed": False}
+        except _Ended:
+            pass  # the earlier start ended without listening: this run starts it anew
     log = LOG.format(name=app.name)
     exec_id = api.exec_create(
-        cid, ["/bin/sh", "-c", _REDIRECT, log, *argv], user="work", workdir=workdir(info)
+        cid,
+        ["/bin/sh", "-c", _REDIRECT, log, PIDFILE.format(name=app.name), *argv],
+        user="work",
+        workdir=workdir(info),
+        environment=[_mark(app)],
     )
     api.exec_start(exec_id, detach=True)
     began = time.monotonic()
-    while app.port not in listening(api, cid):
+
+    def ended() -> None:
         done = api.exec_inspect(exec_id)
         if not done.get("Running") and done.get("ExitCode") is not None:
             raise StartFailure(
@@ -181,18 +209,56 @@ def open_app(
                 f"port {app.port}; the last lines of its log ({log} in main1):\n"
                 f"{log_tail(api, cid, app)}"
             )
-        if time.monotonic() - began > timeout:
-            raise StartFailure(
-                f"app {app.name} did not listen on port {app.port} within {timeout:g} s; the "
-                f"last lines of its log ({log} in main1):\n{log_tail(api, cid, app)}"
-            )
-        time.sleep(0.1)
+
+    _await_listen(api, cid, app, timeout, ended, "", failure=StartFailure)
     return {
         "state": "started",
         "changed": True,
         "command": argv,
         "start_s": round(time.monotonic() - began, 2),
     }
+
+
+def _await_listen(
+    api: Any,
+    cid: str,
+    app: apps_.App,
+    timeout: float,
+    ended: Callable[[], None],
+    still: str,
+    failure: type[Failure] = Failure,
+) -> None:
+    """Wait until something listens on the app's port; ``ended`` raises when the start
+    is over without it; ``failure`` when ``timeout`` s pass (``still`` says why the app
+    was waited for, when this run did not start it)."""
+    began = time.monotonic()
+    while app.port not in listening(api, cid):
+        ended()
+        if time.monotonic() - began > timeout:
+            why = f" ({still})" if still else ""
+            raise failure(
+                f"app {app.name}{why} did not listen on port {app.port} within {timeout:g} s; "
+                f"the last lines of its log ({LOG.format(name=app.name)} in main1):\n"
+                f"{log_tail(api, cid, app)}"
+            )
+        time.sleep(0.1)
+
+
+def _starting(api: Any, cid: str, app: apps_.App) -> str | None:
+    """The process ID of an earlier start of ``app`` that still runs: its pidfile names a
+    live process whose environment has the start's mark (a process ID can be another
+    process's after main1 restarted, and the app's command line need not be its argv:
+    ``jupyter lab`` execs ``jupyter-lab``); None when there is none."""
+    code, pid = _exec(api, cid, ["cat", PIDFILE.format(name=app.name)])
+    pid = pid.strip()
+    if code != 0 or not pid.isdigit():
+        return None
+    code, environ = _exec(api, cid, ["cat", f"/proc/{pid}/environ"])
+    return pid if code == 0 and _mark(app) in environ.split("\0") else None
+
+
+def _mark(app: apps_.App) -> str:
+    return f"{MARK}={app.name}"
 
 
 def describe(api: Any, info: Mapping[str, Any]) -> list[dict[str, Any]]:

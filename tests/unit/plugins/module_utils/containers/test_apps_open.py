@@ -32,6 +32,7 @@ class Main1:
         self.starts, self.exits = starts, exits
         self.definition = DEFINITION if definition else None
         self.execs: list[dict[str, Any]] = []
+        self.files: dict[str, str] = {}  # what main1's cat reads, beside the definition
         self.info = {
             "Id": "c1",
             "State": {"Running": True, "Status": "running"},
@@ -57,22 +58,31 @@ class Main1:
     def inspect_container(self, _cid):
         return self.info
 
-    def exec_create(self, _cid, argv, user="root", workdir=None):
-        self.execs.append({"argv": argv, "user": user, "workdir": workdir})
+    def exec_create(self, _cid, argv, user="root", workdir=None, environment=None):
+        self.execs.append({"argv": argv, "user": user, "workdir": workdir, "env": environment})
         return len(self.execs) - 1
 
     def exec_start(self, exec_id, detach=False):
         argv = self.execs[exec_id]["argv"]
         if detach:
             self.execs[exec_id]["detached"] = True
+            # sh writes its process ID ($1) and becomes the app, in main1's environment
+            # and the exec's.
+            pid = str(100 + exec_id)
+            self.files[argv[4]] = pid + "\n"
+            env = ["PATH=/usr/bin", *(self.execs[exec_id]["env"] or [])]
+            self.files[f"/proc/{pid}/environ"] = "\0".join([*env, ""])
             if self.starts:
                 self.listening.add(8090)
             return b""
         if argv[:2] == ["cat", "/proc/net/tcp"]:
             return tcp(*sorted(self.listening)).encode()
-        if argv[0] == "cat":
+        if argv[0] == "cat" and argv[1].endswith(".json"):
             self.execs[exec_id]["code"] = 0 if self.definition else 1
             return json.dumps(self.definition).encode() if self.definition else b"no file"
+        if argv[0] == "cat":
+            self.execs[exec_id]["code"] = 0 if argv[1] in self.files else 1
+            return self.files.get(argv[1], "cat: No such file").encode()
         if argv[0] == "tail":
             return b"Traceback ...\nOSError: [Errno 98] Address already in use"
         raise AssertionError(argv)
@@ -100,14 +110,17 @@ def test_an_image_app_starts_as_work_in_the_data_folder_from_its_definition():
     assert opened["state"] == "started" and opened["changed"] is True
     start = next(e for e in engine.execs if e.get("detached"))
     assert start["user"] == "work" and start["workdir"] == "/home/work/data"
-    # sh only redirects the output; the app's argv comes as positional parameters.
-    assert start["argv"][:4] == [
+    assert start["env"] == ["BAI_APP=jupyter"]
+    # sh only writes the pidfile and redirects the output; the log's and pidfile's paths
+    # and the app's argv come as positional parameters.
+    assert start["argv"][:5] == [
         "/bin/sh",
         "-c",
-        'exec "$@" >>"$0" 2>&1',
+        'echo $$ >"$1"; shift; exec "$@" >>"$0" 2>&1',
         "/tmp/bai-app-jupyter.log",
+        "/tmp/bai-app-jupyter.pid",
     ]
-    assert start["argv"][4:] == ["/opt/app/bin/jupyter", "lab", "--port=8090"]
+    assert start["argv"][5:] == ["/opt/app/bin/jupyter", "lab", "--port=8090"]
     assert apps_open.url_path(engine, "c1", app) == "/lab"
     # Open again: it runs, nothing is started.
     again = apps_open.open_app(engine, engine.info, app, timeout=5)
@@ -157,3 +170,59 @@ def test_unknown_apps_missing_definitions_and_a_stopped_main1_are_said():
     engine.info["State"] = {"Running": False, "Status": "exited"}
     with pytest.raises(Failure, match="main1 is not running .exited."):
         apps_open.main1(engine, "s1", "i1")
+
+
+def test_an_open_while_an_earlier_start_comes_up_waits_for_it_and_starts_none():
+    """An open that timed out left the app coming up: the next open waits for that one
+    (not a second start, which could not bind the port), and says so if it does not."""
+    engine = Main1(starts=False)
+    app = apps_open.find(engine.info, "jupyter")
+    with pytest.raises(apps_open.StartFailure):
+        apps_open.open_app(engine, engine.info, app, timeout=0)
+    with pytest.raises(Failure) as waited:
+        apps_open.open_app(engine, engine.info, app, timeout=0.2)
+    assert not isinstance(waited.value, apps_open.StartFailure)  # not a failed start
+    pid = engine.files["/tmp/bai-app-jupyter.pid"].strip()
+    assert str(waited.value).startswith(
+        f"app jupyter (started earlier, process {pid}) did not listen on port 8090 within 0.2 s"
+    )
+    engine.listening.add(8090)
+    assert apps_open.open_app(engine, engine.info, app, timeout=5) == {
+        "state": "running",
+        "changed": False,
+    }
+    assert sum(1 for e in engine.execs if e.get("detached")) == 1
+
+
+@pytest.mark.parametrize(
+    ("pidfile", "environ"),
+    [
+        ("7\n", None),
+        ("7\n", "PATH=/usr/bin\0HOME=/home/work\0"),
+        ("7\n", "PATH=/usr/bin\0BAI_APP=tensorboard\0"),
+        ("../1\n", "BAI_APP=jupyter\0"),
+    ],
+    ids=["ended", "another-process", "another-app", "not-a-process-id"],
+)
+def test_a_pidfile_whose_process_is_not_the_app_starts_it_anew(pidfile, environ):
+    """The pidfile's process ended, or its ID is another process's now (main1 restarted),
+    or the pidfile is not one: the open starts the app."""
+    engine = Main1()
+    engine.files["/tmp/bai-app-jupyter.pid"] = pidfile
+    if environ is not None:
+        engine.files["/proc/7/environ"] = environ
+        engine.files["/proc/../1/environ"] = environ
+    app = apps_open.find(engine.info, "jupyter")
+    assert apps_open.open_app(engine, engine.info, app, timeout=5)["state"] == "started"
+
+
+def test_an_earlier_start_that_ends_while_waited_for_is_started_anew():
+    engine = Main1(starts=False)
+    app = apps_open.find(engine.info, "jupyter")
+    with pytest.raises(apps_open.StartFailure):
+        apps_open.open_app(engine, engine.info, app, timeout=0)
+    pid = engine.files["/tmp/bai-app-jupyter.pid"].strip()
+    del engine.files[f"/proc/{pid}/environ"]  # the earlier start ended
+    engine.starts = True
+    assert apps_open.open_app(engine, engine.info, app, timeout=5)["state"] == "started"
+    assert sum(1 for e in engine.execs if e.get("detached")) == 2
