@@ -36,6 +36,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.avai
     AVAILABILITIES,
     WORDS,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.records import (
+    QueueEntry,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.session.restart_policy import (
     RESTART_CAUSES,
 )
@@ -131,7 +134,11 @@ def _queue(queue: Sequence[Mapping[str, Any]], groups: Sequence[str], now: float
         for reason in WAIT_KINDS:
             n = kinds.count(reason)
             pending.add({"resource_group": group, "reason": reason}, n)
-        since = [counters.queued_since(q) for q in mine if q.get("submitted_at") is not None]
+        since = [
+            counters.queued_since(QueueEntry.from_dict(q))
+            for q in mine
+            if q.get("submitted_at") is not None
+        ]
         oldest.add({"resource_group": group}, max(now - min(since), 0.0) if since else 0)
     return [pending, oldest]
 

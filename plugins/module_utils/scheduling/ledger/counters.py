@@ -21,10 +21,12 @@ again, which Prometheus reads as a counter reset. Pure.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Mapping
 from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import Ledger
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.records import (
+    QueueEntry,
+)
 
 # Upper bounds (seconds) of the queue wait histogram's buckets: from a start with no wait
 # to a day in the queue.
@@ -82,13 +84,13 @@ def note_pass(ledger: Ledger, which: str, now: float, seconds: float | None = No
         record["seconds"] = round(seconds, 6)
 
 
-def queued_since(entry: Mapping[str, Any]) -> float:
+def queued_since(entry: QueueEntry) -> float:
     """When a queue entry's current wait began: its submission, or, for a gang queued to
     start again, the end of its last attempt."""
-    attempts = entry.get("attempts") or ()
-    if entry.get("attempt") and attempts:
-        return float(attempts[-1].get("removed_at") or entry["submitted_at"])
-    return float(entry["submitted_at"])
+    attempts = entry.attempts or ()
+    if entry.attempt and attempts:
+        return float(attempts[-1].get("removed_at") or entry.submitted_at)
+    return float(entry.submitted_at)
 
 
 def read(ledger: Ledger) -> dict[str, Any]:

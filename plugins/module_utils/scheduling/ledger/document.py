@@ -45,10 +45,11 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.errors import L
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.records import (
     CREATING,
     READY,
+    QueueEntry,
     Reservation,
 )
 
-__all__ = ["CREATING", "READY", "VERSION", "Ledger", "Reservation"]
+__all__ = ["CREATING", "READY", "VERSION", "Ledger", "QueueEntry", "Reservation"]
 
 VERSION = 1
 # A session's containers exist before its reservation is marked ready, so a read of an
@@ -91,14 +92,14 @@ class Ledger:
     there stays, empty or not, except ``queue`` (taken out when its last entry leaves,
     queue.dequeue). ``extra``: top-level keys this toolkit does not know, kept
     as they are so that they are written back unchanged. A reservation is a
-    :class:`Reservation` (records.py); the other records inside (a kept read, a queue
-    entry, ...) are the JSON objects as read.
+    :class:`Reservation` and a queue entry a :class:`QueueEntry` (records.py); the other
+    records inside (a kept read, how a session ended, ...) are the JSON objects as read.
     """
 
     sessions: dict[str, Reservation] = field(default_factory=dict)
     agents: dict[str, dict[str, Any]] | None = field(default_factory=dict)
     version: int = VERSION
-    queue: dict[str, dict[str, Any]] | None = None  # name -> queue entry (queue/entries.py)
+    queue: dict[str, QueueEntry] | None = None  # name -> queue entry (queue/entries.py)
     queue_seq: int | None = None  # the last queue entry's sequence number
     ended: dict[str, dict[str, Any]] | None = None  # session id -> how it ended (history.py)
     forsaken: dict[str, dict[str, Any]] | None = None  # session id -> {name, agents, at}
@@ -139,7 +140,11 @@ class Ledger:
                 name: Reservation.from_dict(entry) for name, entry in data["sessions"].items()
             },
             agents=found.get("agents"),
-            queue=found.get("queue"),
+            queue=(
+                {name: QueueEntry.from_dict(entry) for name, entry in found["queue"].items()}
+                if "queue" in found
+                else None
+            ),
             queue_seq=found.get("queue_seq"),
             ended=found.get("ended"),
             forsaken=found.get("forsaken"),
@@ -153,7 +158,7 @@ class Ledger:
 
     def to_dict(self) -> dict[str, Any]:
         """The document as JSON writes it: every key the ledger has, none it has not. The
-        records inside but reservations are this ledger's own (not copies)."""
+        records inside but reservations and queue entries are this ledger's own (not copies)."""
         out: dict[str, Any] = dict(self.extra)
         out.update(
             version=self.version,
@@ -163,6 +168,8 @@ class Ledger:
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
+        if self.queue is not None:
+            out["queue"] = {name: entry.to_dict() for name, entry in self.queue.items()}
         return out
 
 

@@ -6,7 +6,8 @@ A record's fields are the keys this toolkit knows; a key it does not know stays 
 when the record is written again, until its owner sets it (``absent``). A value is kept
 as read, never converted on the way in (an ``int`` stays an ``int``), so a document read
 and written unchanged is the same text. Nested records (a reservation's kernels) come
-from ``NESTED``.
+from ``NESTED``. A field with ``metadata={"json": False}`` is the record's own (a
+cache), never in the document.
 
     Kernel.from_dict(raw) -> Kernel       Kernel.to_dict() -> the JSON object
     records_of(Kernel)                    the NESTED pair of a list of kernels
@@ -60,8 +61,16 @@ class Record:
                 values["absent"].add(spec.name)
         known = {spec.name for spec in _fields_of(cls)}
         values["extra"] = {k: v for k, v in data.items() if k not in known}
+        for spec in _own_fields_of(cls):
+            values[spec.name] = _default(spec)
         record.__dict__.update(values)
         return record
+
+    def drop(self, name: str) -> None:
+        """Take field ``name`` out of the document (it reads as its default again)."""
+        spec = next(f for f in _fields_of(type(self)) if f.name == name)
+        self.__dict__[name] = _default(spec)
+        self.absent.add(name)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object: the keys it was read with and those set since, and the
@@ -79,11 +88,18 @@ class Record:
 def _fields_of(cls: type[Record]) -> list[Any]:
     found = _FIELDS.get(cls)
     if found is None:
-        found = _FIELDS[cls] = [f for f in fields(cls) if f.name not in _OWN]
+        found = _FIELDS[cls] = [
+            f for f in fields(cls) if f.name not in _OWN and f.metadata.get("json", True)
+        ]
     return found
 
 
 _FIELDS: dict[type[Record], list[Any]] = {}
+
+
+def _own_fields_of(cls: type[Record]) -> list[Any]:
+    """The fields of a record that are not in the document (``json`` False)."""
+    return [f for f in fields(cls) if f.name not in _OWN and not f.metadata.get("json", True)]
 
 
 def _default(spec: Any) -> Any:

@@ -143,10 +143,10 @@ def holders(ledger: Ledger, name: str) -> set[str]:
     agents: scheduling/steps/fencing.py), which reconcile removes and nothing takes in."""
     entry = ledger.sessions.get(name)
     found = {k.agent for k in entry.kernels} if entry else set()
-    queued = (ledger.queue or {}).get(name) or {}
+    queued = (ledger.queue or {}).get(name)
     restarted = entry.session_id if entry and entry.attempt else None
-    if queued.get("attempt") and queued.get("session_id"):
-        restarted = queued["session_id"]
+    if queued and queued.attempt and queued.session_id:
+        restarted = queued.session_id
     for agent, record in (ledger.agents or {}).items():
         if any(
             row.get("name") == name and (sid != restarted or agent in found)

@@ -104,3 +104,53 @@ class Reservation(Record):
         self.attempt = attempt
         if attempts:
             self.attempts = [dict(a) for a in attempts]
+
+
+@dataclass(kw_only=True)
+class QueueEntry(Record):
+    """A queued session (queue/entries.py makes it and takes it out): what its start
+    needs, the canonical request (``spec``), its hash, the people's public keys, when it
+    was submitted (the ledger's clock) and its sequence number, why it waited at the last
+    pass, and a lease while a scheduler pass starts it."""
+
+    KIND: ClassVar[str] = "queue entry"
+
+    name: str = ""
+    spec: dict[str, Any] = field(default_factory=dict)
+    spec_hash: str = ""
+    group: str = ""
+    owner: str | None = None
+    submitted_at: float = 0.0
+    seq: int | None = None
+    reason: str | None = None
+    wait: str | None = None  # why it waits, in one word (errors.WAIT_KINDS)
+    authorized_keys: list[str] | None = None
+    head: bool | None = None  # a gang starting again: at the head of its group
+    lease: dict[str, Any] | None = None  # {ticket, until}: a pass starts it
+    preempting: dict[str, Any] | None = None  # {victims, at}: stopped to make it room
+    # A batch session's gang waiting to start again (restarts.py).
+    session_id: str | None = None
+    attempt: int | None = None
+    attempts: list[dict[str, Any]] | None = None
+    # Its spec parsed (queue/entries.py), once: never in the document.
+    parsed: Any = field(
+        default=None, init=False, repr=False, compare=False, metadata={"json": False}
+    )
+
+    def waits(self, reason: str, wait: str) -> None:
+        """Why it waits now (in words, and in one word)."""
+        self.reason, self.wait = reason, wait
+
+    def end_lease(self) -> None:
+        """The pass's lease on its start is over: it waits again."""
+        if "lease" not in self.absent:
+            self.drop("lease")
+
+    def lease_to(self, ticket: str, until: float) -> None:
+        """Its start is the create's that shows ``ticket``, until ``until``."""
+        self.lease = {"ticket": ticket, "until": until}
+
+    def preempting_for(self, victims: Sequence[str], now: float) -> None:
+        """A preemption stops ``victims`` to make it room."""
+        self.preempting = {"victims": list(victims), "at": now}
+        self.reason = f"preempting {', '.join(victims)} to make room"

@@ -5,7 +5,7 @@ of it (docs/placement.md, "The queue").
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
@@ -14,7 +14,10 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
     WAIT_STARTING,
     WAIT_UNKNOWN,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import Ledger
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import (
+    Ledger,
+    QueueEntry,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue.queued import (
     Order,
     Waiting,
@@ -40,15 +43,17 @@ from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
 QUEUED = "PENDING"
 
 
-def queue_of(ledger: Ledger) -> dict[str, dict[str, Any]]:
+def queue_of(ledger: Ledger) -> dict[str, QueueEntry]:
     return dict(ledger.queue or {})
 
 
-def as_waiting(entry: Mapping[str, Any]) -> Waiting:
-    """The Waiting (what placement needs) of a ledger queue entry."""
-    spec = normalize_spec(entry["spec"])
+def as_waiting(entry: QueueEntry) -> Waiting:
+    """The Waiting (what placement needs) of a ledger queue entry; its spec is parsed
+    once, the first time a step asks."""
+    if entry.parsed is None:
+        entry.parsed = normalize_spec(entry.spec)
     return waiting_of(
-        spec, float(entry["submitted_at"]), int(entry.get("seq") or 0), bool(entry.get("head"))
+        entry.parsed, float(entry.submitted_at), int(entry.seq or 0), bool(entry.head)
     )
 
 
@@ -83,12 +88,12 @@ def enqueue(
     reason: str,
     wait: str = WAIT_RESOURCES,
     authorized_keys: Sequence[str] = (),
-) -> dict[str, Any]:
+) -> QueueEntry:
     """Queue ``spec`` (PENDING) at the end of its group's queue, waiting for ``reason``
     (in one word: ``wait``); returns its entry."""
     seq = next_seq(ledger)
     ledger.queue_seq = seq
-    entry: dict[str, Any] = {
+    raw: dict[str, Any] = {
         "name": spec.name,
         "spec": spec_canonical(spec),
         "spec_hash": spec_hash(spec),
@@ -100,14 +105,20 @@ def enqueue(
         "wait": wait,
     }
     if authorized_keys:
-        entry["authorized_keys"] = list(authorized_keys)
-    if ledger.queue is None:
-        ledger.queue = {}
-    ledger.queue[spec.name] = entry
+        raw["authorized_keys"] = list(authorized_keys)
+    entry = QueueEntry.from_dict(raw)
+    put(ledger, entry)
     return entry
 
 
-def dequeue(ledger: Ledger, name: str) -> dict[str, Any] | None:
+def put(ledger: Ledger, entry: QueueEntry) -> None:
+    """Queue ``entry`` under its name (the queue's key comes with its first entry)."""
+    if ledger.queue is None:
+        ledger.queue = {}
+    ledger.queue[entry.name] = entry
+
+
+def dequeue(ledger: Ledger, name: str) -> QueueEntry | None:
     """Take ``name`` out of the queue (started, or cancelled); its entry, or None. The
     queue's key goes with its last entry."""
     entry = (ledger.queue or {}).pop(name, None)
@@ -122,53 +133,50 @@ def positions(ledger: Ledger, order: Order = fifo) -> dict[str, int]:
     count: dict[str, int] = {}
     entries = queue_of(ledger).values()
     for entry in sorted(entries, key=lambda e: entry_key(e, order)):
-        out[entry["name"]] = count[entry["group"]] = count.get(entry["group"], 0) + 1
+        out[entry.name] = count[entry.group] = count.get(entry.group, 0) + 1
     return out
 
 
-def leased(entry: Mapping[str, Any], now: float) -> bool:
+def leased(entry: QueueEntry, now: float) -> bool:
     """Whether a scheduler pass is starting ``entry`` right now (its lease runs)."""
-    lease = entry.get("lease") or {}
+    lease = entry.lease or {}
     return float(lease.get("until") or 0) > now
 
 
-def lease(entry: dict[str, Any], ticket: str, now: float, lease_s: float) -> None:
+def lease(entry: QueueEntry, ticket: str, now: float, lease_s: float) -> None:
     """Give the start of ``entry`` to the create that shows ``ticket``, for ``lease_s``."""
-    entry["lease"] = {"ticket": ticket, "until": now + lease_s}
+    entry.lease_to(ticket, now + lease_s)
 
 
-def holds_ticket(entry: Mapping[str, Any], ticket: str | None, now: float) -> bool:
-    return (
-        bool(ticket) and leased(entry, now) and (entry.get("lease") or {}).get("ticket") == ticket
-    )
+def holds_ticket(entry: QueueEntry, ticket: str | None, now: float) -> bool:
+    return bool(ticket) and leased(entry, now) and (entry.lease or {}).get("ticket") == ticket
 
 
-def wait_kind(entry: Mapping[str, Any], now: float | None = None) -> str:
+def wait_kind(entry: QueueEntry, now: float | None = None) -> str:
     """Why a queued session waits, in one word of errors.WAIT_KINDS (``starting`` while
     a pass's lease on it runs at ``now``)."""
     if now is not None and leased(entry, now):
         return WAIT_STARTING
-    kind = entry.get("wait")
+    kind = entry.wait
     return kind if kind in WAIT_KINDS else WAIT_UNKNOWN
 
 
-def queued_view(
-    entry: Mapping[str, Any], position: int, now: float | None = None
-) -> dict[str, Any]:
+def queued_view(entry: QueueEntry, position: int, now: float | None = None) -> dict[str, Any]:
     """What list, show and a queued create report of a queued session."""
-    spec = entry["spec"]
+    spec = entry.spec
+    gang = entry.to_dict()
     return {
-        "name": entry["name"],
+        "name": entry.name,
         "state": QUEUED,
-        "owner": entry.get("owner") or "",
-        "resource_group": entry["group"],
+        "owner": entry.owner or "",
+        "resource_group": entry.group,
         "mode": spec.get("mode"),
         "size": sum(int(r.get("replicas") or 0) for r in spec.get("roles") or ()),
         "type": spec.get("type") or "interactive",
-        "submitted_at": entry["submitted_at"],
+        "submitted_at": entry.submitted_at,
         "position": position,
-        "reason": entry.get("reason") or "",
+        "reason": entry.reason or "",
         "wait": wait_kind(entry, now),
         # A batch session's gang waiting to start again (restarts.py).
-        **{key: entry[key] for key in ("session_id", "attempt", "attempts") if key in entry},
+        **{key: gang[key] for key in ("session_id", "attempt", "attempts") if key in gang},
     }

@@ -228,5 +228,4 @@ def mark(ledger: Ledger, preemption: Preemption, now: float) -> None:
         ledger.sessions[name].preempted_for(preemption.session, now)
     queued = (ledger.queue or {}).get(preemption.session)
     if queued is not None:
-        queued[QUEUED_MARK] = {"victims": list(preemption.victims), "at": now}
-        queued["reason"] = f"preempting {', '.join(preemption.victims)} to make room"
+        queued.preempting_for(preemption.victims, now)

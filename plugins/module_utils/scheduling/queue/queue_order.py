@@ -38,6 +38,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.parse import (
     require_mapping,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import Ledger
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.records import (
+    QueueEntry,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue import (
     fair_usage,
     priority,
@@ -162,7 +165,7 @@ def order_of(raw_policies: Any, ledger: Ledger, now: float, full: bool = False) 
         return QueueOrder(policy)
     policies = parse_policies(raw_policies)
     usage = fair_usage.current(ledger, now, policy.weights.half_life_s)
-    owners = set(usage.units) | {str(e.get("owner") or "") for e in (ledger.queue or {}).values()}
+    owners = set(usage.units) | {str(e.owner or "") for e in (ledger.queue or {}).values()}
     shares = {owner: standing(policies, owner)[1] for owner in owners}
     return QueueOrder(policy, policies, usage, shares, now, capacity_rate(ledger))
 
@@ -179,15 +182,15 @@ def capacity_rate(ledger: Ledger, rates: priority.Rates = fair_usage.RATES) -> f
 
 
 def explain(
-    ordering: QueueOrder, entry: Mapping[str, Any], decision: Decision | None = None
+    ordering: QueueOrder, entry: QueueEntry, decision: Decision | None = None
 ) -> dict[str, Any]:
     """Why a queued session is where it is (bai-cluster session explain): the order, its
     priority and each factor with its weight (``ordering`` built ``full``), its owner's
     usage and share. The position and the reason it waits are the queue's own (what the
     same order and the last scheduler pass gave); ``decision``, the scheduler pass's for
     it now (schedule.decide), adds what it claims, its earliest start and backfill."""
-    owner = str(entry.get("owner") or "")
-    found = ordering.factors(owner, float(entry["submitted_at"]))
+    owner = str(entry.owner or "")
+    found = ordering.factors(owner, float(entry.submitted_at))
     weights = ordering.policy.weights
     rows = (
         ("age", found.age, weights.age),
@@ -204,7 +207,7 @@ def explain(
         "owner": owner,
         "owner_usage_units": round(found.used, 3),
         "owner_share": round(found.share, 6),
-        "waited_s": round(max(0.0, ordering.now - float(entry["submitted_at"])), 3),
+        "waited_s": round(max(0.0, ordering.now - float(entry.submitted_at)), 3),
         "age_max_s": weights.age_max_s,
         "half_life_s": weights.half_life_s,
     }

@@ -4,11 +4,14 @@ default, queue_order.py's priority order when the policy asks for it)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.records import (
+    QueueEntry,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
     Placement,
     PlacementRequest,
@@ -95,15 +98,15 @@ def queue_key(session: Waiting, order: Order = fifo) -> tuple[Any, ...]:
     )
 
 
-def entry_key(entry: Mapping[str, Any], order: Order = fifo) -> tuple[Any, ...]:
+def entry_key(entry: QueueEntry, order: Order = fifo) -> tuple[Any, ...]:
     """A ledger queue entry's place, as :func:`queue_key` gives a Waiting's."""
     return order(
-        entry["group"],
-        str(entry.get("owner") or ""),
-        bool(entry.get("head")),
-        float(entry["submitted_at"]),
-        int(entry.get("seq") or 0),
-        entry["name"],
+        entry.group,
+        str(entry.owner or ""),
+        bool(entry.head),
+        float(entry.submitted_at),
+        int(entry.seq or 0),
+        entry.name,
     )
 
 

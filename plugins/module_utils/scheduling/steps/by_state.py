@@ -153,7 +153,7 @@ def released(request: LedgerRequest, ledger: Ledger, now: float) -> dict[str, An
                 fair_usage.charge_end(ledger, held, now)  # the attempt that ended
             return {
                 "changed": True,
-                "restarted": {"attempt": again["attempt"], "reason": again["reason"]},
+                "restarted": {"attempt": again.attempt, "reason": again.reason},
                 "waiting": len(queue_.queue_of(ledger)),
             }
     if request.left_on:
@@ -164,11 +164,12 @@ def released(request: LedgerRequest, ledger: Ledger, now: float) -> dict[str, An
     if not request.session_id and name in queue_.queue_of(ledger):
         # A queued session is cancelled: it leaves the queue (it holds nothing else); one
         # waiting to start again is remembered by its last attempt's end.
-        cancelled = queue_.dequeue(ledger, name) or {}
-        last = restarts.last_end(cancelled)
-        if last is not None:
-            history.record_end(ledger, name, cancelled["session_id"], last, now, cancelled["owner"])
-        kind = (cancelled.get("spec") or {}).get("type") or "interactive"
+        cancelled = queue_.dequeue(ledger, name)
+        last = restarts.last_end(cancelled) if cancelled else None
+        if cancelled and last is not None:
+            owner = str(cancelled.owner or "")
+            history.record_end(ledger, name, str(cancelled.session_id), last, now, owner)
+        kind = ((cancelled.spec if cancelled else None) or {}).get("type") or "interactive"
         counters.count_end(ledger, kind, counters.CANCELLED)
         return {"changed": True, "cancelled": True, "waiting": len(queue_.queue_of(ledger))}
     owner = str(held.owner or "") if held else ""

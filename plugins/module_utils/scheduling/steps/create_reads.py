@@ -31,7 +31,7 @@ class CreateStep:
     """What one create step has learnt so far."""
 
     spec: SessionSpec  # with the owner's lifetime once placement gave it one
-    queued: dict[str, Any] | None  # its queue entry, when it is queued
+    queued: document.QueueEntry | None  # its queue entry, when it is queued
     final: bool  # a waiting create: it places by the kept reads alone
     fresh: list[dict[str, Any]]  # this run's reads, on the ledger's clock
     dropped: list[str] = field(default_factory=list)  # reservations the reads settled

@@ -132,8 +132,8 @@ def current_attempts(ledger: Ledger) -> dict[str, int]:
     for the sessions that restarted."""
     found = {str(e.session_id): int(e.attempt or 0) for e in ledger.sessions.values() if e.attempt}
     for queued in (ledger.queue or {}).values():
-        if queued.get("session_id") and queued.get("attempt"):
-            found[str(queued["session_id"])] = int(queued["attempt"])
+        if queued.session_id and queued.attempt:
+            found[str(queued.session_id)] = int(queued.attempt)
     return found
 
 

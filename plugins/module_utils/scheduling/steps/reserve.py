@@ -103,7 +103,7 @@ def reserve(
     # the lease of a scheduler pass (ticket) tries to start it.
     queued = queue_.queue_of(ledger).get(spec.name)
     if queued is not None:
-        if queued["spec_hash"] != spec_hash(spec):
+        if queued.spec_hash != spec_hash(spec):
             raise LedgerFailure(
                 f"session {spec.name} is queued (PENDING) with another request; cancel "
                 f"it first (bai-cluster session destroy {spec.name}) or choose another "
@@ -225,7 +225,7 @@ def _plan(
     passed_over = out_of_service(request.agents, create.fresh, create.unavailable)
     queued = create.queued
     # A gang starting again keeps its session id (restarts.py).
-    kept_id = (queued or {}).get("session_id")
+    kept_id = queued.session_id if queued else None
     if existing or not queue_.queue_of(ledger):
         return plan_session(
             spec,
@@ -238,9 +238,9 @@ def _plan(
     # Only what the queued sessions ahead of it leave (docs/placement.md).
     me = queue_.waiting_of(
         spec,
-        float(queued["submitted_at"]) if queued else now,
-        int(queued["seq"]) if queued else queue_.next_seq(ledger),
-        bool(queued and queued.get("head")),
+        float(queued.submitted_at) if queued else now,
+        int(queued.seq or 0) if queued else queue_.next_seq(ledger),
+        bool(queued and queued.head),
     )
     ordering = order(request, ledger, now)
     filling = queue_order.backfill_of(request.policies, ledger, now)
@@ -344,7 +344,7 @@ def _commit(
             entry.confirm(now)
         if queued:  # the scheduled start: it leaves the queue in this very step
             queue_.dequeue(ledger, spec.name)
-            entry.came_from_queue(queued["submitted_at"])
+            entry.came_from_queue(queued.submitted_at)
         if plan["action"] != "exists":
             waited = now - counters.queued_since(queued) if queued else 0.0
             counters.observe_wait(ledger, spec.resource_group, waited)

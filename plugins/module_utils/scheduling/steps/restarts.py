@@ -29,6 +29,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling import queu
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import counters
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import (
     Ledger,
+    QueueEntry,
     Reservation,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.kept_reads import (
@@ -47,7 +48,7 @@ def keep_policy(
     entry: Reservation,
     spec: Mapping[str, Any],
     authorized_keys: Sequence[str],
-    queued: Mapping[str, Any] | None,
+    queued: QueueEntry | None,
 ) -> None:
     """A reservation of a session that may restart keeps its request (``spec``, the
     canonical one, and the people's keys) to place it again, and its attempt: 0, or the
@@ -57,14 +58,14 @@ def keep_policy(
     entry.keep_for_restarts(
         spec,
         authorized_keys,
-        int((queued or {}).get("attempt") or 0),
+        int(queued.attempt or 0) if queued else 0,
         attempts_of(queued),
     )
 
 
-def attempts_of(queued: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+def attempts_of(queued: QueueEntry | None) -> list[dict[str, Any]]:
     """The earlier attempts of a queued session's entry, oldest first."""
-    return [dict(a) for a in (queued or {}).get("attempts") or ()]
+    return [dict(a) for a in (queued.attempts if queued else None) or ()]
 
 
 def restart(
@@ -74,7 +75,7 @@ def restart(
     end: Mapping[str, Any],
     now: float,
     left_on: Sequence[str] = (),
-) -> dict[str, Any] | None:
+) -> QueueEntry | None:
     """Queue the gang of batch session ``name`` (``session_id``) again when its end
     ``end`` (job.combine's result) is one its policy restarts for and it has restarts
     left: its reservation is released and it waits at the head of its group, keeping its
@@ -106,10 +107,11 @@ def restart(
         },
         "removed_at": now,
         "restarted_because": why,
+        **({"left_on": sorted(left_on)} if left_on else {}),
     }
     seq = queue_.next_seq(ledger)
     ledger.queue_seq = seq
-    queued: dict[str, Any] = {
+    raw: dict[str, Any] = {
         "name": name,
         "spec": dict(spec),
         "spec_hash": entry.spec_hash,
@@ -125,26 +127,23 @@ def restart(
         "attempts": [*(dict(a) for a in entry.attempts or ()), record],
     }
     if entry.authorized_keys:
-        queued["authorized_keys"] = list(entry.authorized_keys)
+        raw["authorized_keys"] = list(entry.authorized_keys)
     del ledger.sessions[name]
     for agent, kept in (ledger.agents or {}).items():
         if agent not in left_on:
             forget_in_record(kept, session_id)
-    if left_on:
-        record["left_on"] = sorted(left_on)
-    if ledger.queue is None:
-        ledger.queue = {}
-    ledger.queue[name] = queued
+    queued = QueueEntry.from_dict(raw)
+    queue_.put(ledger, queued)
     counters.count_restart(ledger, cause)
     return queued
 
 
-def last_end(queued: Mapping[str, Any]) -> dict[str, Any] | None:
+def last_end(queued: QueueEntry) -> dict[str, Any] | None:
     """A gang cancelled while it waited to start again (its queue entry): how its last
     attempt ended, with the ones before it, for the ledger's history; None for any other
     queued session."""
     earlier = attempts_of(queued)
-    if not earlier or not queued.get("session_id"):
+    if not earlier or not queued.session_id:
         return None
     last = earlier[-1]
     return {

@@ -22,6 +22,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger impo
     roster,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import Ledger
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.records import (
+    QueueEntry,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.usage import adjust
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
     Agent,
@@ -118,7 +121,7 @@ def wait_in_queue(
     request: LedgerRequest,
     ledger: Ledger,
     spec: SessionSpec,
-    queued: dict[str, Any] | None,
+    queued: QueueEntry | None,
     now: float,
     reason: str,
     dropped: list[str],
@@ -135,8 +138,8 @@ def wait_in_queue(
             authorized_keys=request.authorized_keys,
         )
     else:
-        queued.update(reason=reason, wait=wait)
-        queued.pop("lease", None)
+        queued.waits(reason, wait)
+        queued.end_lease()
     view = queued_view(ledger, spec.name, order(request, ledger, now))
     return {"changed": True, "queued": view, "dropped": dropped}
 
@@ -294,14 +297,14 @@ def scheduled(
             changed = True
             start.append(
                 {
-                    "name": entry["name"],
+                    "name": entry.name,
                     "ticket": ticket,
-                    "spec": entry["spec"],
-                    "authorized_keys": list(entry.get("authorized_keys") or []),
+                    "spec": entry.spec,
+                    "authorized_keys": list(entry.authorized_keys or []),
                 }
             )
-        elif (entry.get("reason"), entry.get("wait")) != (decision.reason, decision.wait):
-            entry.update(reason=decision.reason, wait=decision.wait)
+        elif (entry.reason, entry.wait) != (decision.reason, decision.wait):
+            entry.waits(decision.reason, decision.wait)
             changed = True
     chosen = preempts(request, ledger, now, decisions, known[0])
     counters.note_pass(ledger, "schedule", now, time.monotonic() - began)

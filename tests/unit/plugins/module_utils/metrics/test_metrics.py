@@ -35,6 +35,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger impo
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import (
     ledger_store as store_,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.records import (
+    QueueEntry,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from ledger_fake import ONE_AGENT, ledger_step, reserve
@@ -157,8 +160,8 @@ def test_the_wait_histogram_buckets_by_upper_bound():
 
 def test_a_restarts_wait_is_counted_from_its_last_attempts_end():
     entry = {"submitted_at": 100.0, "attempt": 1, "attempts": [{"removed_at": 500.0}]}
-    assert counters.queued_since(entry) == 500.0
-    assert counters.queued_since({"submitted_at": 100.0}) == 100.0
+    assert counters.queued_since(QueueEntry.from_dict(entry)) == 500.0
+    assert counters.queued_since(QueueEntry.from_dict({"submitted_at": 100.0})) == 100.0
 
 
 # --- the text ----------------------------------------------------------------------------

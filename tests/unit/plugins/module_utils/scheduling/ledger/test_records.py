@@ -1,6 +1,6 @@
 """The ledger's records (module_utils/scheduling/ledger/records.py, json_record.py): a
-reservation read from its JSON object and written back to the same object, its owners'
-changes showing in it, and a damaged one refused."""
+reservation and a queue entry read from their JSON objects and written back to the same
+objects, their owners' changes showing in them, and a damaged one refused."""
 
 import json
 
@@ -9,6 +9,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.errors import L
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import document
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.records import (
     Kernel,
+    QueueEntry,
     Reservation,
 )
 from hypothesis import given
@@ -56,6 +57,48 @@ def test_what_its_owners_set_shows_and_nothing_else():
     }
 
 
+QUEUED = {
+    "name": "q1",
+    "spec": {"name": "q1", "size": 2},
+    "spec_hash": "h",
+    "group": "default",
+    "submitted_at": 50.0,
+    "seq": 3,
+    "reason": "no agent has room",
+}
+
+
+def test_a_queue_entry_writes_back_what_it_read_and_what_its_owners_set():
+    entry = QueueEntry.from_dict(QUEUED)
+    assert (entry.name, entry.seq, entry.lease, entry.owner) == ("q1", 3, None, None)
+    entry.parsed = object()  # the parsed spec's cache is never written
+    assert entry.to_dict() == QUEUED
+    entry.lease_to("t1", 80.0)
+    entry.waits("a preemption is under way", "preempting")
+    assert entry.to_dict() == {
+        **QUEUED,
+        "lease": {"ticket": "t1", "until": 80.0},
+        "reason": "a preemption is under way",
+        "wait": "preempting",
+    }
+    entry.end_lease()
+    entry.end_lease()  # over already: nothing to drop
+    entry.preempting_for(["low1", "low2"], 90.0)
+    assert entry.to_dict() == {
+        **QUEUED,
+        "reason": "preempting low1, low2 to make room",
+        "wait": "preempting",
+        "preempting": {"victims": ["low1", "low2"], "at": 90.0},
+    }
+
+
+def test_a_ledger_with_queued_entries_reads_and_writes_the_same_text():
+    data = {"version": 1, "sessions": {}, "queue": {"q1": QUEUED}, "queue_seq": 3}
+    ledger = document.Ledger.from_dict(json.loads(json.dumps(data)))
+    assert isinstance(ledger.queue["q1"], QueueEntry)
+    assert json.dumps(ledger.to_dict(), sort_keys=True) == json.dumps(data, sort_keys=True)
+
+
 @pytest.mark.parametrize(
     ("sessions", "says"),
     [
@@ -75,7 +118,18 @@ _JSON = st.recursive(
     max_leaves=8,
 )
 _KEYS = st.sampled_from(
-    ["name", "session_id", "state", "owner", "deadline", "attempt", "spec", "zz", "adopted"]
+    [
+        "name",
+        "session_id",
+        "state",
+        "owner",
+        "deadline",
+        "attempt",
+        "spec",
+        "zz",
+        "adopted",
+        "parsed",
+    ]
 )
 
 
@@ -84,3 +138,9 @@ def test_any_object_without_kernels_round_trips_byte_for_byte(data):
     """Values are kept as read, never converted: the text written is the text read."""
     text = json.dumps(data, sort_keys=True)
     assert json.dumps(Reservation.from_dict(data).to_dict(), sort_keys=True) == text
+
+
+@given(st.dictionaries(_KEYS | st.text(), _JSON, max_size=8))
+def test_any_queue_entry_object_round_trips_byte_for_byte(data):
+    text = json.dumps(data, sort_keys=True)
+    assert json.dumps(QueueEntry.from_dict(data).to_dict(), sort_keys=True) == text

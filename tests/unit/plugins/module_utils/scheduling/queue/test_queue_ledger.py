@@ -11,6 +11,9 @@ import json
 
 import pytest
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import queue as q
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.records import (
+    QueueEntry,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import Agent
 from ansible_collections.bai.cluster.plugins.module_utils.session.spec import normalize_spec
 from ansible_collections.bai.cluster.plugins.modules import bai_session_ledger
@@ -186,17 +189,17 @@ def test_positions_count_from_one_in_each_group_in_submission_order(entries):
     places = q.positions(ledger)
     for group in ("g1", "g2"):
         mine = sorted(
-            (e for e in q.queue_of(ledger).values() if e["group"] == group),
-            key=lambda e: (e["submitted_at"], e["seq"]),
+            (e for e in q.queue_of(ledger).values() if e.group == group),
+            key=lambda e: (e.submitted_at, e.seq),
         )
-        assert [places[e["name"]] for e in mine] == list(range(1, len(mine) + 1))
+        assert [places[e.name] for e in mine] == list(range(1, len(mine) + 1))
     assert [w.name for w in q.waiting(ledger)] == [
         w.name for w in q.ordered(q.as_waiting(e) for e in q.queue_of(ledger).values())
     ]
 
 
 def test_a_lease_gives_the_start_to_its_ticket_until_it_runs_out():
-    entry: dict = {}
+    entry = QueueEntry.from_dict({})
     assert not q.holds_ticket(entry, "t", now=10.0)
     q.lease(entry, "t", now=10.0, lease_s=5)
     assert q.leased(entry, 12.0) and q.holds_ticket(entry, "t", 12.0)
@@ -210,5 +213,5 @@ def test_dequeue_drops_the_map_once_empty(count):
     for i in range(count):
         q.enqueue(ledger, normalize_spec({"name": f"s{i}", "size": 1}), now=i, reason="")
     for i in range(count):
-        assert q.dequeue(ledger, f"s{i}")["name"] == f"s{i}"
+        assert q.dequeue(ledger, f"s{i}").name == f"s{i}"
     assert "queue" not in ledger.to_dict() and q.dequeue(ledger, "s0") is None

@@ -11,6 +11,9 @@ import pytest
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import SpecError
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import queue as q
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import document
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.records import (
+    QueueEntry,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue import priority
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue.policies import (
     parse_policies,
@@ -174,8 +177,10 @@ def test_fair_share_moves_a_heavy_owner_back_and_decay_brings_them_forward():
     ledger.agents = {"a1": {"agent": {"name": "a1", "cpu": 8, "mem": 16 * 2**30, "gpu": 0}}}
     ledger.usage = {"heavy": {"units": 2e6, "at": 0.0}}
     ledger.queue = {
-        "h": {"name": "h", "group": "default", "owner": "heavy", "submitted_at": 0.0, "seq": 1},
-        "l": {"name": "l", "group": "default", "owner": "light", "submitted_at": 60.0, "seq": 2},
+        name: QueueEntry.from_dict(
+            {"name": name, "group": "default", "owner": owner, "submitted_at": at, "seq": seq}
+        )
+        for name, owner, at, seq in (("h", "heavy", 0.0, 1), ("l", "light", 60.0, 2))
     }
     soon = order_of(BY_PRIORITY, ledger, 3600.0)
     keys = sorted(ledger.queue, key=lambda n: q.entry_key(ledger.queue[n], soon))

@@ -7,6 +7,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger impo
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import (
     ledger_store as store_,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.records import (
+    QueueEntry,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps import by_state as steps
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.ledger_request import (
     LedgerFailure,
@@ -45,7 +48,7 @@ def test_reserve_places_and_reserves_without_a_module():
     assert placed["changed"] and placed["reservation"]["state"] == document.CREATING
     assert ledger.sessions["s1"].kernels[0].agent in ("a1", "a2")
     # The same name queued with another request: refused with the module's keys.
-    ledger.queue = {"s2": {"spec_hash": "other"}}
+    ledger.queue = {"s2": QueueEntry.from_dict({"spec_hash": "other"})}
     with pytest.raises(LedgerFailure, match="is queued \\(PENDING\\) with another") as failed:
         reserve(LedgerRequest(spec={**spec, "name": "s2"}, agents=AGENTS), ledger, 1000.0)
     assert failed.value.fields == {"conflict": True}
