@@ -39,17 +39,31 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import LedgerError
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.json_record import (
+    Record,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.records import (
     CREATING,
     READY,
+    Ended,
+    Forsaken,
     QueueEntry,
     Reservation,
 )
 
-__all__ = ["CREATING", "READY", "VERSION", "Ledger", "QueueEntry", "Reservation"]
+__all__ = [
+    "CREATING",
+    "READY",
+    "VERSION",
+    "Ended",
+    "Forsaken",
+    "Ledger",
+    "QueueEntry",
+    "Reservation",
+]
 
 VERSION = 1
 # A session's containers exist before its reservation is marked ready, so a read of an
@@ -80,6 +94,10 @@ _OPTIONAL: dict[str, type | tuple[type, ...]] = {
     "counters": dict,
     "usage": dict,
 }
+_R = TypeVar("_R", bound=Record)
+
+# The optional keys whose values map a name or id to a typed record (records.py).
+_RECORDS: dict[str, type[Record]] = {"queue": QueueEntry, "ended": Ended, "forsaken": Forsaken}
 
 
 @dataclass
@@ -92,8 +110,10 @@ class Ledger:
     there stays, empty or not, except ``queue`` (taken out when its last entry leaves,
     queue.dequeue). ``extra``: top-level keys this toolkit does not know, kept
     as they are so that they are written back unchanged. A reservation is a
-    :class:`Reservation` and a queue entry a :class:`QueueEntry` (records.py); the other
-    records inside (a kept read, how a session ended, ...) are the JSON objects as read.
+    :class:`Reservation`, a queue entry a :class:`QueueEntry`, an ended session an
+    :class:`Ended` and a forced destroy's leftovers a :class:`Forsaken` (records.py); the
+    other records inside (a kept read, an availability record, ...) are the JSON objects
+    as read.
     """
 
     sessions: dict[str, Reservation] = field(default_factory=dict)
@@ -101,8 +121,8 @@ class Ledger:
     version: int = VERSION
     queue: dict[str, QueueEntry] | None = None  # name -> queue entry (queue/entries.py)
     queue_seq: int | None = None  # the last queue entry's sequence number
-    ended: dict[str, dict[str, Any]] | None = None  # session id -> how it ended (history.py)
-    forsaken: dict[str, dict[str, Any]] | None = None  # session id -> {name, agents, at}
+    ended: dict[str, Ended] | None = None  # session id -> how it ended (history.py)
+    forsaken: dict[str, Forsaken] | None = None  # session id -> what a forced destroy left
     aliases: list[str] | None = None  # identities of ledgers this one adopted
     availability: dict[str, dict[str, Any]] | None = None  # identity -> record
     clock: float | None = None  # the ledger's time at its last write
@@ -140,14 +160,10 @@ class Ledger:
                 name: Reservation.from_dict(entry) for name, entry in data["sessions"].items()
             },
             agents=found.get("agents"),
-            queue=(
-                {name: QueueEntry.from_dict(entry) for name, entry in found["queue"].items()}
-                if "queue" in found
-                else None
-            ),
+            queue=_records(found, "queue", QueueEntry),
             queue_seq=found.get("queue_seq"),
-            ended=found.get("ended"),
-            forsaken=found.get("forsaken"),
+            ended=_records(found, "ended", Ended),
+            forsaken=_records(found, "forsaken", Forsaken),
             aliases=found.get("aliases"),
             availability=found.get("availability"),
             clock=found.get("clock"),
@@ -158,7 +174,8 @@ class Ledger:
 
     def to_dict(self) -> dict[str, Any]:
         """The document as JSON writes it: every key the ledger has, none it has not. The
-        records inside but reservations and queue entries are this ledger's own (not copies)."""
+        records inside but the typed ones (_RECORDS, sessions) are this ledger's own (not
+        copies)."""
         out: dict[str, Any] = dict(self.extra)
         out.update(
             version=self.version,
@@ -168,9 +185,18 @@ class Ledger:
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
-        if self.queue is not None:
-            out["queue"] = {name: entry.to_dict() for name, entry in self.queue.items()}
+        for key in _RECORDS:
+            records = getattr(self, key)
+            if records is not None:
+                out[key] = {name: record.to_dict() for name, record in records.items()}
         return out
+
+
+def _records(found: dict[str, Any], key: str, kind: type[_R]) -> dict[str, _R] | None:
+    """The typed records of optional key ``key`` (None when the document has not got it)."""
+    if key not in found:
+        return None
+    return {name: kind.from_dict(raw) for name, raw in found[key].items()}
 
 
 def empty() -> Ledger:

@@ -6,7 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import Ledger
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import (
+    Ended,
+    Ledger,
+)
 
 # The ends the ledger remembers (the newest): what `session show` and `session logs` find
 # once a batch session is gone. About 400 bytes each in the swarm store.
@@ -32,19 +35,22 @@ def record_end(
     if ledger.ended is None:
         ledger.ended = {}
     ended = ledger.ended
-    ended[session_id] = {
-        "name": name,
-        "session_id": session_id,
-        "removed_at": now,
-        "owner": owner,
-        **{key: end.get(key) for key in _ENDED_KEYS},
-        **{key: end[key] for key in _RESTART_KEYS if end.get(key)},
-    }
-    for old in sorted(ended, key=lambda sid: ended[sid]["removed_at"])[:-MAX_ENDED]:
+    ended[session_id] = Ended.from_dict(
+        {
+            "name": name,
+            "session_id": session_id,
+            "removed_at": now,
+            "owner": owner,
+            **{key: end.get(key) for key in _ENDED_KEYS},
+            **{key: end[key] for key in _RESTART_KEYS if end.get(key)},
+        }
+    )
+    for old in sorted(ended, key=lambda sid: float(ended[sid].removed_at))[:-MAX_ENDED]:
         del ended[old]
 
 
 def ends_of(ledger: Ledger, name: str) -> list[dict[str, Any]]:
-    """What the ledger remembers of the ended batch sessions called ``name``, newest first."""
-    found = [dict(e) for e in (ledger.ended or {}).values() if e.get("name") == name]
-    return sorted(found, key=lambda e: e["removed_at"], reverse=True)
+    """What the ledger remembers of the ended batch sessions called ``name``, newest first
+    (the JSON objects: the module's result)."""
+    found = [e for e in (ledger.ended or {}).values() if e.name == name]
+    return [e.to_dict() for e in sorted(found, key=lambda e: e.removed_at, reverse=True)]

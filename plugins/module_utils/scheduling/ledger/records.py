@@ -1,4 +1,6 @@
-"""The ledger's reservation record: a session's entry in ``sessions``, with its kernels.
+"""The ledger's records: a session's reservation in ``sessions`` (with its kernels), a
+queued session in ``queue``, how a batch session ended in ``ended``, a forced destroy's
+leftovers in ``forsaken``.
 
 A field reads as the key did: None (or the empty value) when the document does not have
 it. Only its owners change a reservation, through the methods here: reservations.py
@@ -154,3 +156,39 @@ class QueueEntry(Record):
         """A preemption stops ``victims`` to make it room."""
         self.preempting = {"victims": list(victims), "at": now}
         self.reason = f"preempting {', '.join(victims)} to make room"
+
+
+@dataclass(kw_only=True)
+class Ended(Record):
+    """How a batch session ended (history.py keeps the newest): what `session show` and
+    `session logs` find once it is gone. The end's fields are job.combine's, as given."""
+
+    KIND: ClassVar[str] = "ended session"
+
+    name: str = ""
+    session_id: str = ""
+    removed_at: float = 0.0
+    owner: str = ""
+    state: str | None = None
+    exit_code: int | None = None
+    signal: str | None = None
+    failed: Any = None  # the member that failed first
+    started: Any = None
+    ended: Any = None
+    reason: str | None = None
+    members: Any = None  # each member's agent, where its output is kept
+    # A session that restarted: its last attempt's number, the ends of the earlier ones.
+    attempt: int | None = None
+    attempts: list[dict[str, Any]] | None = None
+
+
+@dataclass(kw_only=True)
+class Forsaken(Record):
+    """A session a forced destroy released while agents did not answer
+    (reservations.forsake): reconcile removes what it left there once they answer."""
+
+    KIND: ClassVar[str] = "forsaken session"
+
+    name: str = ""
+    agents: list[str] = field(default_factory=list)  # the agents that did not answer
+    at: float = 0.0

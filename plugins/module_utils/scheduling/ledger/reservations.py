@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import (
     CREATING,
     READY,
+    Forsaken,
     Ledger,
     Reservation,
 )
@@ -147,11 +148,9 @@ def forsake(ledger: Ledger, name: str, session_id: str, left_on: Sequence[str], 
             forget_in_record(record, session_id)
     if ledger.forsaken is None:
         ledger.forsaken = {}
-    ledger.forsaken[session_id] = {
-        "name": name,
-        "agents": sorted(away),
-        "at": now,
-    }
+    ledger.forsaken[session_id] = Forsaken.from_dict(
+        {"name": name, "agents": sorted(away), "at": now}
+    )
     return True
 
 

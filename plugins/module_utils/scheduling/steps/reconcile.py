@@ -28,6 +28,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.capa
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import (
     CREATING,
     READY,
+    Forsaken,
     Ledger,
     Reservation,
     settled,
@@ -109,7 +110,7 @@ def reconcile(
     out.remove.extend(earlier)
     # A forced destroy is settled once every agent it left was read and runs nothing of it.
     for sid, gone in list(forsaken.items()):
-        if sid not in found and all(a in fresh for a in gone.get("agents") or ()):
+        if sid not in found and all(a in fresh for a in gone.agents or ()):
             del forsaken[sid]
     return out
 
@@ -228,7 +229,7 @@ def _settle_unknown(
     rows: Rows,
     now: float,
     out: Reconciliation,
-    forsaken: Mapping[str, Any],
+    forsaken: Mapping[str, Forsaken],
     own: set[str],
     every_agent_read: bool,
 ) -> None:

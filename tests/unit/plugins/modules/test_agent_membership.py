@@ -122,8 +122,8 @@ def test_forgetting_an_agent_drops_its_records_and_keeps_its_leftovers_known():
     ledger = ledger_with([("s2", "a1")])
     avail.set_availability(ledger, record(availability="drain"), name="a2", identity="id-a2")
     ledger.forsaken = {
-        "x": {"name": "old", "agents": ["a2"], "at": 0},
-        "y": {"name": "wide", "agents": ["a1", "a2"], "at": 0},
+        "x": document.Forsaken(name="old", agents=["a2"], at=0),
+        "y": document.Forsaken(name="wide", agents=["a1", "a2"], at=0),
     }
     gone = roster.forget_agent(ledger, "a2", "id-a2")
     assert gone.holding == [] and "its kept read" in gone.dropped

@@ -99,7 +99,7 @@ def test_a_forced_destroy_leaves_the_part_it_could_not_reach_to_reconcile():
     assert "its part on a2" in destroy.text(done) and "session reconcile" in destroy.text(done)
 
     assert reservations.forsake(ledger, "s", sid, done["left_on"], now=2000.0)
-    assert "s" not in ledger.sessions and ledger.forsaken[sid]["agents"] == ["a2"]
+    assert "s" not in ledger.sessions and ledger.forsaken[sid].agents == ["a2"]
     # a2 answers again with the session's container: reconcile removes it, never adopts.
     leftover = {
         "name": "bai-s-sub1",

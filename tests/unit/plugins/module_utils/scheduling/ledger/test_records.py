@@ -1,6 +1,7 @@
 """The ledger's records (module_utils/scheduling/ledger/records.py, json_record.py): a
-reservation and a queue entry read from their JSON objects and written back to the same
-objects, their owners' changes showing in them, and a damaged one refused."""
+reservation, a queue entry, an ended and a forsaken session read from their JSON objects
+and written back to the same objects, their owners' changes showing in them, and a
+damaged one refused."""
 
 import json
 
@@ -8,6 +9,8 @@ import pytest
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import LedgerError
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import document
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.records import (
+    Ended,
+    Forsaken,
     Kernel,
     QueueEntry,
     Reservation,
@@ -99,6 +102,36 @@ def test_a_ledger_with_queued_entries_reads_and_writes_the_same_text():
     assert json.dumps(ledger.to_dict(), sort_keys=True) == json.dumps(data, sort_keys=True)
 
 
+def test_ended_and_forsaken_sessions_read_as_records_and_write_the_same_text():
+    ended = {"name": "s0", "session_id": "sid-0", "removed_at": 999.0, "exit_code": 0}
+    ended |= {"failed": None, "attempts": [{"attempt": 0, "state": "lost"}], "zz": 1}
+    data = {
+        "version": 1,
+        "sessions": {},
+        "ended": {"sid-0": ended},
+        "forsaken": {"sid-9": {"name": "s9", "agents": ["a2"], "at": 998}},
+    }
+    text = json.dumps(data, sort_keys=True)
+    ledger = document.Ledger.from_dict(json.loads(text))
+    assert isinstance(ledger.ended["sid-0"], Ended) and ledger.ended["sid-0"].exit_code == 0
+    assert ledger.ended["sid-0"].extra == {"zz": 1} and ledger.ended["sid-0"].state is None
+    assert isinstance(ledger.forsaken["sid-9"], Forsaken)
+    assert ledger.forsaken["sid-9"].agents == ["a2"] and ledger.forsaken["sid-9"].at == 998
+    assert json.dumps(ledger.to_dict(), sort_keys=True) == text
+
+
+@pytest.mark.parametrize(
+    ("data", "says"),
+    [
+        ({"ended": {"sid": "gone"}}, "ended session that is not an object"),
+        ({"forsaken": {"sid": ["a2"]}}, "forsaken session that is not an object"),
+    ],
+)
+def test_a_damaged_ended_or_forsaken_record_makes_the_ledger_unreadable(data, says):
+    with pytest.raises(LedgerError, match=says):
+        document.Ledger.from_dict({"version": 1, "sessions": {}, **data})
+
+
 @pytest.mark.parametrize(
     ("sessions", "says"),
     [
@@ -129,6 +162,9 @@ _KEYS = st.sampled_from(
         "zz",
         "adopted",
         "parsed",
+        "agents",
+        "removed_at",
+        "exit_code",
     ]
 )
 
@@ -140,7 +176,8 @@ def test_any_object_without_kernels_round_trips_byte_for_byte(data):
     assert json.dumps(Reservation.from_dict(data).to_dict(), sort_keys=True) == text
 
 
-@given(st.dictionaries(_KEYS | st.text(), _JSON, max_size=8))
-def test_any_queue_entry_object_round_trips_byte_for_byte(data):
+@pytest.mark.parametrize("kind", [QueueEntry, Ended, Forsaken])
+@given(data=st.dictionaries(_KEYS | st.text(), _JSON, max_size=8))
+def test_any_other_record_object_round_trips_byte_for_byte(kind, data):
     text = json.dumps(data, sort_keys=True)
-    assert json.dumps(QueueEntry.from_dict(data).to_dict(), sort_keys=True) == text
+    assert json.dumps(kind.from_dict(data).to_dict(), sort_keys=True) == text
