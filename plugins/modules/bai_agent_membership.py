@@ -150,7 +150,8 @@ def forget(module: AnsibleModule, store: store_.Store) -> dict[str, Any]:
             raise Failure(f"{store.where}: {snapshot.damaged}; {document.REBUILD_HINT}")
         ledger = snapshot.ledger
         identity = params["identity"] or roster.known_identity(ledger, params["agent"])
-        found.update(identity=identity, record=(ledger.agents or {}).get(params["agent"]))
+        kept = (ledger.agents or {}).get(params["agent"])
+        found.update(identity=identity, record=kept.to_dict() if kept else None)
         if params["state"] == "present":
             return {"changed": False}
         gone = roster.forget_agent(ledger, params["agent"], identity)

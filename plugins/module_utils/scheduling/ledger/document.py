@@ -50,6 +50,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.reco
     READY,
     Ended,
     Forsaken,
+    KeptRead,
     QueueEntry,
     Reservation,
 )
@@ -60,6 +61,7 @@ __all__ = [
     "VERSION",
     "Ended",
     "Forsaken",
+    "KeptRead",
     "Ledger",
     "QueueEntry",
     "Reservation",
@@ -97,7 +99,12 @@ _OPTIONAL: dict[str, type | tuple[type, ...]] = {
 _R = TypeVar("_R", bound=Record)
 
 # The optional keys whose values map a name or id to a typed record (records.py).
-_RECORDS: dict[str, type[Record]] = {"queue": QueueEntry, "ended": Ended, "forsaken": Forsaken}
+_RECORDS: dict[str, type[Record]] = {
+    "agents": KeptRead,
+    "queue": QueueEntry,
+    "ended": Ended,
+    "forsaken": Forsaken,
+}
 
 
 @dataclass
@@ -110,14 +117,14 @@ class Ledger:
     there stays, empty or not, except ``queue`` (taken out when its last entry leaves,
     queue.dequeue). ``extra``: top-level keys this toolkit does not know, kept
     as they are so that they are written back unchanged. A reservation is a
-    :class:`Reservation`, a queue entry a :class:`QueueEntry`, an ended session an
-    :class:`Ended` and a forced destroy's leftovers a :class:`Forsaken` (records.py); the
-    other records inside (a kept read, an availability record, ...) are the JSON objects
-    as read.
+    :class:`Reservation`, an agent's kept read a :class:`KeptRead`, a queue entry a
+    :class:`QueueEntry`, an ended session an :class:`Ended` and a forced destroy's
+    leftovers a :class:`Forsaken` (records.py); the other records inside (an availability
+    record, the counters, the usage) are the JSON objects as read.
     """
 
     sessions: dict[str, Reservation] = field(default_factory=dict)
-    agents: dict[str, dict[str, Any]] | None = field(default_factory=dict)
+    agents: dict[str, KeptRead] | None = field(default_factory=dict)  # name -> its last read
     version: int = VERSION
     queue: dict[str, QueueEntry] | None = None  # name -> queue entry (queue/entries.py)
     queue_seq: int | None = None  # the last queue entry's sequence number
@@ -159,7 +166,7 @@ class Ledger:
             sessions={
                 name: Reservation.from_dict(entry) for name, entry in data["sessions"].items()
             },
-            agents=found.get("agents"),
+            agents=_records(found, "agents", KeptRead),
             queue=_records(found, "queue", QueueEntry),
             queue_seq=found.get("queue_seq"),
             ended=_records(found, "ended", Ended),

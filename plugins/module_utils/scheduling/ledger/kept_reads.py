@@ -24,6 +24,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.capa
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import (
     CREATING,
+    KeptRead,
     Ledger,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.roster import (
@@ -42,8 +43,8 @@ def overdue_agents(ledger: Ledger, now: float) -> list[str]:
         if entry.state != CREATING or expires > now:
             continue
         for kernel in entry.kernels:
-            record = records.get(kernel.agent) or {}
-            if float(record.get("stored_at") or 0) < expires:
+            record = records.get(kernel.agent)
+            if float(record.stored_at if record else 0) < expires:
                 out.add(kernel.agent)
     return sorted(out)
 
@@ -84,23 +85,23 @@ def remember(
         if result.get("skipped") or result.get("kept") or "agent" not in result:
             continue
         name = str(result["agent"].get("name"))
-        old = agents.get(name) or {}
+        old = agents.get(name)
         images = {
-            **(old.get("images") or {}),
+            **(old.images if old else {}),
             **{
                 ref: {"present": bool((found or {}).get("present"))}
                 for ref, found in (result.get("images") or {}).items()
             },
         }
-        agents[name] = {
-            "stored_at": now,
-            "read_at": float(result.get("read_at") or now),
-            "agent": dict(result["agent"]),
-            "sessions": dict(result.get("sessions") or {}),
-            "images": images,
-            "paths": {**(old.get("paths") or {}), **dict(result.get("paths") or {})},
-            "declared": (declared or {}).get(name),
-        }
+        agents[name] = KeptRead(
+            stored_at=now,
+            read_at=float(result.get("read_at") or now),
+            agent=dict(result["agent"]),
+            sessions=dict(result.get("sessions") or {}),
+            images=images,
+            paths={**(old.paths if old else {}), **dict(result.get("paths") or {})},
+            declared=(declared or {}).get(name),
+        )
 
 
 def forget_session(ledger: Ledger, session_id: str) -> None:
@@ -109,12 +110,12 @@ def forget_session(ledger: Ledger, session_id: str) -> None:
         forget_in_record(record, session_id)
 
 
-def forget_in_record(record: dict[str, Any], session_id: str) -> None:
+def forget_in_record(record: KeptRead, session_id: str) -> None:
     """Take a removed session out of one agent's kept read."""
-    row = (record.get("sessions") or {}).pop(session_id, None)
+    row = record.sessions.pop(session_id, None)
     if row is None:
         return
-    agent = record["agent"]
+    agent = record.agent
     for key in ("cpu", "mem", "gpu"):
         left = max(float(agent.get(f"used_{key}") or 0) - float(row.get(key) or 0), 0.0)
         agent[f"used_{key}"] = round(left, 6) if key == "cpu" else round(left)
@@ -122,15 +123,15 @@ def forget_in_record(record: dict[str, Any], session_id: str) -> None:
     agent["gpu_in_use"] = sorted(set(agent.get("gpu_in_use") or ()) - freed)
 
 
-def kept_result(record: Mapping[str, Any]) -> dict[str, Any]:
+def kept_result(record: KeptRead) -> dict[str, Any]:
     """A kept record in the shape of a bai_agent_info result, marked ``kept``. It shows
     no containers: agents that may hold the session are always read afresh."""
     return {
-        "agent": dict(record["agent"]),
-        "sessions": dict(record.get("sessions") or {}),
-        "read_at": record.get("read_at"),
-        "images": dict(record.get("images") or {}),
-        "paths": dict(record.get("paths") or {}),
+        "agent": dict(record.agent),
+        "sessions": dict(record.sessions or {}),
+        "read_at": record.read_at,
+        "images": dict(record.images or {}),
+        "paths": dict(record.paths or {}),
         "containers": [],
         "kept": True,
     }
@@ -150,7 +151,7 @@ def holders(ledger: Ledger, name: str) -> set[str]:
     for agent, record in (ledger.agents or {}).items():
         if any(
             row.get("name") == name and (sid != restarted or agent in found)
-            for sid, row in (record.get("sessions") or {}).items()
+            for sid, row in (record.sessions or {}).items()
         ):
             found.add(agent)
     return found
@@ -208,8 +209,8 @@ def sources(
     for declared in agents:
         agent = str(declared["name"])
         record = records.get(agent)
-        node = node_of(nodes, agent, record)
-        identity = str(((record or {}).get("agent") or {}).get("id") or "")
+        identity = record.identity if record else ""
+        node = node_of(nodes, agent, identity)
         why = away.get(agent) or availability.unavailable(agent, identity, paused, node)
         if why and agent not in holding:
             out.unavailable[agent] = why
@@ -219,13 +220,13 @@ def sources(
         if agent in holding:
             out.read.append(agent)
             continue
-        same = record is not None and record.get("declared") == declaration(declared)
+        same = record is not None and record.declared == declaration(declared)
         if (
             same
             and record is not None
-            and now - float(record.get("stored_at") or 0) <= max_age
-            and all(ref in (record.get("images") or {}) for ref in images)
-            and all(path in (record.get("paths") or {}) for path in paths)
+            and now - float(record.stored_at or 0) <= max_age
+            and all(ref in (record.images or {}) for ref in images)
+            and all(path in (record.paths or {}) for path in paths)
         ):
             out.kept.append(agent)
             continue
@@ -239,7 +240,7 @@ def sources(
 
 def hint(
     declared: Mapping[str, Any],
-    record: Mapping[str, Any] | None = None,
+    record: KeptRead | None = None,
     node: Mapping[str, Any] | None = None,
 ) -> dict[str, Any] | None:
     """What a placement may assume of an agent it has no recent read of, in the shape of a
@@ -249,7 +250,7 @@ def hint(
     else the swarm's node list (``node``: CPU and memory). None when GPU devices are not
     known (they are detected on the agent unless it declares ``gpu: 0``)."""
     resources = dict(declared.get("resources") or {})
-    agent = dict((record or {}).get("agent") or {})
+    agent = dict(record.agent if record else {})
     cpu = resources.get("cpu") or agent.get("cpu") or (node or {}).get("cpu")
     mem = resources.get("mem") or agent.get("mem") or (node or {}).get("mem")
     if str(resources.get("gpu")).strip() in ("0", "0.0"):

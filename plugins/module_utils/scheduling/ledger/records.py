@@ -1,6 +1,6 @@
 """The ledger's records: a session's reservation in ``sessions`` (with its kernels), a
 queued session in ``queue``, how a batch session ended in ``ended``, a forced destroy's
-leftovers in ``forsaken``.
+leftovers in ``forsaken``, an agent's kept read in ``agents``.
 
 A field reads as the key did: None (or the empty value) when the document does not have
 it. Only its owners change a reservation, through the methods here: reservations.py
@@ -192,3 +192,27 @@ class Forsaken(Record):
     name: str = ""
     agents: list[str] = field(default_factory=list)  # the agents that did not answer
     at: float = 0.0
+
+
+@dataclass(kw_only=True)
+class KeptRead(Record):
+    """An agent's last read, as the ledger keeps it (kept_reads.py makes it and takes a
+    removed session out of it): when it was stored and read (the ledger's clock), the
+    read's agent (identity, capacity, what is in use: a bai_agent_info result's), the
+    sessions it showed (session id -> what it uses there), what it knows of images and
+    mount sources, and what the inventory declared for the agent then."""
+
+    KIND: ClassVar[str] = "kept read"
+
+    stored_at: float = 0.0
+    read_at: float = 0.0
+    agent: dict[str, Any] = field(default_factory=dict)
+    sessions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    images: dict[str, Any] = field(default_factory=dict)
+    paths: dict[str, Any] = field(default_factory=dict)
+    declared: dict[str, Any] | None = None
+
+    @property
+    def identity(self) -> str:
+        """The agent's identity when it was read ('' when the read had none)."""
+        return str(self.agent.get("id") or "")

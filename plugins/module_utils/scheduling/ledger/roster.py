@@ -43,8 +43,8 @@ def forget_agent(ledger: Ledger, name: str, identity: str = "") -> Forgotten:
 
 def known_identity(ledger: Ledger, name: str) -> str:
     """The identity of the ledger's last read of agent ``name`` ('' if never read)."""
-    record = (ledger.agents or {}).get(name) or {}
-    return str((record.get("agent") or {}).get("id") or "")
+    record = (ledger.agents or {}).get(name)
+    return record.identity if record else ""
 
 
 NODE_GONE = ("down", "disconnected")  # swarm node states that a placement passes over
@@ -80,15 +80,13 @@ def node_table(nodes: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def node_of(
-    nodes: Mapping[str, Mapping[str, Any]] | None,
-    agent: str,
-    record: Mapping[str, Any] | None = None,
+    nodes: Mapping[str, Mapping[str, Any]] | None, agent: str, identity: str = ""
 ) -> Mapping[str, Any] | None:
-    """An agent's row of :func:`node_table`: by the node ID its last read gave (an agent's
-    identity is its swarm node's), else by its inventory name as the node's hostname."""
+    """An agent's row of :func:`node_table`: by the node ID of ``identity``, which its last
+    read gave (an agent's identity is its swarm node's), else by its inventory name as the
+    node's hostname."""
     if not nodes:
         return None
-    identity = str(((record or {}).get("agent") or {}).get("id") or "")
     node_id = engine_of(identity)
     return nodes.get(node_id) or nodes.get(agent)
 

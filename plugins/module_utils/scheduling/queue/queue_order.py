@@ -174,7 +174,7 @@ def capacity_rate(ledger: Ledger, rates: priority.Rates = fair_usage.RATES) -> f
     """The units a second the agents the ledger keeps a read of offer in all."""
     total = 0.0
     for record in (ledger.agents or {}).values():
-        agent = (record or {}).get("agent") or {}
+        agent = record.agent
         total += rates.rate(
             float(agent.get("cpu") or 0), float(agent.get("mem") or 0), float(agent.get("gpu") or 0)
         )

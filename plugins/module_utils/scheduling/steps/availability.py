@@ -117,7 +117,6 @@ def in_cluster(module: Any) -> dict[str, Any]:
         found["records"] = avail.records(ledger)
         if name is None:
             found["given_out"] = _given_out(ledger)
-            found["agents"] = ledger.agents or {}
             return {"changed": False}
         identity = params["identity"] or roster.known_identity(ledger, name)
         found["identity"] = identity

@@ -39,7 +39,7 @@ class CreateStep:
     read: set[str] = field(default_factory=set)  # the agents read afresh (with O(agents))
     kept: list[str] = field(default_factory=list)  # the agents known by kept reads
     hinted: dict[str, dict[str, Any]] = field(default_factory=dict)
-    records: Mapping[str, Any] = field(default_factory=dict)  # the ledger's kept reads
+    records: Mapping[str, document.KeptRead] = field(default_factory=dict)  # kept reads
     unavailable: dict[str, str] = field(default_factory=dict)  # agent -> why it takes none
 
     def ask_to_read(self, agents: list[str], now: float) -> dict[str, Any]:

@@ -184,15 +184,13 @@ def _known_agents(
     for declared in request.agents or []:
         name = str(declared["name"])
         record = records.get(name)
-        node = roster.node_of(nodes, name, record)
-        identity = str(((record or {}).get("agent") or {}).get("id") or "")
+        identity = record.identity if record else ""
+        node = roster.node_of(nodes, name, identity)
         why = avail.unavailable(name, identity, paused, node)
         if why:
             unavailable[name] = why
             continue
-        same = (
-            record is not None and record.get("declared") == roster.declarations([declared])[name]
-        )
+        same = record is not None and record.declared == roster.declarations([declared])[name]
         if same and record is not None:
             info.append(kept_reads.kept_result(record))
             continue

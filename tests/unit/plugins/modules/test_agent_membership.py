@@ -102,7 +102,8 @@ def test_check_mode_reports_the_hold_and_writes_nothing(tmp_path):
 def ledger_with(sessions=(), agents=("a1", "a2")):
     ledger = document.empty()
     for agent in agents:
-        ledger.agents[agent] = {"agent": {"name": agent, "id": f"id-{agent}"}}
+        read = {"agent": {"name": agent, "id": f"id-{agent}"}}
+        ledger.agents[agent] = document.KeptRead.from_dict(read)
     for name, agent in sessions:
         ledger.sessions[name] = document.Reservation.from_dict(
             {"session_id": f"sid-{name}", "kernels": [{"agent": agent}]}

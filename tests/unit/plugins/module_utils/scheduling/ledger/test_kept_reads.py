@@ -57,12 +57,12 @@ def test_destroy_frees_what_kept_reads_saw_the_session_use():
     }
     read = info("a1", cpu=8, gpus=(0, 1), sessions=running, used=(4.0, 0, 1))
     kept_reads.remember(ledger, [read], 1000.0)
-    assert ledger.agents["a1"]["agent"]["gpu_in_use"] == [1]
+    assert ledger.agents["a1"].agent["gpu_in_use"] == [1]
     assert reservations.release(ledger, "s1", sid)
     record = ledger.agents["a1"]
-    assert record["sessions"] == {}
-    assert record["agent"]["used_cpu"] == 0.0 and record["agent"]["used_gpu"] == 0
-    assert record["agent"]["gpu_in_use"] == []
+    assert record.sessions == {}
+    assert record.agent["used_cpu"] == 0.0 and record.agent["used_gpu"] == 0
+    assert record.agent["gpu_in_use"] == []
     kept = usage.adjust([kept_reads.kept_result(record)], ledger)[0]["agent"]
     assert kept["used_cpu"] == 0.0
 
@@ -78,12 +78,12 @@ def test_remember_keeps_what_an_older_read_knew_of_images_and_paths():
     second = {**info("a1"), "images": {"img:2": {"present": False}}, "paths": {}}
     kept_reads.remember(ledger, [second], 1001.0)
     record = ledger.agents["a1"]
-    assert record["images"] == {"img:1": {"present": True}, "img:2": {"present": False}}
-    assert record["paths"] == {"/d": True}
-    assert record["stored_at"] == 1001.0
+    assert record.images == {"img:1": {"present": True}, "img:2": {"present": False}}
+    assert record.paths == {"/d": True}
+    assert record.stored_at == 1001.0
     # kept results are not reads
     kept_reads.remember(ledger, [kept_reads.kept_result(record)], 1002.0)
-    assert ledger.agents["a1"]["stored_at"] == 1001.0
+    assert ledger.agents["a1"].stored_at == 1001.0
 
 
 @pytest.mark.parametrize(
@@ -145,7 +145,7 @@ def test_a_hint_is_the_declared_capacity_with_the_ledger_s_sessions_as_its_load(
     # GPU devices are detected on the agent: without gpu: 0 (or an earlier read) no hint.
     assert kept_reads.hint({**declared, "resources": {"cpu": 4, "mem": "8g"}}) is None
     # An earlier read gives what the declaration does not; the node list gives CPU, memory.
-    record = {"agent": {"cpu": 2, "mem": GI, "gpu_devices": [0, 1], "id": "n1"}}
+    record = document.KeptRead(agent={"cpu": 2, "mem": GI, "gpu_devices": [0, 1], "id": "n1"})
     from_read = kept_reads.hint({**declared, "resources": None}, record)
     assert from_read is not None and from_read["agent"]["gpu_devices"] == [0, 1]
     node = {"cpu": 6.0, "mem": 3 * GI, "id": "n1"}
@@ -201,8 +201,7 @@ def test_the_swarm_s_node_list_keeps_placement_off_drained_and_down_agents():
     found = kept_reads.sources(ledger, agents, nodes=table, **EMPTY_REQUEST)
     assert (sorted(found.hinted), sorted(found.unavailable)) == (["a1", "a4"], ["a2", "a3"])
     # Matched by the node ID an agent's read gave, whatever its inventory name.
-    record = {"agent": {"id": "n2/slot"}}
-    assert roster.node_of(table, "other", record) is table["n2"]
+    assert roster.node_of(table, "other", "n2/slot") is table["n2"]
     # A drained agent that holds the session is still read (its containers decide a rerun).
     place(ledger, "s", [info("a2", cpu=8)], size=1, resources={"cpu": 1})
     found = kept_reads.sources(ledger, agents, nodes=table, **EMPTY_REQUEST)

@@ -1,7 +1,7 @@
 """The ledger's records (module_utils/scheduling/ledger/records.py, json_record.py): a
-reservation, a queue entry, an ended and a forsaken session read from their JSON objects
-and written back to the same objects, their owners' changes showing in them, and a
-damaged one refused."""
+reservation, a kept read, a queue entry, an ended and a forsaken session read from their
+JSON objects and written back to the same objects, their owners' changes showing in them,
+and a damaged one refused."""
 
 import json
 
@@ -11,6 +11,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger impo
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.records import (
     Ended,
     Forsaken,
+    KeptRead,
     Kernel,
     QueueEntry,
     Reservation,
@@ -120,9 +121,22 @@ def test_ended_and_forsaken_sessions_read_as_records_and_write_the_same_text():
     assert json.dumps(ledger.to_dict(), sort_keys=True) == text
 
 
+def test_a_kept_read_reads_as_its_fields_and_writes_back_the_same_object():
+    read = {"stored_at": 1000, "agent": {"name": "a1", "id": "n1/slot"}, "sessions": {}}
+    read |= {"declared": None, "zz": [1]}
+    data = {"version": 1, "sessions": {}, "agents": {"a1": read}}
+    text = json.dumps(data, sort_keys=True)
+    kept = document.Ledger.from_dict(json.loads(text)).agents["a1"]
+    assert isinstance(kept, KeptRead) and kept.identity == "n1/slot"
+    assert (kept.stored_at, kept.read_at, kept.images, kept.declared) == (1000, 0.0, {}, None)
+    assert json.dumps({**data, "agents": {"a1": kept.to_dict()}}, sort_keys=True) == text
+    assert KeptRead.from_dict({}).identity == ""
+
+
 @pytest.mark.parametrize(
     ("data", "says"),
     [
+        ({"agents": {"a1": None}}, "kept read that is not an object"),
         ({"ended": {"sid": "gone"}}, "ended session that is not an object"),
         ({"forsaken": {"sid": ["a2"]}}, "forsaken session that is not an object"),
     ],
@@ -165,6 +179,9 @@ _KEYS = st.sampled_from(
         "agents",
         "removed_at",
         "exit_code",
+        "agent",
+        "stored_at",
+        "declared",
     ]
 )
 
@@ -176,7 +193,7 @@ def test_any_object_without_kernels_round_trips_byte_for_byte(data):
     assert json.dumps(Reservation.from_dict(data).to_dict(), sort_keys=True) == text
 
 
-@pytest.mark.parametrize("kind", [QueueEntry, Ended, Forsaken])
+@pytest.mark.parametrize("kind", [QueueEntry, Ended, Forsaken, KeptRead])
 @given(data=st.dictionaries(_KEYS | st.text(), _JSON, max_size=8))
 def test_any_other_record_object_round_trips_byte_for_byte(kind, data):
     text = json.dumps(data, sort_keys=True)

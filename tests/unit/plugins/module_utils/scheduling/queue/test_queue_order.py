@@ -174,7 +174,9 @@ def test_with_one_owner_priority_order_is_fifo(submitted, heads, used):
 def test_fair_share_moves_a_heavy_owner_back_and_decay_brings_them_forward():
     ledger = document.Ledger.empty()
     # One agent of 8 CPUs and 16 GiB: 12 units a second, about 1e7 over the decay.
-    ledger.agents = {"a1": {"agent": {"name": "a1", "cpu": 8, "mem": 16 * 2**30, "gpu": 0}}}
+    ledger.agents = {
+        "a1": document.KeptRead(agent={"name": "a1", "cpu": 8, "mem": 16 * 2**30, "gpu": 0})
+    }
     ledger.usage = {"heavy": {"units": 2e6, "at": 0.0}}
     ledger.queue = {
         name: QueueEntry.from_dict(

@@ -13,7 +13,10 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
 )
 from ansible_collections.bai.cluster.plugins.module_utils.containers import destroy
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import kept_reads
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import Ledger
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import (
+    KeptRead,
+    Ledger,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.records import (
     Reservation,
 )
@@ -93,16 +96,17 @@ def test_without_a_member_that_answers_nothing_is_fenced():
 
 
 def test_the_restart_keeps_the_kept_read_of_the_agent_that_did_not_answer():
-    kept = {"agent": {"used_cpu": 1.0, "used_mem": 1, "used_gpu": 0}, "sessions": {}}
-    kept["sessions"][SID] = {"name": "job", "cpu": 1.0, "mem": 1, "gpu": 0}
-    ledger = Ledger(
-        sessions={"job": entry()},
-        agents={"a1": {**kept, "sessions": dict(kept["sessions"])}, "a2": kept},
-    )
+    def kept() -> KeptRead:
+        return KeptRead(
+            agent={"used_cpu": 1.0, "used_mem": 1, "used_gpu": 0},
+            sessions={SID: {"name": "job", "cpu": 1.0, "mem": 1, "gpu": 0}},
+        )
+
+    ledger = Ledger(sessions={"job": entry()}, agents={"a1": kept(), "a2": kept()})
     queued = restarts.restart(ledger, "job", SID, {"state": "lost"}, 10.0, left_on=["a2"])
     assert queued is not None and queued.attempts[0]["left_on"] == ["a2"]
-    assert SID not in ledger.agents["a1"]["sessions"]  # released where it was removed
-    assert SID in ledger.agents["a2"]["sessions"]  # still counted where it may run
+    assert SID not in ledger.agents["a1"].sessions  # released where it was removed
+    assert SID in ledger.agents["a2"].sessions  # still counted where it may run
     # ... but no longer makes a2 a holder of job: a create need not wait for a2.
     assert kept_reads.holders(ledger, "job") == set()
 
