@@ -169,7 +169,7 @@ def forget(module: AnsibleModule, store: store_.Store) -> dict[str, Any]:
 
 
 def node_row(node: Mapping[str, Any]) -> dict[str, Any]:
-    row = dict(roster.node_table([node])[str(node["ID"])])
+    row = roster.node_table([node])[str(node["ID"])].to_dict()
     row["role"] = (node.get("Spec") or {}).get("Role") or "worker"
     return row
 

@@ -41,6 +41,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import Ledger
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.roster import SwarmNode
 
 ACTIVE = "active"
 PAUSE = "pause"
@@ -201,18 +202,18 @@ def unavailable(
     name: str,
     identity: str,
     found: Mapping[str, Mapping[str, Any]],
-    node: Mapping[str, Any] | None,
+    node: SwarmNode | None,
 ) -> str:
     """Why placement passes over an agent ('' when it may place there): paused or drained
     (the ledger's record, or the swarm node's availability), or down in the swarm."""
     record = record_of(found, name, identity)
     if record is not None:
         return describe(record)
-    if node is not None and node.get("availability", ACTIVE) != ACTIVE:
-        word = WORDS.get(str(node["availability"]), str(node["availability"]))
+    if node is not None and node.availability != ACTIVE:
+        word = WORDS.get(node.availability, node.availability)
         return f"{word} in the swarm (docker node update; not by this toolkit)"
-    if node is not None and not node.get("usable", True):
-        return f"{node.get('state') or 'down'} in the swarm"
+    if node is not None and not node.usable:
+        return f"{node.state or 'down'} in the swarm"
     return ""
 
 

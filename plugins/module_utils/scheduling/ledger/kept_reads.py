@@ -28,6 +28,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.docu
     Ledger,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.roster import (
+    SwarmNode,
     declaration,
     node_of,
 )
@@ -176,7 +177,7 @@ def sources(
     fresh: set[str],
     now: float,
     max_age: float,
-    nodes: Mapping[str, Mapping[str, Any]] | None = None,
+    nodes: Mapping[str, SwarmNode] | None = None,
     hints: bool = True,
     away: Mapping[str, str] | None = None,
 ) -> Sources:
@@ -241,7 +242,7 @@ def sources(
 def hint(
     declared: Mapping[str, Any],
     record: KeptRead | None = None,
-    node: Mapping[str, Any] | None = None,
+    node: SwarmNode | None = None,
 ) -> dict[str, Any] | None:
     """What a placement may assume of an agent it has no recent read of, in the shape of a
     bai_agent_info result marked ``kept`` and ``hint`` (so every session of the ledger
@@ -251,8 +252,8 @@ def hint(
     known (they are detected on the agent unless it declares ``gpu: 0``)."""
     resources = dict(declared.get("resources") or {})
     agent = dict(record.agent if record else {})
-    cpu = resources.get("cpu") or agent.get("cpu") or (node or {}).get("cpu")
-    mem = resources.get("mem") or agent.get("mem") or (node or {}).get("mem")
+    cpu = resources.get("cpu") or agent.get("cpu") or (node.cpu if node else None)
+    mem = resources.get("mem") or agent.get("mem") or (node.mem if node else None)
     if str(resources.get("gpu")).strip() in ("0", "0.0"):
         devices: list[int] | None = []
     else:
@@ -266,7 +267,7 @@ def hint(
     return {
         "agent": {
             "name": str(declared["name"]),
-            "id": agent.get("id") or (node or {}).get("id") or "",
+            "id": agent.get("id") or (node.id if node else ""),
             "group": declared.get("group") or "default",
             "cpu": capacity.cpu,
             "mem": capacity.mem,

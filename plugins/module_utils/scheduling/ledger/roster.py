@@ -5,6 +5,7 @@ an agent taken out of the cluster (bai-cluster agent remove)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
 from typing import Any, NamedTuple
 
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.agent_identity import (
@@ -50,13 +51,30 @@ def known_identity(ledger: Ledger, name: str) -> str:
 NODE_GONE = ("down", "disconnected")  # swarm node states that a placement passes over
 
 
-def node_table(nodes: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+@dataclass(frozen=True)
+class SwarmNode:
+    """A swarm node as placement sees it (:func:`node_table`)."""
+
+    id: str
+    hostname: str
+    state: str  # ready, down, disconnected, unknown
+    availability: str  # active, pause, drain
+    usable: bool  # active, and not down or disconnected
+    cpu: float  # what the engine has
+    mem: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """The row as the modules return it."""
+        return asdict(self)
+
+
+def node_table(nodes: Sequence[Mapping[str, Any]]) -> dict[str, SwarmNode]:
     """The swarm's node list (``GET /nodes``, one call on a manager) by node ID and by
-    hostname: ``id``, ``usable``, ``state``, ``availability``, ``cpu``, ``mem`` (what the
-    engine has). Usable: active, and not ``down`` or ``disconnected``. A new swarm leader
-    marks every node ``unknown`` until it registers again (seconds after a manager is
-    lost); such a node is used, and a placement on it reads it first anyway."""
-    table: dict[str, dict[str, Any]] = {}
+    hostname, each a :class:`SwarmNode`. Usable: active, and not ``down`` or
+    ``disconnected``. A new swarm leader marks every node ``unknown`` until it registers
+    again (seconds after a manager is lost); such a node is used, and a placement on it
+    reads it first anyway."""
+    table: dict[str, SwarmNode] = {}
     for node in nodes:
         description = node.get("Description") or {}
         resources = description.get("Resources") or {}
@@ -64,15 +82,15 @@ def node_table(nodes: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
         availability = str((node.get("Spec") or {}).get("Availability") or "active")
         node_id = str(node.get("ID") or "")
         hostname = str(description.get("Hostname") or "")
-        row = {
-            "id": node_id,
-            "hostname": hostname,
-            "state": state,
-            "availability": availability,
-            "usable": availability == "active" and state not in NODE_GONE,
-            "cpu": int(resources.get("NanoCPUs") or 0) / 1e9,
-            "mem": int(resources.get("MemoryBytes") or 0),
-        }
+        row = SwarmNode(
+            id=node_id,
+            hostname=hostname,
+            state=state,
+            availability=availability,
+            usable=availability == "active" and state not in NODE_GONE,
+            cpu=int(resources.get("NanoCPUs") or 0) / 1e9,
+            mem=int(resources.get("MemoryBytes") or 0),
+        )
         for key in (node_id, hostname):
             if key:
                 table.setdefault(key, row)
@@ -80,8 +98,8 @@ def node_table(nodes: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def node_of(
-    nodes: Mapping[str, Mapping[str, Any]] | None, agent: str, identity: str = ""
-) -> Mapping[str, Any] | None:
+    nodes: Mapping[str, SwarmNode] | None, agent: str, identity: str = ""
+) -> SwarmNode | None:
     """An agent's row of :func:`node_table`: by the node ID of ``identity``, which its last
     read gave (an agent's identity is its swarm node's), else by its inventory name as the
     node's hostname."""

@@ -142,7 +142,7 @@ def in_cluster(module: Any) -> dict[str, Any]:
         result["given_out"] = found["given_out"]
         if isinstance(store, store_.SwarmStore):
             result["nodes"] = {
-                row["id"]: row for row in roster.node_table(store.api.nodes()).values()
+                row.id: row.to_dict() for row in roster.node_table(store.api.nodes()).values()
             }
         return result
     result.update(identity=found["identity"], previous=found["previous"], record=found["record"])
@@ -189,5 +189,5 @@ def _swarm_node(module: Any, api: Any, name: str, identity: str) -> tuple[Any, b
             if "out of sequence" not in error_text(exc):
                 module.fail_json(msg=f"agent {name}: swarm node {node['ID']}: {error_text(exc)}")
             node = api.inspect_node(node["ID"])
-    row = roster.node_table([node])[node["ID"]]
+    row = roster.node_table([node])[node["ID"]].to_dict()
     return {**row, "availability": want}, spec is not None

@@ -59,7 +59,7 @@ def _ignore(_message: str) -> None:
 
 def swarm_nodes(
     request: LedgerRequest, store: store_.Store, warn: Callable[[str], None] = _ignore
-) -> dict[str, dict[str, Any]] | None:
+) -> dict[str, roster.SwarmNode] | None:
     """The swarm's node list by node ID and hostname (one call on this manager), for a
     placement; None without a swarm, or when the list cannot be had (then every agent
     counts as up)."""
@@ -81,7 +81,7 @@ def step(
     store: store_.Store,
     snapshot: store_.Snapshot,
     now: float,
-    nodes: Mapping[str, Any] | None = None,
+    nodes: Mapping[str, roster.SwarmNode] | None = None,
     warn: Callable[[str], None] = _ignore,
 ) -> dict[str, Any]:
     """What O(state) does with one read of the ledger (the store writes it when asked)."""
@@ -197,7 +197,7 @@ def _passed(
     request: LedgerRequest,
     ledger: Ledger,
     now: float,
-    nodes: Mapping[str, Any] | None,
+    nodes: Mapping[str, roster.SwarmNode] | None,
     ordering: queue_order.QueueOrder,
 ) -> dict[str, queue_.Decision]:
     """The scheduler pass's decisions now (schedule.decide, changing nothing), by name,
@@ -208,7 +208,11 @@ def _passed(
 
 
 def _queued_explained(
-    request: LedgerRequest, ledger: Ledger, name: str, now: float, nodes: Mapping[str, Any] | None
+    request: LedgerRequest,
+    ledger: Ledger,
+    name: str,
+    now: float,
+    nodes: Mapping[str, roster.SwarmNode] | None,
 ) -> dict[str, Any] | None:
     """A queued session's view with why it is where it is (queue_order.explain)."""
     entry = queue_.queue_of(ledger).get(name)
@@ -223,7 +227,7 @@ def _queued_explained(
 
 
 def _queue_explained(
-    request: LedgerRequest, ledger: Ledger, now: float, nodes: Mapping[str, Any] | None
+    request: LedgerRequest, ledger: Ledger, now: float, nodes: Mapping[str, roster.SwarmNode] | None
 ) -> list[dict[str, Any]]:
     """The whole queue in order, each session with why it is where it is."""
     ordering = queue_order.order_of(request.policies, ledger, now, full=True)
@@ -245,7 +249,7 @@ def shown(
     ledger: Ledger,
     now: float,
     missing: str,
-    nodes: Mapping[str, Any] | None = None,
+    nodes: Mapping[str, roster.SwarmNode] | None = None,
 ) -> dict[str, Any]:
     """state=read: one session's entry with O(name), else the whole ledger; changing
     nothing."""

@@ -16,6 +16,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger impo
     kept_reads,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import Ledger
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.roster import SwarmNode
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.ledger_request import (
     LedgerRequest,
     declarations,
@@ -60,7 +61,7 @@ def by_inventory(
     create: CreateStep,
     missing: str,
     away: Mapping[str, str],
-    nodes: Mapping[str, Any] | None,
+    nodes: Mapping[str, SwarmNode] | None,
 ) -> dict[str, Any] | None:
     """Know every agent of the inventory (O(agents)) by this run's reads, kept reads or
     hints; the answer that asks to read some first, or None when placement can go on."""

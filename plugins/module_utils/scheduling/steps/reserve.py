@@ -35,6 +35,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger impo
     usage,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import Ledger
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.roster import SwarmNode
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue import queue_order
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue.policies import (
     lifetime,
@@ -90,7 +91,7 @@ def reserve(
     missing: str = "",
     where: str = "",
     ids: Sequence[str] | None = None,
-    nodes: Mapping[str, Any] | None = None,
+    nodes: Mapping[str, SwarmNode] | None = None,
     warn: Callable[[str], None] = _ignore,
 ) -> dict[str, Any]:
     """state=reserved: place the request's session and reserve it in ``ledger`` (or say

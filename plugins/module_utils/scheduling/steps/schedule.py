@@ -173,7 +173,7 @@ def queue_list(
 
 
 def _known_agents(
-    request: LedgerRequest, ledger: Ledger, nodes: Mapping[str, Any] | None
+    request: LedgerRequest, ledger: Ledger, nodes: Mapping[str, roster.SwarmNode] | None
 ) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """What the scheduler's pass knows of each agent of the inventory (its kept read, else
     a hint of its capacity), and the agents that take no new session, with why."""
@@ -201,7 +201,7 @@ def _known_agents(
 
 
 def pass_agents(
-    request: LedgerRequest, ledger: Ledger, nodes: Mapping[str, Any] | None
+    request: LedgerRequest, ledger: Ledger, nodes: Mapping[str, roster.SwarmNode] | None
 ) -> tuple[list[Agent], list[OutOfService]]:
     """The agents a scheduler pass places on (by their kept reads, or their declared
     capacity, with the ledger's reservations), and those out of service."""
@@ -217,7 +217,7 @@ def decide(
     request: LedgerRequest,
     ledger: Ledger,
     now: float,
-    nodes: Mapping[str, Any] | None,
+    nodes: Mapping[str, roster.SwarmNode] | None,
     ordering: queue_.Order | None = None,
     known: tuple[list[Agent], list[OutOfService]] | None = None,
 ) -> list[queue_.Decision]:
@@ -269,7 +269,7 @@ def scheduled(
     request: LedgerRequest,
     ledger: Ledger,
     now: float,
-    nodes: Mapping[str, Any] | None,
+    nodes: Mapping[str, roster.SwarmNode] | None,
 ) -> dict[str, Any]:
     """state=scheduled: which queued sessions start now (:func:`decide`), each one's
     reason recorded, and a lease for at most O(limit) of them."""

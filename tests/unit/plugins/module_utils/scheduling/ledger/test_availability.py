@@ -12,7 +12,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.hosts import agent_vie
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import (
     availability as avail,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import document
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import document, roster
 from ansible_collections.bai.cluster.plugins.modules import (
     bai_agent_availability,
     bai_session_ledger,
@@ -58,11 +58,16 @@ def test_placement_passes_over_paused_drained_and_down_agents_only():
     assert avail.unavailable("a1", "n1", paused, None).startswith("paused by alice")
     assert avail.unavailable("other-name", "n1", paused, None)  # the identity decides
     assert avail.unavailable("a2", "n2", paused, None) == ""
-    drained_by_hand = {"availability": "drain", "usable": False, "state": "ready"}
+    drained_by_hand = swarm_node(availability="drain", usable=False, state="ready")
     assert "not by this toolkit" in avail.unavailable("a2", "n2", {}, drained_by_hand)
-    down = {"availability": "active", "usable": False, "state": "down"}
+    down = swarm_node(availability="active", usable=False, state="down")
     assert avail.unavailable("a2", "n2", {}, down) == "down in the swarm"
-    assert avail.unavailable("a2", "n2", {}, {"availability": "active", "usable": True}) == ""
+    up = swarm_node(availability="active", usable=True, state="ready")
+    assert avail.unavailable("a2", "n2", {}, up) == ""
+
+
+def swarm_node(**row) -> roster.SwarmNode:
+    return roster.SwarmNode(**{"id": "n2", "hostname": "a2", "cpu": 4.0, "mem": GI, **row})
 
 
 def test_a_paused_agent_admits_only_sessions_already_there():

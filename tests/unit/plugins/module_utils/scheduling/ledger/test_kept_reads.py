@@ -148,7 +148,7 @@ def test_a_hint_is_the_declared_capacity_with_the_ledger_s_sessions_as_its_load(
     record = document.KeptRead(agent={"cpu": 2, "mem": GI, "gpu_devices": [0, 1], "id": "n1"})
     from_read = kept_reads.hint({**declared, "resources": None}, record)
     assert from_read is not None and from_read["agent"]["gpu_devices"] == [0, 1]
-    node = {"cpu": 6.0, "mem": 3 * GI, "id": "n1"}
+    node = roster.SwarmNode("n1", "a1", "ready", "active", True, cpu=6.0, mem=3 * GI)
     from_node = kept_reads.hint({**declared, "resources": {"gpu": 0}}, None, node)
     assert from_node is not None and from_node["agent"]["cpu"] == 6.0
 
@@ -194,8 +194,17 @@ EMPTY_REQUEST = {"name": "s", "images": [], "paths": [], "fresh": set(), "now": 
 
 def test_the_swarm_s_node_list_keeps_placement_off_drained_and_down_agents():
     table = roster.node_table(NODES)
-    assert table["n1"] is table["a1"] and table["a1"]["usable"] and table["a1"]["cpu"] == 4.0
-    assert [table[h]["usable"] for h in ("a2", "a3", "a4")] == [False, False, True]
+    assert table["n1"] is table["a1"] and table["a1"].usable and table["a1"].cpu == 4.0
+    assert [table[h].usable for h in ("a2", "a3", "a4")] == [False, False, True]
+    assert table["a1"].to_dict() == {
+        "id": "n1",
+        "hostname": "a1",
+        "state": "ready",
+        "availability": "active",
+        "usable": True,
+        "cpu": 4.0,
+        "mem": table["a1"].mem,
+    }
     ledger = document.empty()
     agents = [{"name": a, "group": "default", "resources": FULL} for a in ("a1", "a2", "a3", "a4")]
     found = kept_reads.sources(ledger, agents, nodes=table, **EMPTY_REQUEST)
