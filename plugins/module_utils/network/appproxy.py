@@ -141,8 +141,9 @@ def _render_app_route(
         f"    log-format {APP_LOG_FORMAT}\n"
         f"    option forwardfor\n"
         f"    timeout tunnel 1h\n"
-        f"    acl bai_token urlp({TOKEN_PARAM}) -m str {secret}\n"
-        f"    acl bai_cookie req.cook({cookie}) -m str {secret}\n"
+        # "--" ends the ACL's flags: a secret may begin with "-" (1 in 64 of them).
+        f"    acl bai_token urlp({TOKEN_PARAM}) -m str -- {secret}\n"
+        f"    acl bai_cookie req.cook({cookie}) -m str -- {secret}\n"
         # The link: its token becomes the route's cookie, and the address loses it.
         f"    http-request redirect location %[path] code 303 set-cookie"
         f' "{cookie}={secret}; Secure; HttpOnly; SameSite=Lax" if bai_token\n'

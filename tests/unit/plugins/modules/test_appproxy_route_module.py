@@ -98,7 +98,7 @@ def test_an_app_route_is_https_with_its_own_secret_and_a_root_only_file(host, tm
     assert "secret" not in done["route"] and "diff" not in done  # the secret stays in the file
     text = path.read_text()
     assert f"bind :{done['port']} ssl crt /etc/haproxy/certs/appproxy.pem" in text
-    assert f"req.cook(bai_route_{done['port']}) -m str {secret}" in text
+    assert f"req.cook(bai_route_{done['port']}) -m str -- {secret}" in text
     assert "server main1 10.210.3.11:30002" in text and "mode http" in text
     # The sshd's route is another file, untouched.
     assert parse_route((tmp_path / "s1.cfg").read_text())["port"] == ssh["port"]

@@ -149,7 +149,7 @@ def test_an_app_route_lets_in_only_its_token_or_its_cookie():
     text = ap.render_route(ROUTE)
     assert ap.parse_route(text)["app"] == "jupyter"
     lines = [line.strip() for line in text.splitlines()]
-    assert "acl bai_token urlp(bai_token) -m str " + "A" * 43 in lines
+    assert "acl bai_token urlp(bai_token) -m str -- " + "A" * 43 in lines
     redirect = next(line for line in lines if line.startswith("http-request redirect"))
     assert redirect.startswith("http-request redirect location %[path] code 303 set-cookie")
     assert redirect.endswith('; Secure; HttpOnly; SameSite=Lax" if bai_token')
@@ -159,6 +159,15 @@ def test_an_app_route_lets_in_only_its_token_or_its_cookie():
     log = next(line for line in lines if line.startswith("log-format"))
     fields = log.removeprefix("log-format").strip(' "').split()
     assert "%HP" in fields and "%HU" not in fields and "%r" not in fields
+
+
+def test_a_secret_that_begins_with_a_dash_is_a_pattern_not_a_flag():
+    """token_urlsafe gives 1 secret in 64 a leading "-", which HAProxy took for an ACL
+    flag and refused the route (found by CI: test_apps_lab's fresh session, once)."""
+    secret = "-" + "A" * 42
+    lines = [line.strip() for line in ap.render_route({**ROUTE, "secret": secret}).splitlines()]
+    assert f"acl bai_token urlp(bai_token) -m str -- {secret}" in lines
+    assert f"acl bai_cookie req.cook(bai_route_10206) -m str -- {secret}" in lines
 
 
 @pytest.mark.parametrize(
