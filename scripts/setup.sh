@@ -148,7 +148,8 @@ setup_isolation() {
   # session isolation table (roles/session_isolation), as site.yml loads it on the agents.
   # The playbook runs when the table is missing or the role changed since it wrote its file.
   local file=/etc/bai-isolation/bai_isolation.nft
-  if as_root nft -t list table inet bai_isolation 2>/dev/null | grep -q 'bai-cluster session isolation' \
+  # grep without -q reads all of nft's output: under pipefail, -q leaving early fails the pipe.
+  if as_root nft -t list table inet bai_isolation 2>/dev/null | grep 'bai-cluster session isolation' >/dev/null \
     && [ -e "$file" ] && [ -z "$(find "$ROOT/roles/session_isolation" -newer "$file" -type f -print -quit)" ]; then
     return 0
   fi

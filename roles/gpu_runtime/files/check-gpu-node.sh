@@ -14,6 +14,8 @@
 # IMAGE needs only a shell: the NVIDIA hook or CDI puts nvidia-smi into the container.
 # Default bai/session:latest (built by playbooks/image_build.yml, present on agents).
 set -uo pipefail
+# Matches use [[ ]], not `printf ... | grep -q`: under pipefail, grep -q leaving at its first
+# match can end bash's line-buffered printf with SIGPIPE and fail a check that matched.
 
 IMAGE=bai/session:latest
 INDEX=0
@@ -79,7 +81,7 @@ check_nvidia() {
 
   runtimes=$(docker info --format '{{json .Runtimes}}' 2>&1)
   default=$(docker info --format '{{.DefaultRuntime}}' 2>&1)
-  printf '%s' "$runtimes" | grep -q '"nvidia"' || fail "runtime: nvidia is not registered with the engine" \
+  [[ $runtimes == *'"nvidia"'* ]] || fail "runtime: nvidia is not registered with the engine" \
     "docker info lists: $runtimes" "Run site.yml (gpu_runtime then docker_engine) so daemon.json names it, and restart the engine."
   [ "$default" != nvidia ] || fail "runtime: nvidia is the DEFAULT runtime" \
     "Every container would then see the GPUs its image asks for (CUDA images ask for all). Remove default-runtime from daemon.json."
@@ -90,7 +92,7 @@ check_nvidia() {
   [ -n "$spec" ] || fail "CDI: no spec in ${CDI_SPECS[*]}" \
     "Generate it: nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml"
   out=$(nvidia-ctk cdi list 2>/dev/null)
-  printf '%s\n' "$out" | grep -qx "nvidia.com/gpu=$INDEX" || fail "CDI: $spec has no device nvidia.com/gpu=$INDEX" \
+  [[ $'\n'$out$'\n' == *$'\n'"nvidia.com/gpu=$INDEX"$'\n'* ]] || fail "CDI: $spec has no device nvidia.com/gpu=$INDEX" \
     "nvidia-ctk cdi list says: $(printf '%s' "$out" | tr '\n' ' ')" "Regenerate the spec (a new driver or GPU changes it)."
   ok "CDI: $spec lists nvidia.com/gpu=$INDEX"
 
@@ -98,7 +100,7 @@ check_nvidia() {
 
   out=$(run_in --gpus "device=$INDEX" "$IMAGE" nvidia-smi -L)
   lines=$(printf '%s\n' "$out" | grep -c '^GPU ')
-  if [ "$lines" != 1 ] || ! printf '%s' "$out" | grep -q "$uuid"; then
+  if [ "$lines" != 1 ] || [[ $out != *"$uuid"* ]]; then
     fail "container (--gpus device=$INDEX): expected exactly GPU $INDEX ($uuid), saw $lines" "$out"
   fi
   ok "container (--gpus device=$INDEX) sees exactly $uuid"
@@ -106,7 +108,7 @@ check_nvidia() {
   if [ "$CDI" != no ]; then
     out=$(run_in --device "nvidia.com/gpu=$INDEX" "$IMAGE" nvidia-smi -L)
     lines=$(printf '%s\n' "$out" | grep -c '^GPU ')
-    if [ "$lines" = 1 ] && printf '%s' "$out" | grep -q "$uuid"; then
+    if [ "$lines" = 1 ] && [[ $out == *"$uuid"* ]]; then
       ok "container (--device nvidia.com/gpu=$INDEX, CDI) sees exactly $uuid"
     elif [ "$CDI" = yes ]; then
       fail "container (CDI nvidia.com/gpu=$INDEX): expected exactly $uuid, saw $lines" "$out" \
@@ -138,7 +140,7 @@ check_amd() {
   # shellcheck disable=SC2016 # expanded inside the container
   out=$(run_in --device /dev/kfd --device "$node" --group-add video --group-add "$(stat -c %g "$node")" \
     "$IMAGE" sh -c 'ls /dev/dri/ | grep -c "^renderD"; test -r /dev/kfd && test -w /dev/kfd && echo kfd-ok')
-  if [ "$(printf '%s\n' "$out" | head -n1)" != 1 ] || ! printf '%s' "$out" | grep -q kfd-ok; then
+  if [ "$(printf '%s\n' "$out" | head -n1)" != 1 ] || [[ $out != *kfd-ok* ]]; then
     fail "container (--device /dev/kfd --device $node): expected /dev/kfd usable and exactly one render node" "$out"
   fi
   ok "container sees /dev/kfd and exactly $node"
