@@ -47,23 +47,26 @@ class Record:
     @classmethod
     def from_dict(cls: type[_R], data: Any) -> _R:
         """The record of a JSON object; LedgerError when ``data`` is not one."""
-        if not isinstance(data, Mapping):
+        if type(data) is not dict and not isinstance(data, Mapping):
             raise LedgerError(f"the ledger has a {cls.KIND} that is not an object: {data!r:.80}")
+        shape = _shape_of(cls)
         record = cls.__new__(cls)
-        values: dict[str, Any] = {"extra": {}, "absent": set()}
-        for spec in _fields_of(cls):
-            if spec.name in data:
-                raw = data[spec.name]
-                load = cls.NESTED.get(spec.name)
-                values[spec.name] = load[0](raw) if load else raw
+        values = record.__dict__
+        values.update(shape.constants)
+        for name, factory in shape.factories:
+            values[name] = factory()
+        known = shape.known
+        extra = {}
+        for key, raw in data.items():
+            if key in known:
+                values[key] = raw
             else:
-                values[spec.name] = _default(spec)
-                values["absent"].add(spec.name)
-        known = {spec.name for spec in _fields_of(cls)}
-        values["extra"] = {k: v for k, v in data.items() if k not in known}
-        for spec in _own_fields_of(cls):
-            values[spec.name] = _default(spec)
-        record.__dict__.update(values)
+                extra[key] = raw
+        for name, load in shape.loads:
+            if name in data:
+                values[name] = load(data[name])
+        values["extra"] = extra
+        values["absent"] = set(known.difference(data))
         return record
 
     def drop(self, name: str) -> None:
@@ -76,38 +79,59 @@ class Record:
         """The JSON object: the keys it was read with and those set since, and the
         unknown ones as they came."""
         out = dict(self.extra)
-        for spec in _fields_of(type(self)):
-            if spec.name in self.absent:
-                continue
-            value = getattr(self, spec.name)
-            dump = self.NESTED.get(spec.name)
-            out[spec.name] = dump[1](value) if dump else value
+        values, absent = self.__dict__, self.absent
+        for name, dump in _shape_of(type(self)).dumps:
+            if name not in absent:
+                out[name] = dump(values[name]) if dump else values[name]
         return out
 
 
 def _fields_of(cls: type[Record]) -> list[Any]:
-    found = _FIELDS.get(cls)
+    return _shape_of(cls).specs
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """What from_dict and to_dict need of a record class, worked out once per class."""
+
+    specs: list[Any]  # the document's fields (dataclasses.Field), in order
+    known: frozenset[str]  # their names
+    constants: dict[str, Any]  # field -> its immutable default (the record's own fields too)
+    factories: tuple[tuple[str, Callable[[], Any]], ...]  # field -> its default_factory
+    loads: tuple[tuple[str, Callable[[Any], Any]], ...]  # nested field -> its loader
+    dumps: tuple[tuple[str, Callable[[Any], Any] | None], ...]  # field -> its dumper or None
+
+
+_SHAPES: dict[type[Record], _Shape] = {}
+
+
+def _shape_of(cls: type[Record]) -> _Shape:
+    found = _SHAPES.get(cls)
     if found is None:
-        found = _FIELDS[cls] = [
-            f for f in fields(cls) if f.name not in _OWN and f.metadata.get("json", True)
-        ]
+        mine = [f for f in fields(cls) if f.name not in _OWN]
+        specs = [f for f in mine if f.metadata.get("json", True)]
+        nested = cls.NESTED
+        found = _SHAPES[cls] = _Shape(
+            specs=specs,
+            known=frozenset(f.name for f in specs),
+            constants={
+                f.name: None if f.default is MISSING else f.default
+                for f in mine
+                if f.default_factory is MISSING
+            },
+            factories=tuple(
+                (f.name, f.default_factory) for f in mine if f.default_factory is not MISSING
+            ),
+            loads=tuple((f.name, nested[f.name][0]) for f in specs if f.name in nested),
+            dumps=tuple((f.name, nested[f.name][1] if f.name in nested else None) for f in specs),
+        )
     return found
 
 
-_FIELDS: dict[type[Record], list[Any]] = {}
-
-
-def _own_fields_of(cls: type[Record]) -> list[Any]:
-    """The fields of a record that are not in the document (``json`` False)."""
-    return [f for f in fields(cls) if f.name not in _OWN and not f.metadata.get("json", True)]
-
-
 def _default(spec: Any) -> Any:
-    if spec.default is not MISSING:
-        return spec.default
     if spec.default_factory is not MISSING:
         return spec.default_factory()
-    return None
+    return None if spec.default is MISSING else spec.default
 
 
 def records_of(cls: type[_R]) -> tuple[Callable[[Any], list[_R]], Callable[[Any], list[Any]]]:
