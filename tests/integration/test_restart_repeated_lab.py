@@ -28,7 +28,6 @@ from labtools import (
     docker_did_not_restore,
     in_session,
     inspect,
-    lab_agents,
     restart_engine,
     spanning_session,
     sweep,
@@ -46,11 +45,9 @@ ROUNDS = int(os.environ.get("BAI_RESTART_ROUNDS", "2"))
 BURN = "for i in 1 2 3 4; do (while :; do :; done) & done; wait"
 
 
-def test_every_restart_is_repaired_by_a_reconcile(docker_client, run_playbook):
-    lab = lab_agents(docker_client)
-    manager = docker_client.containers.get("bai-lab-manager")
+def test_every_restart_is_repaired_by_a_reconcile(lab, run_playbook):
     for name in (NAME, BUSY):
-        sweep(lab, name, manager)
+        sweep(lab, name)
     made = run_playbook("session_create.yml", extra_vars=spanning_session(NAME))
     assert made.rc == 0, made
     where = {c["host"]: c["agent"] for c in made.stats["bai_session"]["containers"]}
@@ -69,7 +66,7 @@ def test_every_restart_is_repaired_by_a_reconcile(docker_client, run_playbook):
             if round_ % 2:
                 # Busy engines: every CPU of each agent node spinning through the restart
                 # (CI's load, where Docker's failures showed), and another create.
-                for node in lab.values():
+                for node in lab.agents.values():
                     node.exec_run(["timeout", "45", "sh", "-c", BURN], detach=True)
                 busy = threading.Thread(
                     target=run_playbook,
@@ -79,7 +76,7 @@ def test_every_restart_is_repaired_by_a_reconcile(docker_client, run_playbook):
                 busy.start()
             began = time.monotonic()
             for agent in AGENTS:
-                restart_engine(lab, manager, agent)
+                restart_engine(lab, agent)
             with contextlib.suppress(AssertionError):
                 wait_until(lambda: all(running().values()), "Docker's restart", 60)
             left = {
@@ -113,4 +110,4 @@ def test_every_restart_is_repaired_by_a_reconcile(docker_client, run_playbook):
         )
         run_playbook("session_destroy.yml", extra_vars={"session_name": NAME})
         for name in (NAME, BUSY):
-            sweep(lab, name, manager)
+            sweep(lab, name)
