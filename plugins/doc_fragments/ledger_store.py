@@ -19,6 +19,8 @@ options:
     description:
       - Where the session ledger lives - C(swarm), the raft store of the swarm this host
         manages, or C(file), O(path) on this host.
+      - A play gives O(store) and O(path) once to every module that takes them with
+        C(module_defaults) for the action group C(group/bai.cluster.ledger).
     type: str
     choices: [file, swarm]
     default: file

@@ -509,14 +509,12 @@ from ansible_collections.bai.cluster.plugins.module_utils.common import compile_
 
 # isort: split
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Busy, StoreError
-from ansible_collections.bai.cluster.plugins.module_utils.engine.common import (
-    DOCKER_ARGUMENT_SPEC,
-    error_text,
-)
+from ansible_collections.bai.cluster.plugins.module_utils.engine.common import error_text
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import (
     ledger_store as store_,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.ledger_request import (
+    ARGUMENT_SPEC,
     LedgerFailure,
     LedgerRequest,
     check,
@@ -561,37 +559,6 @@ def run(module: AnsibleModule) -> dict[str, Any]:
     if result.pop("attempts", 1) > 1:
         result["retried"] = True
     return {**result, "ledger_id": store.identity(), "store": store.kind}
-
-
-ARGUMENT_SPEC = {
-    "state": {
-        "type": "str",
-        "choices": ["reserved", "ready", "absent", "read", "reconciled", "identity", "scheduled"],
-        "default": "reserved",
-    },
-    "name": {"type": "str"},
-    "session_id": {"type": "str"},
-    "owner": {"type": "str"},
-    "spec": {"type": "dict"},
-    "agent_info": {"type": "list", "elements": "dict"},
-    "agents": {"type": "list", "elements": "dict"},
-    "read_max_age": {"type": "int", "default": 300},
-    "final": {"type": "bool", "default": False},
-    "ttl": {"type": "int", "default": 900},
-    "lock_timeout": {"type": "int", "default": 60},
-    **store_.STORE_ARGUMENT_SPEC,
-    "adopt_ledgers": {"type": "list", "elements": "str", "default": []},
-    "left_on": {"type": "list", "elements": "str", "default": []},
-    "ended": {"type": "dict"},
-    "unanswered": {"type": "list", "elements": "str", "default": []},
-    "policies": {"type": "dict"},
-    "queue": {"type": "bool", "default": False},
-    "ticket": {"type": "str", "no_log": False},
-    "authorized_keys": {"type": "list", "elements": "str", "default": [], "no_log": False},
-    "limit": {"type": "int", "default": 1},
-    "lease_s": {"type": "int", "default": 300},
-    **DOCKER_ARGUMENT_SPEC,
-}
 
 
 def main() -> None:

@@ -47,7 +47,7 @@ class Record:
     @classmethod
     def from_dict(cls: type[_R], data: Any) -> _R:
         """The record of a JSON object; LedgerError when ``data`` is not one."""
-        if type(data) is not dict and not isinstance(data, Mapping):
+        if not isinstance(data, (dict, Mapping)):
             raise LedgerError(f"the ledger has a {cls.KIND} that is not an object: {data!r:.80}")
         shape = _shape_of(cls)
         record = cls.__new__(cls)

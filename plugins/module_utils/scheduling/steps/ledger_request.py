@@ -1,5 +1,5 @@
-"""What one run of bai_session_ledger is asked (:class:`LedgerRequest`, from its options),
-and how a step of it fails (:class:`LedgerFailure`).
+"""What one run of bai_session_ledger is asked (:class:`LedgerRequest`, from its options,
+``ARGUMENT_SPEC``), and how a step of it fails (:class:`LedgerFailure`).
 
 The steps (steps.py, reserve.py, schedule.py) take a request, never the AnsibleModule, so
 they can be called directly; the module turns a :class:`LedgerFailure` into its
@@ -16,13 +16,50 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
     Failure,
     SpecError,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import roster
+from ansible_collections.bai.cluster.plugins.module_utils.engine.common import (
+    DOCKER_ARGUMENT_SPEC,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import (
+    ledger_store,
+    roster,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue.policies import (
     parse_policies,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue.queue_order import (
     parse_queue_policy,
 )
+
+# The module's options (plugins/modules/bai_session_ledger.py documents each one).
+ARGUMENT_SPEC = {
+    "state": {
+        "type": "str",
+        "choices": ["reserved", "ready", "absent", "read", "reconciled", "identity", "scheduled"],
+        "default": "reserved",
+    },
+    "name": {"type": "str"},
+    "session_id": {"type": "str"},
+    "owner": {"type": "str"},
+    "spec": {"type": "dict"},
+    "agent_info": {"type": "list", "elements": "dict"},
+    "agents": {"type": "list", "elements": "dict"},
+    "read_max_age": {"type": "int", "default": 300},
+    "final": {"type": "bool", "default": False},
+    "ttl": {"type": "int", "default": 900},
+    "lock_timeout": {"type": "int", "default": 60},
+    **ledger_store.STORE_ARGUMENT_SPEC,
+    "adopt_ledgers": {"type": "list", "elements": "str", "default": []},
+    "left_on": {"type": "list", "elements": "str", "default": []},
+    "ended": {"type": "dict"},
+    "unanswered": {"type": "list", "elements": "str", "default": []},
+    "policies": {"type": "dict"},
+    "queue": {"type": "bool", "default": False},
+    "ticket": {"type": "str", "no_log": False},
+    "authorized_keys": {"type": "list", "elements": "str", "default": [], "no_log": False},
+    "limit": {"type": "int", "default": 1},
+    "lease_s": {"type": "int", "default": 300},
+    **DOCKER_ARGUMENT_SPEC,
+}
 
 
 class LedgerFailure(Failure):
