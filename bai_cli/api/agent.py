@@ -11,7 +11,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.errors import S
 from ansible_collections.bai.cluster.plugins.module_utils.hosts import agent_view
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.availability import (
     AVAILABILITIES,
-    describe,
+    describe_json,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.session.limits import check_number
 
@@ -46,7 +46,7 @@ class AgentAvailability:
     @property
     def text(self) -> str:
         """'paused by alice at 2026-11-26 09:00:00 UTC: driver upgrade', or 'active'."""
-        return describe(self.record)
+        return describe_json(self.record)
 
     @property
     def session_names(self) -> list[str]:

@@ -11,7 +11,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.hosts.agent_view impor
     totals,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.availability import (
-    describe,
+    describe_json,
 )
 from ansible_collections.bai.cluster.plugins.plugin_utils.filters import Filters, FilterTable
 
@@ -24,5 +24,5 @@ class FilterModule(FilterTable):
         "bai_agent_table": table,
         "bai_agent_totals": totals,
         "bai_agent_details": details,
-        "bai_availability_text": describe,
+        "bai_availability_text": describe_json,
     }

@@ -347,7 +347,7 @@ def _read(module: AnsibleModule) -> dict:
             # Shared by every session container of this agent (not counted).
             "rdma_devices": rdma_devices(),
             # Its own availability record (bai_agent_availability): None when active.
-            "availability": own,
+            "availability": own.to_dict() if own is not None else None,
             # Whether table inet bai_isolation keeps its sessions apart (roles/session_isolation).
             "isolation": isolation.table_state(module),
         },

@@ -18,6 +18,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger impo
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.agent_identity import (
     engine_of,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.records import (
+    Availability,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.session.model import (
     format_cpu,
     format_mem,
@@ -37,7 +40,9 @@ def rows(
     order. ``reads``: agent name -> its bai_agent_info result (failed or unreachable ones
     too); ``cluster``: the bai_agent_availability scope=cluster read (``records``,
     ``nodes``, ``given_out``, ``agents`` - the ledger's last reads)."""
-    records = cluster.get("records") or {}
+    records = {
+        key: Availability.from_dict(row) for key, row in (cluster.get("records") or {}).items()
+    }
     nodes = cluster.get("nodes") or {}
     given_out = cluster.get("given_out") or {}
     kept = cluster.get("agents") or {}
@@ -49,9 +54,11 @@ def rows(
         agent = dict(read["agent"]) if answered else dict((kept.get(name) or {}).get("agent") or {})
         identity = str(agent.get("id") or "")
         node = _node(nodes, name, identity)
-        record = availability.record_of(records, name, identity) or agent.get("availability")
+        record = availability.record_of(records, name, identity) or availability.of_read(agent)
         if record is None and node and node.get("availability", "active") != "active":
-            record = {"availability": node["availability"], "by": "docker node update"}
+            record = Availability.from_dict(
+                {"availability": node["availability"], "by": "docker node update"}
+            )
         devices = [int(d) for d in agent.get("gpu_devices") or []]
         used: dict[str, Any]
         if answered:
@@ -74,11 +81,11 @@ def rows(
             "name": name,
             "id": identity,
             "group": str(item.get("group") or agent.get("group") or "default"),
-            "availability": (record or {}).get("availability", availability.ACTIVE),
+            "availability": record.availability if record else availability.ACTIVE,
             "availability_text": availability.describe(record),
-            "by": (record or {}).get("by", ""),
-            "reason": (record or {}).get("reason", ""),
-            "since": (record or {}).get("at"),
+            "by": record.by if record else "",
+            "reason": record.reason if record else "",
+            "since": record.at if record else None,
             "health": health,
             "node_state": (node or {}).get("state"),
             "offer": {

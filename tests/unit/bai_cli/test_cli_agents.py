@@ -9,7 +9,7 @@ import json
 import pytest
 from ansible_collections.bai.cluster.plugins.module_utils.hosts import agent_view
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.availability import (
-    describe,
+    describe_json as describe,
 )
 
 from bai_cli import __main__ as cli

@@ -40,7 +40,10 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import Ledger
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import (
+    Availability,
+    Ledger,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.roster import SwarmNode
 
 ACTIVE = "active"
@@ -71,31 +74,38 @@ def make_record(
     reason: str,
     now: float,
     purpose: str = OPERATOR,
-) -> dict[str, Any]:
+) -> Availability:
     """The record of one pause or drain (``active`` has none)."""
     if availability not in (PAUSE, DRAIN):
         raise ValueError(f"availability: got {availability!r}; allowed: {PAUSE}, {DRAIN}")
     if purpose not in PURPOSES:
         raise ValueError(f"purpose: got {purpose!r}; allowed: {', '.join(PURPOSES)}")
-    record = {
-        "availability": availability,
-        "name": name,
-        "id": identity,
-        "by": by or "unknown",
-        "reason": reason or "",
-        "at": float(now),
-    }
-    if purpose != OPERATOR:
-        record["purpose"] = purpose
+    record = Availability(
+        availability=availability,
+        name=name,
+        id=identity,
+        by=by or "unknown",
+        reason=reason or "",
+        at=float(now),
+        purpose=purpose,
+    )
+    if purpose == OPERATOR:
+        record.drop("purpose")  # absent: the operator's
     return record
 
 
-def purpose_of(record: Mapping[str, Any] | None) -> str:
+def of_read(agent: Mapping[str, Any]) -> Availability | None:
+    """The agent's own record in a read of it (bai_agent_info's ``agent.availability``)."""
+    found = agent.get("availability")
+    return Availability.from_dict(found) if found else None
+
+
+def purpose_of(record: Availability | None) -> str:
     """Whose record it is ('' for none)."""
-    return str(record.get("purpose") or OPERATOR) if record else ""
+    return str(record.purpose or OPERATOR) if record else ""
 
 
-def setup_step(own: Mapping[str, Any] | None, *, hold: bool, in_swarm: bool) -> str:
+def setup_step(own: Availability | None, *, hold: bool, in_swarm: bool) -> str:
     """What site.yml does to an agent's own record: ``write`` its hold, ``clear`` it, or
     ``keep`` the record as it is.
 
@@ -112,24 +122,27 @@ def setup_step(own: Mapping[str, Any] | None, *, hold: bool, in_swarm: bool) -> 
     return "clear" if purpose == SETUP else "keep"
 
 
-def describe(record: Mapping[str, Any] | None) -> str:
+def describe(record: Availability | None) -> str:
     """'paused by alice at 2026-11-26 09:00:00 UTC: driver upgrade' ('active' for None)."""
     if not record:
         return WORDS[ACTIVE]
-    if record.get("purpose") == SETUP:
+    if record.purpose == SETUP:
         return (
-            f"being added by site.yml since {clock(record.get('at'))} (in service once its "
+            f"being added by site.yml since {clock(record.at)} (in service once its "
             f"engine, swarm membership and firewall are set up)"
         )
-    if record.get("purpose") == REMOVED:
-        who = record.get("by") or "unknown"
-        text = f"removed from the cluster by {who} at {clock(record.get('at'))}"
-        return text + (f": {record['reason']}" if record.get("reason") else "")
-    word = WORDS.get(str(record.get("availability")), str(record.get("availability")))
-    if record.get("purpose") == MAINTENANCE:
+    reason = f": {record.reason}" if record.reason else ""
+    if record.purpose == REMOVED:
+        return f"removed from the cluster by {record.by or 'unknown'} at {clock(record.at)}{reason}"
+    word = WORDS.get(str(record.availability), str(record.availability))
+    if record.purpose == MAINTENANCE:
         word += " for maintenance"
-    text = f"{word} by {record.get('by') or 'unknown'} at {clock(record.get('at'))}"
-    return text + (f": {record['reason']}" if record.get("reason") else "")
+    return f"{word} by {record.by or 'unknown'} at {clock(record.at)}{reason}"
+
+
+def describe_json(found: Mapping[str, Any] | None) -> str:
+    """:func:`describe` of a record as a module returns it (its JSON object)."""
+    return describe(Availability.from_dict(found) if found else None)
 
 
 def clock(epoch: Any) -> str:
@@ -140,27 +153,26 @@ def clock(epoch: Any) -> str:
 
 
 # --- the cluster's record (in the session ledger) -------------------------------------
-def records(ledger: Ledger) -> dict[str, dict[str, Any]]:
+def records(ledger: Ledger) -> dict[str, Availability]:
     """identity -> record of every agent the ledger holds out of service."""
-    found = ledger.availability or {}
-    return {str(k): dict(v) for k, v in found.items() if isinstance(v, Mapping)}
+    return dict(ledger.availability or {})
 
 
 def record_of(
-    found: Mapping[str, Mapping[str, Any]], name: str, identity: str = ""
-) -> Mapping[str, Any] | None:
+    found: Mapping[str, Availability], name: str, identity: str = ""
+) -> Availability | None:
     """An agent's record: by its identity, else by its inventory name (an agent paused
     before it was ever read has no identity in the ledger)."""
     if identity and identity in found:
         return found[identity]
     for key, row in found.items():
-        if row.get("name") == name and (not identity or not row.get("id") or key == identity):
+        if row.name == name and (not identity or not row.id or key == identity):
             return row
     return None
 
 
 def set_availability(
-    ledger: Ledger, record: Mapping[str, Any] | None, *, name: str, identity: str
+    ledger: Ledger, record: Availability | None, *, name: str, identity: str
 ) -> bool:
     """Write an agent's record into the ledger (None: active, the record goes); whether
     that changed anything. The key is its identity (its name while it has none)."""
@@ -169,39 +181,41 @@ def set_availability(
     table = ledger.availability
     key = identity or name
     # A record written under the name alone, before the agent's identity was known.
-    old_key = next((k for k, v in table.items() if v.get("name") == name and k != key), None)
-    if old_key and (not identity or not table[old_key].get("id")):
+    old_key = next((k for k, v in table.items() if v.name == name and k != key), None)
+    if old_key and (not identity or not table[old_key].id):
         table.setdefault(key, table[old_key])
         del table[old_key]
     return set_entry(table, key, record)
 
 
-def set_entry(table: dict[str, Any], key: str, record: Mapping[str, Any] | None) -> bool:
-    """Put ``record`` at ``key`` of a table of records (None: remove it); whether that
-    changed anything. Pausing a paused agent again (or draining a drained one) keeps the
-    first record's who and when, and its reason unless a new one is given."""
+def set_entry(table: dict[str, Availability], key: str, record: Availability | None) -> bool:
+    """Put ``record`` at ``key`` of a table of records, the ledger's or the agent's own
+    (None: remove it); whether that changed anything. Pausing a paused agent again (or
+    draining a drained one) keeps the first record's who and when, and its reason unless
+    a new one is given."""
     old = table.get(key)
     if record is None:
         return table.pop(key, None) is not None
-    new = dict(record)
-    if old and old.get("availability") == new["availability"]:
+    new = record.to_dict()
+    was = old.to_dict() if old is not None else None
+    if was and was.get("availability") == new["availability"]:
         # The identity too: an agent's own record outlives its leaving the swarm (a
         # removed agent's identity becomes its engine's).
         new.update(
-            by=old.get("by", new["by"]), at=old.get("at", new["at"]), id=old.get("id") or new["id"]
+            by=was.get("by", new["by"]), at=was.get("at", new["at"]), id=was.get("id") or new["id"]
         )
-        if not record.get("reason") and old.get("purpose") == new.get("purpose"):
-            new["reason"] = old.get("reason", "")
-    if old == new:
+        if not record.reason and was.get("purpose") == new.get("purpose"):
+            new["reason"] = was.get("reason", "")
+    if was == new:
         return False
-    table[key] = new
+    table[key] = Availability.from_dict(new)
     return True
 
 
 def unavailable(
     name: str,
     identity: str,
-    found: Mapping[str, Mapping[str, Any]],
+    found: Mapping[str, Availability],
     node: SwarmNode | None,
 ) -> str:
     """Why placement passes over an agent ('' when it may place there): paused or drained
@@ -218,11 +232,11 @@ def unavailable(
 
 
 # --- the agent's own record (admission) -----------------------------------------------
-def admits(record: Mapping[str, Any] | None, *, session_there: bool) -> str:
+def admits(record: Availability | None, *, session_there: bool) -> str:
     """'' when an agent with its own ``record`` admits a session, else why not. A paused
     or drained agent admits only a session that already has containers there (a rerun
     repairs it); nothing new."""
-    if not record or record.get("availability") == ACTIVE or session_there:
+    if not record or record.availability == ACTIVE or session_there:
         return ""
     if purpose_of(record) in (SETUP, REMOVED):
         return (
@@ -239,7 +253,7 @@ def marker_path(state_dir: str) -> str:
     return os.path.join(state_dir or DEFAULT_STATE_DIR, MARKER)
 
 
-def read_marker(state_dir: str) -> dict[str, dict[str, Any]]:
+def read_marker(state_dir: str) -> dict[str, Availability]:
     """The agent's own records (slot -> record); {} when there is none. A damaged file
     raises ValueError: an agent that cannot tell whether it is paused admits nothing."""
     path = marker_path(state_dir)
@@ -257,10 +271,10 @@ def read_marker(state_dir: str) -> dict[str, dict[str, Any]]:
             f"{path} is damaged (not a JSON mapping of records); remove it and pause or "
             f"activate the agent again"
         )
-    return data
+    return {slot: Availability.from_dict(row) for slot, row in data.items()}
 
 
-def write_marker(state_dir: str, found: Mapping[str, Mapping[str, Any]]) -> None:
+def write_marker(state_dir: str, found: Mapping[str, Availability]) -> None:
     """Replace the agent's own records atomically (0600; the folder 0700)."""
     path = marker_path(state_dir)
     folder = os.path.dirname(path)
@@ -268,7 +282,12 @@ def write_marker(state_dir: str, found: Mapping[str, Mapping[str, Any]]) -> None
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".availability-")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(dict(found), handle, indent=1, sort_keys=True)
+            json.dump(
+                {slot: row.to_dict() for slot, row in found.items()},
+                handle,
+                indent=1,
+                sort_keys=True,
+            )
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)

@@ -48,6 +48,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.json
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.records import (
     CREATING,
     READY,
+    Availability,
     Ended,
     Forsaken,
     KeptRead,
@@ -59,6 +60,7 @@ __all__ = [
     "CREATING",
     "READY",
     "VERSION",
+    "Availability",
     "Ended",
     "Forsaken",
     "KeptRead",
@@ -101,6 +103,7 @@ _R = TypeVar("_R", bound=Record)
 # The optional keys whose values map a name or id to a typed record (records.py).
 _RECORDS: dict[str, type[Record]] = {
     "agents": KeptRead,
+    "availability": Availability,
     "queue": QueueEntry,
     "ended": Ended,
     "forsaken": Forsaken,
@@ -118,9 +121,10 @@ class Ledger:
     queue.dequeue). ``extra``: top-level keys this toolkit does not know, kept
     as they are so that they are written back unchanged. A reservation is a
     :class:`Reservation`, an agent's kept read a :class:`KeptRead`, a queue entry a
-    :class:`QueueEntry`, an ended session an :class:`Ended` and a forced destroy's
-    leftovers a :class:`Forsaken` (records.py); the other records inside (an availability
-    record, the counters, the usage) are the JSON objects as read.
+    :class:`QueueEntry`, an ended session an :class:`Ended`, a forced destroy's
+    leftovers a :class:`Forsaken` and an agent held out of service an
+    :class:`Availability` (records.py); the other records inside (the counters, the
+    usage) are the JSON objects as read.
     """
 
     sessions: dict[str, Reservation] = field(default_factory=dict)
@@ -131,7 +135,7 @@ class Ledger:
     ended: dict[str, Ended] | None = None  # session id -> how it ended (history.py)
     forsaken: dict[str, Forsaken] | None = None  # session id -> what a forced destroy left
     aliases: list[str] | None = None  # identities of ledgers this one adopted
-    availability: dict[str, dict[str, Any]] | None = None  # identity -> record
+    availability: dict[str, Availability] | None = None  # identity -> record (availability.py)
     clock: float | None = None  # the ledger's time at its last write
     counters: dict[str, Any] | None = None  # what the scheduler did over time (counters.py)
     usage: dict[str, dict[str, float]] | None = None  # owner -> decayed units (fair_usage.py)
@@ -172,7 +176,7 @@ class Ledger:
             ended=_records(found, "ended", Ended),
             forsaken=_records(found, "forsaken", Forsaken),
             aliases=found.get("aliases"),
-            availability=found.get("availability"),
+            availability=_records(found, "availability", Availability),
             clock=found.get("clock"),
             counters=found.get("counters"),
             usage=found.get("usage"),

@@ -1,6 +1,7 @@
 """The ledger's records: a session's reservation in ``sessions`` (with its kernels), a
 queued session in ``queue``, how a batch session ended in ``ended``, a forced destroy's
-leftovers in ``forsaken``, an agent's kept read in ``agents``.
+leftovers in ``forsaken``, an agent's kept read in ``agents``, an agent held out of
+service in ``availability`` (and in the agent's own file).
 
 A field reads as the key did: None (or the empty value) when the document does not have
 it. Only its owners change a reservation, through the methods here: reservations.py
@@ -216,3 +217,21 @@ class KeptRead(Record):
     def identity(self) -> str:
         """The agent's identity when it was read ('' when the read had none)."""
         return str(self.agent.get("id") or "")
+
+
+@dataclass(kw_only=True)
+class Availability(Record):
+    """An agent held out of service (availability.py makes it and merges a new one into
+    a table of them): paused or drained, the agent's inventory name and identity, by whom,
+    why and when, and whose record it is (``purpose``; absent: the operator's). The same
+    record is in the ledger (by identity) and in the agent's own file (by slot)."""
+
+    KIND: ClassVar[str] = "record of availability"
+
+    availability: str = ""  # pause, drain
+    name: str = ""
+    id: str = ""
+    by: str = ""
+    reason: str = ""
+    at: float | None = None
+    purpose: str | None = None

@@ -34,7 +34,7 @@ def forget_agent(ledger: Ledger, name: str, identity: str = "") -> Forgotten:
     if (ledger.agents or {}).pop(name, None) is not None:
         dropped.append("its kept read")
     table = ledger.availability or {}
-    mine = [k for k, v in table.items() if (identity and k == identity) or v.get("name") == name]
+    mine = [k for k, v in table.items() if (identity and k == identity) or v.name == name]
     for key in mine:
         del table[key]
         if "its availability record" not in dropped:

@@ -37,7 +37,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.agen
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import admission
 
 
-def wanted(params: dict[str, Any], identity: str, now: float) -> dict[str, Any] | None:
+def wanted(params: dict[str, Any], identity: str, now: float) -> document.Availability | None:
     """The record O(availability) asks for (None: active)."""
     if params["availability"] == avail.ACTIVE:
         return None
@@ -53,7 +53,11 @@ def wanted(params: dict[str, Any], identity: str, now: float) -> dict[str, Any] 
 
 
 def apply(
-    params: dict[str, Any], own: dict[str, Any], slot: str, identity: str, in_swarm: bool
+    params: dict[str, Any],
+    own: dict[str, document.Availability],
+    slot: str,
+    identity: str,
+    in_swarm: bool,
 ) -> bool:
     """Change the agent's own records ``own`` as asked; whether that changed anything.
     O(purpose=setup) writes or clears only site.yml's hold (availability.setup_step)."""
@@ -80,12 +84,12 @@ def on_agent(module: Any, api: Any) -> dict[str, Any]:
     result: dict[str, Any] = {"identity": identity}
     in_swarm = (info.get("Swarm") or {}).get("LocalNodeState") == "active"
     if params["availability"] is None:
-        result["record"] = avail.read_marker(params["state_dir"]).get(slot)
+        result["record"] = _json(avail.read_marker(params["state_dir"]).get(slot))
     elif module.check_mode:
         own = avail.read_marker(params["state_dir"])
         trial = dict(own)
         changed = apply(params, trial, slot, identity, in_swarm)
-        result.update(changed=changed, previous=own.get(slot), record=trial.get(slot))
+        result.update(changed=changed, previous=_json(own.get(slot)), record=_json(trial.get(slot)))
     else:
         with locked(
             admission.lock_path(params["lock_dir"], str(info.get("ID") or "")),
@@ -98,7 +102,7 @@ def on_agent(module: Any, api: Any) -> dict[str, Any]:
                 avail.write_marker(params["state_dir"], own)
             # Listed under the lock: no container is admitted after this list.
             listed = api.containers(all=True, filters={"label": [LABEL_SESSION]})
-        result.update(changed=changed, previous=previous, record=own.get(slot))
+        result.update(changed=changed, previous=_json(previous), record=_json(own.get(slot)))
     result["sessions"] = avail.sessions_held(admission.holdings(listed, slot))
     return result
 
@@ -137,7 +141,10 @@ def in_cluster(module: Any) -> dict[str, Any]:
         module.fail_json(msg=f"{store.where} stayed locked for {params['lock_timeout']} s")
     except StoreError as exc:
         module.fail_json(msg=str(exc))
-    result: dict[str, Any] = {"changed": done["changed"], "records": found["records"]}
+    result: dict[str, Any] = {
+        "changed": done["changed"],
+        "records": {key: row.to_dict() for key, row in found["records"].items()},
+    }
     if name is None:
         result["given_out"] = found["given_out"]
         if isinstance(store, store_.SwarmStore):
@@ -145,12 +152,21 @@ def in_cluster(module: Any) -> dict[str, Any]:
                 row.id: row.to_dict() for row in roster.node_table(store.api.nodes()).values()
             }
         return result
-    result.update(identity=found["identity"], previous=found["previous"], record=found["record"])
+    result.update(
+        identity=found["identity"],
+        previous=_json(found["previous"]),
+        record=_json(found["record"]),
+    )
     result["node"] = None
     if isinstance(store, store_.SwarmStore) and params["availability"] is not None:
         result["node"], moved = _swarm_node(module, store.api, name, found["identity"])
         result["changed"] = result["changed"] or moved
     return result
+
+
+def _json(record: document.Availability | None) -> dict[str, Any] | None:
+    """A record as the module returns it."""
+    return record.to_dict() if record is not None else None
 
 
 def _given_out(ledger: document.Ledger) -> dict[str, dict[str, Any]]:

@@ -138,7 +138,7 @@ def reserve(
     # Agents that take no new session: paused or drained by their own record (a fresh
     # read says so) or the ledger's, or down in the swarm's node list.
     create.unavailable = {
-        str(r["agent"].get("name")): avail.describe(r["agent"]["availability"])
+        str(r["agent"].get("name")): avail.describe(avail.of_read(r["agent"]))
         for r in fresh
         if (r.get("agent") or {}).get("availability")
     }

@@ -80,7 +80,7 @@ def test_the_module_never_clears_an_operator_s_pause_for_site_yml(tmp_path):
     assert paused["changed"] and "purpose" not in paused["record"]
     assert hold(tmp_path, engine)["changed"] is False
     assert hold(tmp_path, engine, "active")["changed"] is False
-    assert avail.read_marker(str(tmp_path / "state"))[""]["availability"] == "pause"
+    assert avail.read_marker(str(tmp_path / "state"))[""].availability == "pause"
 
 
 def test_a_removed_agent_is_held_then_put_in_service_when_added_back(tmp_path):

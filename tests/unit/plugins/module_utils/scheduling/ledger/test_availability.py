@@ -35,11 +35,11 @@ def test_a_pause_is_recorded_once_with_who_why_and_when():
     again = record(by="bob", now=200.0)
     assert not avail.set_availability(ledger, again, name="a1", identity="n1")
     kept = avail.records(ledger)["n1"]
-    assert (kept["by"], kept["at"], kept["reason"]) == ("alice", 100.0, "driver")
+    assert (kept.by, kept.at, kept.reason) == ("alice", 100.0, "driver")
     assert avail.describe(kept) == "paused by alice at 1970-01-01 00:01:40 UTC: driver"
     # A drain is a new record.
     assert avail.set_availability(ledger, record("drain", by="bob"), name="a1", identity="n1")
-    assert avail.records(ledger)["n1"]["by"] == "bob"
+    assert avail.records(ledger)["n1"].by == "bob"
     assert avail.set_availability(ledger, None, name="a1", identity="n1")
     assert avail.records(ledger) == {}
     assert not avail.set_availability(ledger, None, name="a1", identity="n1")
@@ -79,7 +79,7 @@ def test_a_paused_agent_admits_only_sessions_already_there():
 def test_the_agent_s_own_record_round_trips_and_a_damaged_one_admits_nothing(tmp_path):
     assert avail.read_marker(str(tmp_path)) == {}
     avail.write_marker(str(tmp_path), {"": record()})
-    assert avail.read_marker(str(tmp_path))[""]["by"] == "alice"
+    assert avail.read_marker(str(tmp_path))[""].by == "alice"
     assert (tmp_path / avail.MARKER).stat().st_mode & 0o077 == 0
     (tmp_path / avail.MARKER).write_text("[1]")
     with pytest.raises(ValueError, match="damaged"):
@@ -132,7 +132,7 @@ def test_every_agent_paused_is_a_pending_that_can_end(tmp_path):
 
 def test_an_agent_whose_own_record_says_paused_is_passed_over(tmp_path):
     # The pause reached the agent but not yet the ledger (it is written first).
-    reads = [read("a1", own=record(name="a1", identity="id-a1")), read("a2")]
+    reads = [read("a1", own=record(name="a1", identity="id-a1").to_dict()), read("a2")]
     args = ledger_args(tmp_path / "ledger.json", "s1", reads=reads)
     placed = run_module(bai_session_ledger, args, FakeEngine())
     assert placed["agents"] == ["a2"] and placed["unavailable"] == ["a1"], placed
@@ -160,7 +160,7 @@ def test_agent_rows_count_only_agents_in_service_as_free():
     }
     reads["a1"]["agent"].update(used_cpu=1.0, used_mem=GI)
     cluster = {
-        "records": {"id-a2": record(name="a2", identity="id-a2")},
+        "records": {"id-a2": record(name="a2", identity="id-a2").to_dict()},
         "given_out": {"a3": {"cpu": 2.0, "mem": GI, "gpu_devices": [], "sessions": ["s9"]}},
         "agents": {"a3": {"agent": {"id": "id-a3", "cpu": 8, "mem": 8 * GI}}},
     }
