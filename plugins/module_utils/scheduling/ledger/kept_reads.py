@@ -19,6 +19,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import availability
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.agent_read import (
+    AgentRead,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.capacity import (
     agent_capacity,
 )
@@ -50,13 +53,16 @@ def overdue_agents(ledger: Ledger, now: float) -> list[str]:
     return sorted(out)
 
 
-def fresh_reads(reads: Sequence[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
-    """This run's own reads of the agents, by agent name."""
-    return {
-        str(r["agent"].get("name")): r
-        for r in reads
-        if not r.get("kept") and not r.get("skipped") and "agent" in r
-    }
+def this_run(results: Sequence[Mapping[str, Any]]) -> list[AgentRead]:
+    """The reads a create was given (bai_agent_info results, not skipped), each on the
+    ledger's clock (:func:`on_ledger_clock`); SpecError for one without an agent."""
+    return [AgentRead.of(on_ledger_clock(r)) for r in results if not r.get("skipped")]
+
+
+def fresh_reads(reads: Sequence[Mapping[str, Any]]) -> dict[str, AgentRead]:
+    """This run's own reads of the agents (bai_agent_info results), by agent name."""
+    mine = (r for r in reads if not r.get("kept") and not r.get("skipped") and "agent" in r)
+    return {read.name: read for read in map(AgentRead.of, mine)}
 
 
 def on_ledger_clock(result: Mapping[str, Any]) -> dict[str, Any]:
@@ -70,38 +76,36 @@ def on_ledger_clock(result: Mapping[str, Any]) -> dict[str, Any]:
 
 def remember(
     ledger: Ledger,
-    agent_info: Sequence[Mapping[str, Any]],
+    reads: Sequence[AgentRead],
     now: float,
     declared: Mapping[str, Any] | None = None,
 ) -> None:
-    """Keep each fresh read (bai_agent_info results) as the agent's record, stamped
-    ``stored_at`` by the ledger host's clock, with what the inventory declared for it
-    (``declared``: agent -> {group, resources}; a record whose declaration changed is
-    read again). What an older record knew of images and paths this read did not ask
-    about is kept."""
+    """Keep each fresh read as the agent's record, stamped ``stored_at`` by the ledger
+    host's clock, with what the inventory declared for it (``declared``: agent -> {group,
+    resources}; a record whose declaration changed is read again). What an older record
+    knew of images and paths this read did not ask about is kept."""
     if ledger.agents is None:
         ledger.agents = {}
     agents = ledger.agents
-    for result in agent_info:
-        if result.get("skipped") or result.get("kept") or "agent" not in result:
+    for read in reads:
+        if read.kept:
             continue
-        name = str(result["agent"].get("name"))
-        old = agents.get(name)
+        old = agents.get(read.name)
         images = {
             **(old.images if old else {}),
             **{
                 ref: {"present": bool((found or {}).get("present"))}
-                for ref, found in (result.get("images") or {}).items()
+                for ref, found in read.images.items()
             },
         }
-        agents[name] = KeptRead(
+        agents[read.name] = KeptRead(
             stored_at=now,
-            read_at=float(result.get("read_at") or now),
-            agent=dict(result["agent"]),
-            sessions=dict(result.get("sessions") or {}),
+            read_at=read.read_at or now,
+            agent=dict(read.agent),
+            sessions=dict(read.sessions or {}),
             images=images,
-            paths={**(old.paths if old else {}), **dict(result.get("paths") or {})},
-            declared=(declared or {}).get(name),
+            paths={**(old.paths if old else {}), **dict(read.paths)},
+            declared=(declared or {}).get(read.name),
         )
 
 

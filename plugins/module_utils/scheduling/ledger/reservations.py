@@ -16,6 +16,9 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.agent_read import (
+    AgentRead,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import (
     CREATING,
     READY,
@@ -26,7 +29,6 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.docu
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.kept_reads import (
     forget_in_record,
     forget_session,
-    fresh_reads,
 )
 
 
@@ -38,12 +40,12 @@ class Expiry(NamedTuple):
     stuck: list[str]  # its agents run part of it: kept (counted) until reconcile removes it
 
 
-def expire(ledger: Ledger, now: float, reads: Sequence[Mapping[str, Any]] = ()) -> Expiry:
+def expire(ledger: Ledger, now: float, reads: Sequence[AgentRead] = ()) -> Expiry:
     """Settle the ``creating`` reservations past their expiry, each only once fresh
     reads (``reads``, this run's, on the ledger's clock) of every agent it names, taken
     after it was reserved, show what its create left there. Until then it keeps counting:
     a create that died may have left containers running."""
-    fresh = fresh_reads(reads)
+    fresh = {read.name: read for read in reads if not read.kept}
     out = Expiry([], [], [])
     for name, entry in list(ledger.sessions.items()):
         if entry.state != CREATING or float(entry.expires_at or 0) > now:
@@ -63,17 +65,17 @@ def expire(ledger: Ledger, now: float, reads: Sequence[Mapping[str, Any]] = ()) 
     return out
 
 
-def _containers_found(entry: Reservation, fresh: Mapping[str, Mapping[str, Any]]) -> int | None:
+def _containers_found(entry: Reservation, fresh: Mapping[str, AgentRead]) -> int | None:
     """How many containers of ``entry``'s session the fresh reads of its agents show (each
     engine slot counted once); None when one of them was not read after it was reserved."""
     per_slot: dict[str, int] = {}
     for agent in entry.agents:
         read = fresh.get(agent)
-        if read is None or float(read.get("read_at") or 0) < float(entry.reserved_at or 0):
+        if read is None or read.read_at < float(entry.reserved_at or 0):
             return None
-        slot = str(read["agent"].get("id") or agent)
-        seen = (read.get("sessions") or {}).get(entry.session_id) or {}
-        per_slot[slot] = int(seen.get("containers") or 0)
+        per_slot[read.identity or agent] = int(
+            read.session(entry.session_id).get("containers") or 0
+        )
     return sum(per_slot.values())
 
 

@@ -21,6 +21,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_SESSION_ID,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.gpu.alloc import devices_in_use
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.agent_read import (
+    AgentRead,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.capacity import (
     used_from_labels,
 )
@@ -146,16 +149,10 @@ def before_placing(entry: Reservation | None, existing: Sequence[Any], read_at: 
     return "place"
 
 
-def drop_stale(ledger: Ledger, agent_info: Sequence[Mapping[str, Any]]) -> list[str]:
+def drop_stale(ledger: Ledger, reads: Sequence[AgentRead]) -> list[str]:
     """Drop ``ready`` reservations whose containers are gone from every agent they name,
     as read after they became ready (+ STALE_MARGIN_S); return their names."""
-    read = {}
-    for result in agent_info:
-        agent = result.get("agent") or {}
-        if result.get("kept"):
-            continue
-        if "sessions" in result and result.get("read_at") is not None:
-            read[agent.get("name")] = (float(result["read_at"]), result["sessions"])
+    read = {r.name: (r.read_at, r.sessions) for r in reads if not r.kept and r.sessions is not None}
     gone = []
     for name, entry in ledger.sessions.items():
         if entry.state != READY:

@@ -15,6 +15,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger impo
     document,
     kept_reads,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.agent_read import (
+    AgentRead,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import Ledger
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.roster import SwarmNode
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.ledger_request import (
@@ -34,7 +37,7 @@ class CreateStep:
     spec: SessionSpec  # with the owner's lifetime once placement gave it one
     queued: document.QueueEntry | None  # its queue entry, when it is queued
     final: bool  # a waiting create: it places by the kept reads alone
-    fresh: list[dict[str, Any]]  # this run's reads, on the ledger's clock
+    fresh: list[AgentRead]  # this run's reads, on the ledger's clock
     dropped: list[str] = field(default_factory=list)  # reservations the reads settled
     adopted: list[str] = field(default_factory=list)
     read: set[str] = field(default_factory=set)  # the agents read afresh (with O(agents))
@@ -68,7 +71,7 @@ def by_inventory(
     spec = create.spec
     declared = declarations(request)
     kept_reads.remember(ledger, create.fresh, now, declared)
-    read = {str((r.get("agent") or {}).get("name")) for r in create.fresh}
+    read = {r.name for r in create.fresh}
     create.read = read
     found = kept_reads.sources(
         ledger,
@@ -124,7 +127,6 @@ def by_reads(ledger: Ledger, create: CreateStep, away: Mapping[str, str]) -> Non
     create.unavailable.update(away)
     paused = avail.records(ledger)
     for r in create.fresh:
-        agent = r.get("agent") or {}
-        why = avail.unavailable(str(agent.get("name")), str(agent.get("id") or ""), paused, None)
+        why = avail.unavailable(r.name, r.identity, paused, None)
         if why:
-            create.unavailable.setdefault(str(agent.get("name")), why)
+            create.unavailable.setdefault(r.name, why)

@@ -32,6 +32,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_RESTART_COUNT,
     LABEL_SESSION_ID,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.agent_read import (
+    AgentRead,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import (
     READY,
     Ledger,
@@ -73,7 +76,7 @@ def stopped_for(status: Any) -> float | None:
 
 
 def fenced(
-    ledger: Ledger, fresh: Mapping[str, Mapping[str, Any]], unread: Sequence[str]
+    ledger: Ledger, fresh: Mapping[str, AgentRead], unread: Sequence[str]
 ) -> list[dict[str, Any]]:
     """The running batch sessions that may restart (restarts left) and have a member on an
     agent of ``unread`` (it did not answer), whose members on the agents that answered
@@ -86,9 +89,7 @@ def fenced(
     ]
 
 
-def fence_in(
-    ledger: Ledger, fresh: Mapping[str, Mapping[str, Any]], unread: Sequence[str]
-) -> float | None:
+def fence_in(ledger: Ledger, fresh: Mapping[str, AgentRead], unread: Sequence[str]) -> float | None:
     """Seconds until the next such session's fence is over (its members that answer have
     stopped, not yet for FENCE_S), for a pass that waits it out; None when none is close."""
     left = [FENCE_S - w for *_rest, w in _candidates(ledger, fresh, unread) if w < FENCE_S]
@@ -96,7 +97,7 @@ def fence_in(
 
 
 def _candidates(
-    ledger: Ledger, fresh: Mapping[str, Mapping[str, Any]], unread: Sequence[str]
+    ledger: Ledger, fresh: Mapping[str, AgentRead], unread: Sequence[str]
 ) -> list[tuple[str, str, list[str], float]]:
     """(name, session id, agents not answering, seconds its members that answer have been
     stopped at least) of each restartable batch session with restarts left, an agent of
@@ -115,7 +116,7 @@ def _candidates(
         rows = [
             row
             for agent in answered
-            for row in fresh[agent].get("containers") or ()
+            for row in fresh[agent].containers
             if (row.get("labels") or {}).get(LABEL_SESSION_ID) == sid
         ]
         if any(row.get("state") not in _STOPPED for row in rows):

@@ -22,6 +22,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_SPEC_HASH,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.gpu.alloc import devices_in_use
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.agent_read import (
+    AgentRead,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.capacity import (
     used_from_labels,
 )
@@ -115,11 +118,11 @@ def reconcile(
     return out
 
 
-def _by_session(fresh: Mapping[str, Mapping[str, Any]]) -> dict[str, list[tuple[str, Any]]]:
+def _by_session(fresh: Mapping[str, AgentRead]) -> dict[str, list[tuple[str, Any]]]:
     """The session containers the fresh reads show, by session id, with their agent."""
     found: dict[str, list[tuple[str, Any]]] = {}
     for agent, read in fresh.items():
-        for row in read.get("containers") or ():
+        for row in read.containers:
             labels = row.get("labels") or {}
             sid = labels.get(LABEL_SESSION_ID)
             if sid:
@@ -155,7 +158,7 @@ def _settle_reserved(
     ledger: Ledger,
     name: str,
     entry: Reservation,
-    fresh: Mapping[str, Mapping[str, Any]],
+    fresh: Mapping[str, AgentRead],
     rows: Rows,
     now: float,
     out: Reconciliation,
@@ -164,10 +167,7 @@ def _settle_reserved(
     that the fresh reads show (``rows``)."""
     sid = entry.session_id
     agents = entry.agents
-    if any(
-        a not in fresh or float(fresh[a].get("read_at") or 0) < float(entry.reserved_at or 0)
-        for a in agents
-    ):
+    if any(a not in fresh or fresh[a].read_at < float(entry.reserved_at or 0) for a in agents):
         out.unchecked.append(name)
         return
     if entry.state == CREATING:
@@ -182,7 +182,7 @@ def _settle_reserved(
             out.remove.extend(_removals(name, sid, rows))
             _drop(ledger, name, out.dropped)
     elif not rows:
-        if all(float(fresh[a].get("read_at") or 0) >= settled(entry) for a in agents):
+        if all(fresh[a].read_at >= settled(entry) for a in agents):
             _drop(ledger, name, out.dropped)
         else:
             out.in_flight.append(name)  # confirmed while this run read the agents

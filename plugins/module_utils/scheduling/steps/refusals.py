@@ -6,12 +6,14 @@ can tell a rerun from a race). Each refusal changes nothing."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import (
     document,
     kept_reads,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.agent_read import (
+    AgentRead,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import Ledger
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import admission
@@ -26,7 +28,7 @@ def refuse_create(
     request: LedgerRequest,
     ledger: Ledger,
     spec: SessionSpec,
-    fresh: Sequence[Mapping[str, Any]],
+    fresh: Sequence[AgentRead],
     missing: str,
     where: str,
     ids: Sequence[str] | None,
@@ -40,7 +42,7 @@ def refuse_create(
     others = {
         str(row.get("name")): str(row["ledger"])
         for r in fresh
-        for row in (r.get("sessions") or {}).values()
+        for row in (r.sessions or {}).values()
         if ids and row.get("ledger") and row["ledger"] not in ids
     }
     if others:
@@ -51,7 +53,7 @@ def refuse_create(
         )
     # Agents this create tried to read and that did not answer are passed over, unless
     # they may hold this session: then nothing can tell a rerun from a race.
-    read_now = {str((r.get("agent") or {}).get("name")) for r in fresh}
+    read_now = {r.name for r in fresh}
     away = {
         str(a): "did not answer this create's read (unreachable, or its engine failed)"
         for a in request.unanswered
@@ -69,13 +71,11 @@ def refuse_create(
 
 
 def _refuse_missing(
-    request: LedgerRequest, fresh: Sequence[Mapping[str, Any]], missing: str, where: str
+    request: LedgerRequest, fresh: Sequence[AgentRead], missing: str, where: str
 ) -> None:
     """A ledger that is missing is never read as empty: refuse the create when it was
     written before, or when the agents run sessions it does not know."""
-    running = sorted(
-        {str(row.get("name")) for r in fresh for row in (r.get("sessions") or {}).values()}
-    )
+    running = sorted({str(row.get("name")) for r in fresh for row in (r.sessions or {}).values()})
     if missing == "lost" or running:
         how = (
             f"is missing (it was written before: {request.path}.id is there)"

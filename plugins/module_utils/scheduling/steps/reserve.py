@@ -117,13 +117,10 @@ def reserve(
     final = request.final and request.agents is not None
     # A waiting create (final) places by the kept reads alone: they follow destroys
     # (forget_session), the reads it made before waiting do not.
-    fresh = (
-        []
-        if final
-        else [
-            kept_reads.on_ledger_clock(r) for r in request.agent_info or [] if not r.get("skipped")
-        ]
-    )
+    try:
+        fresh = [] if final else kept_reads.this_run(request.agent_info or [])
+    except SpecError as exc:
+        raise LedgerFailure(f"bai_session_ledger: {exc}") from None
     create = CreateStep(spec, queued, final, fresh)
     away = refuse_create(request, ledger, spec, fresh, missing, where, ids)
     expiry = reservations.expire(ledger, now, fresh)
@@ -138,9 +135,7 @@ def reserve(
     # Agents that take no new session: paused or drained by their own record (a fresh
     # read says so) or the ledger's, or down in the swarm's node list.
     create.unavailable = {
-        str(r["agent"].get("name")): avail.describe(avail.of_read(r["agent"]))
-        for r in fresh
-        if (r.get("agent") or {}).get("availability")
+        r.name: avail.describe(avail.of_read(r.agent)) for r in fresh if r.agent.get("availability")
     }
     if request.agents is not None:  # the inventory's agents: kept reads for the rest
         asked = by_inventory(request, ledger, now, create, missing, away, nodes)
@@ -155,14 +150,8 @@ def _place(
     request: LedgerRequest, ledger: Ledger, now: float, create: CreateStep
 ) -> dict[str, Any]:
     """Place the session on what the agents have left, and reserve it."""
-    info = list(create.fresh)
-    if create.unavailable:
-        # Down, drained or paused agents take no new session (a holder's read stays).
-        info = [
-            r
-            for r in create.fresh
-            if (r.get("agent") or {}).get("name") not in create.unavailable or r.get("containers")
-        ]
+    # Down, drained or paused agents take no new session (a holder's read stays).
+    info = [r.result for r in create.fresh if r.name not in create.unavailable or r.containers]
     if request.agents is not None:
         info += [kept_reads.kept_result(create.records[a]) for a in create.kept]
         info += list(create.hinted.values())

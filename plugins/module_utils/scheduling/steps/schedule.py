@@ -21,6 +21,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger impo
     kept_reads,
     roster,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.agent_read import (
+    AgentRead,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import Ledger
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.records import (
     QueueEntry,
@@ -146,12 +149,12 @@ def wait_in_queue(
 
 def out_of_service(
     declared: Sequence[Mapping[str, Any]] | None,
-    fresh: Sequence[Mapping[str, Any]],
+    fresh: Sequence[AgentRead],
     unavailable: Mapping[str, str],
 ) -> list[OutOfService]:
     """The agents placement passed over (``unavailable``: name -> why), with their
     resource groups (the inventory's, else their reads')."""
-    groups = {str(r["agent"].get("name")): r["agent"].get("group") for r in fresh if "agent" in r}
+    groups = {r.name: r.agent.get("group") for r in fresh}
     groups.update({str(a["name"]): a.get("group") or "default" for a in declared or []})
     return [
         OutOfService(name, str(groups.get(name) or "default"), why)

@@ -22,6 +22,7 @@ from ledger_fake import (
     offered_reads,
     place,
     place_request,
+    reads_of,
 )
 
 AGENTS = [{"name": "a1", "group": "default", "resources": {"cpu": 8}}]
@@ -42,7 +43,7 @@ def test_a_kept_read_counts_every_reserved_session_even_one_it_saw_stopped():
     }
     settled = info("a1", cpu=8, sessions=stopped, read_at=1000.0 + document.STALE_MARGIN_S)
     assert usage.adjust([settled], ledger)[0]["agent"]["used_cpu"] == 0.0
-    kept_reads.remember(ledger, [settled], 1010.0, roster.declarations(AGENTS))
+    kept_reads.remember(ledger, reads_of([settled]), 1010.0, roster.declarations(AGENTS))
     kept = kept_reads.kept_result(ledger.agents["a1"])
     assert kept["kept"] and kept["containers"] == []
     assert usage.adjust([kept], ledger)[0]["agent"]["used_cpu"] == 4.0
@@ -56,7 +57,7 @@ def test_destroy_frees_what_kept_reads_saw_the_session_use():
         sid: {"name": "s1", "cpu": 4.0, "mem": 0, "gpu": 1, "gpu_devices": [1], "containers": 2}
     }
     read = info("a1", cpu=8, gpus=(0, 1), sessions=running, used=(4.0, 0, 1))
-    kept_reads.remember(ledger, [read], 1000.0)
+    kept_reads.remember(ledger, reads_of([read]), 1000.0)
     assert ledger.agents["a1"].agent["gpu_in_use"] == [1]
     assert reservations.release(ledger, "s1", sid)
     record = ledger.agents["a1"]
@@ -74,15 +75,15 @@ def test_remember_keeps_what_an_older_read_knew_of_images_and_paths():
         "images": {"img:1": {"present": True, "env": ["A=1"]}},
         "paths": {"/d": True},
     }
-    kept_reads.remember(ledger, [first], 1000.0)
+    kept_reads.remember(ledger, reads_of([first]), 1000.0)
     second = {**info("a1"), "images": {"img:2": {"present": False}}, "paths": {}}
-    kept_reads.remember(ledger, [second], 1001.0)
+    kept_reads.remember(ledger, reads_of([second]), 1001.0)
     record = ledger.agents["a1"]
     assert record.images == {"img:1": {"present": True}, "img:2": {"present": False}}
     assert record.paths == {"/d": True}
     assert record.stored_at == 1001.0
     # kept results are not reads
-    kept_reads.remember(ledger, [kept_reads.kept_result(record)], 1002.0)
+    kept_reads.remember(ledger, reads_of([kept_reads.kept_result(record)]), 1002.0)
     assert ledger.agents["a1"].stored_at == 1001.0
 
 
@@ -104,7 +105,7 @@ def test_remember_keeps_what_an_older_read_knew_of_images_and_paths():
 def test_sources_say_how_a_create_knows_each_agent(why, change, expected):
     ledger = document.empty()
     read = {**info("a1"), "images": {"img:1": {"present": True}}, "paths": {"/d": False}}
-    kept_reads.remember(ledger, [read], 1000.0, roster.declarations(AGENTS))
+    kept_reads.remember(ledger, reads_of([read]), 1000.0, roster.declarations(AGENTS))
     if change.get("drop"):
         ledger.agents.clear()
     agents = [
@@ -226,7 +227,7 @@ def test_agents_that_may_hold_the_session_are_always_read():
     }
     agents = [{"name": a, "group": "default", "resources": None} for a in ("a1", "a2", "a3")]
     kept = [reads[0], reads[1], info("a3", cpu=8, sessions=other)]
-    kept_reads.remember(ledger, kept, 1000.0, roster.declarations(agents))
+    kept_reads.remember(ledger, reads_of(kept), 1000.0, roster.declarations(agents))
     assert kept_reads.holders(ledger, "s1") == {"a2"}  # its reservation
     assert kept_reads.holders(ledger, "s2") == {"a3"}  # a kept read saw it (made before the ledger)
     for name, holder in (("s1", "a2"), ("s2", "a3"), ("s3", None)):
@@ -243,7 +244,7 @@ def test_property_creates_that_place_by_kept_reads_never_overcommit(offered, gpu
     the kept reads alone (no agent read again): the reservations still never give out
     more than an agent offers, nor one GPU device twice."""
     ledger = document.empty()
-    kept_reads.remember(ledger, offered_reads(offered, gpus), 1000.0)
+    kept_reads.remember(ledger, reads_of(offered_reads(offered, gpus)), 1000.0)
     for n, request in enumerate(requests):
         kept = [kept_reads.kept_result(record) for record in ledger.agents.values()]
         with contextlib.suppress(Pending):
@@ -264,26 +265,26 @@ def test_an_agent_clock_ahead_never_drops_a_live_session():
     sid = ledger.sessions["s1"].session_id
     reservations.mark_ready(ledger, "s1", sid, 1000.0)
     skewed = info("a1", cpu=8, read_at=1000.0 + 10)  # shows no s1: read before it existed
-    assert usage.drop_stale(ledger, [skewed]) == ["s1"]  # the agent's clock alone: 8 of 4
+    assert usage.drop_stale(ledger, reads_of([skewed])) == ["s1"]  # the agent's clock alone: 8 of 4
     place(ledger, "s1", [info("a1", cpu=8)], size=2, resources={"cpu": 2})
     sid = ledger.sessions["s1"].session_id
     reservations.mark_ready(ledger, "s1", sid, 1000.0)
     timed = kept_reads.on_ledger_clock({**skewed, "read_after": 999.0})
-    assert usage.drop_stale(ledger, [timed]) == []
+    assert usage.drop_stale(ledger, reads_of([timed])) == []
     assert usage.adjust([timed], ledger)[0]["agent"]["used_cpu"] == 4.0
     unknown = kept_reads.on_ledger_clock(skewed)  # no read_after: a read of unknown age
-    assert usage.drop_stale(ledger, [unknown]) == []
+    assert usage.drop_stale(ledger, reads_of([unknown])) == []
 
 
 def test_the_agents_of_an_overdue_reservation_are_read_once_after_it_expired():
     ledger = document.empty()
     agents = [{"name": "a1", "group": "default", "resources": None}]
-    kept_reads.remember(ledger, [info("a1", cpu=8)], 1000.0, roster.declarations(agents))
+    kept_reads.remember(ledger, reads_of([info("a1", cpu=8)]), 1000.0, roster.declarations(agents))
     dead_create(ledger)
     args = {"name": "x", "images": [], "paths": [], "fresh": set(), "max_age": 300}
     assert kept_reads.overdue_agents(ledger, 1030.0) == []
     assert kept_reads.sources(ledger, agents, now=1030.0, **args).read == []
     assert kept_reads.overdue_agents(ledger, 1061.0) == ["a1"]
     assert kept_reads.sources(ledger, agents, now=1061.0, **args).read == ["a1"]
-    kept_reads.remember(ledger, [info("a1", cpu=8)], 1062.0, roster.declarations(agents))
+    kept_reads.remember(ledger, reads_of([info("a1", cpu=8)]), 1062.0, roster.declarations(agents))
     assert kept_reads.overdue_agents(ledger, 1063.0) == []  # read since: not again

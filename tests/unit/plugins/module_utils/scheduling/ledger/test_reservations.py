@@ -11,6 +11,7 @@ from ledger_fake import (
     dead_create,
     info,
     place,
+    reads_of,
     seen,
 )
 
@@ -30,7 +31,9 @@ def test_a_ready_reservation_does_not_expire():
     sid = ledger.sessions["s1"].session_id
     assert reservations.mark_ready(ledger, "s1", sid, 1001.0)
     assert not reservations.mark_ready(ledger, "s1", sid, 1002.0)  # once
-    assert reservations.expire(ledger, 10**9, [info("a1")]) == reservations.Expiry([], [], [])
+    assert reservations.expire(ledger, 10**9, reads_of([info("a1")])) == reservations.Expiry(
+        [], [], []
+    )
 
 
 def test_release_is_limited_to_the_runs_own_session():
@@ -54,7 +57,7 @@ def test_an_expired_reservation_is_settled_by_what_its_agents_run(found, outcome
     ledger = document.empty()
     sid = dead_create(ledger)
     read = info("a1", cpu=8, read_at=1061.0, sessions=seen(sid, found) if found else {})
-    done = reservations.expire(ledger, 1061.0, [read])
+    done = reservations.expire(ledger, 1061.0, reads_of([read]))
     assert getattr(done, outcome) == ["dead"]
     assert ("dead" in ledger.sessions) == (outcome != "dropped")
     if outcome == "adopted":
@@ -68,9 +71,9 @@ def test_an_expired_reservation_keeps_counting_until_its_agents_are_read():
     assert reservations.expire(ledger, 1061.0) == reservations.Expiry([], [], [])
     kept = {**info("a1", cpu=8, read_at=1061.0), "kept": True}
     # a kept read
-    assert reservations.expire(ledger, 1061.0, [kept]) == reservations.Expiry([], [], [])
+    assert reservations.expire(ledger, 1061.0, reads_of([kept])) == reservations.Expiry([], [], [])
     older = info("a1", cpu=8, read_at=999.0)  # read before it was reserved
-    assert reservations.expire(ledger, 1061.0, [older]) == reservations.Expiry([], [], [])
+    assert reservations.expire(ledger, 1061.0, reads_of([older])) == reservations.Expiry([], [], [])
     assert "dead" in ledger.sessions
     with pytest.raises(Pending):  # it still holds its share
         kept = {**info("a1", cpu=2), "kept": True}

@@ -21,6 +21,7 @@ from ledger_fake import (
     offered_reads,
     place,
     place_request,
+    reads_of,
     row,
 )
 
@@ -105,9 +106,9 @@ def test_ready_reservations_whose_containers_are_gone_are_dropped():
     kept_id = ledger.sessions["kept"].session_id
     seen = {kept_id: {"cpu": 1.0, "mem": GI, "gpu": 0, "gpu_devices": [], "containers": 1}}
     early = [info("a1", read_at=1000.0 + document.STALE_MARGIN_S / 2, sessions=seen)]
-    assert usage.drop_stale(ledger, early) == []  # within the margin: maybe not seen yet
+    assert usage.drop_stale(ledger, reads_of(early)) == []  # within the margin: maybe not seen yet
     later = [info("a1", read_at=1000.0 + document.STALE_MARGIN_S, sessions=seen)]
-    assert usage.drop_stale(ledger, later) == ["gone"]
+    assert usage.drop_stale(ledger, reads_of(later)) == ["gone"]
     assert sorted(ledger.sessions) == ["kept"]
 
 

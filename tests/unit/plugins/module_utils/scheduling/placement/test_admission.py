@@ -54,6 +54,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.plan 
 from ansible_collections.bai.cluster.plugins.module_utils.session.spec import normalize_spec
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from ledger_fake import reads_of
 
 GI = 1024**3
 
@@ -345,8 +346,8 @@ def place_through_store(store, engine, name, spec, clock):
         def step(snapshot, now, fresh=tuple(fresh)):
             fresh = list(fresh)
             ledger = snapshot.ledger
-            reservations.expire(ledger, now, fresh)
-            kept_reads.remember(ledger, fresh, now, roster.declarations([AGENT]))
+            reservations.expire(ledger, now, reads_of(fresh))
+            kept_reads.remember(ledger, reads_of(fresh), now, roster.declarations([AGENT]))
             found = kept_reads.sources(
                 ledger,
                 [AGENT],
@@ -401,7 +402,7 @@ def test_property_the_store_and_hints_never_put_more_on_an_engine_than_it_offers
             store,
             lambda snap, now: (
                 kept_reads.remember(
-                    snap.ledger, [read(engine, now)], now, roster.declarations([AGENT])
+                    snap.ledger, reads_of([read(engine, now)]), now, roster.declarations([AGENT])
                 )
                 or {"save": True}
             ),

@@ -74,6 +74,11 @@ def read(agent, *rows):
     return {"agent": {"name": agent}, "containers": list(rows)}
 
 
+def fresh(*reads):
+    """The reads by agent, as reconcile gives them to fencing."""
+    return kept_reads.fresh_reads(list(reads))
+
+
 @pytest.mark.parametrize(
     ("rows", "attempt", "over"),
     [
@@ -86,7 +91,7 @@ def read(agent, *rows):
 )
 def test_a_gang_is_over_once_the_members_that_answer_stopped_for_the_fence(rows, attempt, over):
     ledger = Ledger(sessions={"job": entry(attempt)})
-    found = fencing.fenced(ledger, {"a1": read("a1", *rows)}, ["a2"])
+    found = fencing.fenced(ledger, fresh(read("a1", *rows)), ["a2"])
     assert found == ([{"name": "job", "session_id": SID, "agents": ["a2"]}] if over else [])
 
 
@@ -145,9 +150,9 @@ def test_the_destroy_forces_only_the_fenced_sessions():
 
 def test_a_pass_is_told_how_long_until_a_fence_ends():
     ledger = Ledger(sessions={"job": entry()})
-    soon = {"a1": read("a1", row("exited", "Exited (1) 12 seconds ago"))}
+    soon = fresh(read("a1", row("exited", "Exited (1) 12 seconds ago")))
     assert fencing.fence_in(ledger, soon, ["a2"]) == fencing.FENCE_S - 12
-    over = {"a1": read("a1", row("exited", "Exited (1) 40 seconds ago"))}
+    over = fresh(read("a1", row("exited", "Exited (1) 40 seconds ago")))
     assert fencing.fence_in(ledger, over, ["a2"]) is None
-    running = {"a1": read("a1", row("running", "Up 1 minute"))}
+    running = fresh(read("a1", row("running", "Up 1 minute")))
     assert fencing.fence_in(ledger, running, ["a2"]) is None
