@@ -15,6 +15,9 @@ import argparse
 import time
 
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import document, usage
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.agent_read import (
+    AgentRead,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
     PlacementRequest,
     place,
@@ -57,22 +60,24 @@ def reads(count: int) -> list[dict]:
 def ledger_for(count: int) -> document.Ledger:
     ledger = document.empty()
     for i in range(count):
-        ledger.sessions[f"s{i}"] = {
-            "name": f"s{i}",
-            "session_id": f"id{i}",
-            "state": document.CREATING,
-            "expires_at": 1e12,
-            "kernels": [
-                {
-                    "host": "main1",
-                    "agent": f"agent{i:05d}",
-                    "cpu": 0.0,
-                    "mem": 0,
-                    "gpu": 0,
-                    "gpu_devices": [],
-                }
-            ],
-        }
+        ledger.sessions[f"s{i}"] = document.Reservation.from_dict(
+            {
+                "name": f"s{i}",
+                "session_id": f"id{i}",
+                "state": document.CREATING,
+                "expires_at": 1e12,
+                "kernels": [
+                    {
+                        "host": "main1",
+                        "agent": f"agent{i:05d}",
+                        "cpu": 0.0,
+                        "mem": 0,
+                        "gpu": 0,
+                        "gpu_devices": [],
+                    }
+                ],
+            }
+        )
     return ledger
 
 
@@ -101,8 +106,9 @@ def main() -> None:
         def parsed(raw: list[dict] = raw) -> list:
             return agents_from_info(None, None, raw)[0] or []
 
+        read = [AgentRead.of(r) for r in raw]
         parse_ms = best_ms(lambda _none: parsed(), args.repeat)
-        adjust_ms = best_ms(lambda _none, r=raw, b=ledger: usage.adjust(r, b), args.repeat)
+        adjust_ms = best_ms(lambda _none, r=read, b=ledger: usage.adjust(r, b), args.repeat)
         for mode, size, cpu in CASES:
             kernels = expand_kernels(
                 normalize_spec({"name": "b", "size": size, "mode": mode, "resources": {"cpu": cpu}})

@@ -18,7 +18,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.agen
     AgentRead,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.plan import (
-    agents_from_info,
+    agents_from_reads,
     plan_session,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.session.spec import normalize_spec
@@ -97,14 +97,19 @@ def ledger_of(**keys):
 
 def reads_of(results):
     """The AgentReads of bai_agent_info results, as a create makes them (kept ones too)."""
-    return [AgentRead.of(r) for r in results if not r.get("skipped")]
+    return [
+        r if isinstance(r, AgentRead) else AgentRead.of(r)
+        for r in results
+        if isinstance(r, AgentRead) or not r.get("skipped")
+    ]
 
 
 def place(ledger, name, reads, now=1000.0, **request):
     """What bai_session_ledger does under the lock: expire, adjust, place, reserve."""
     spec = normalize_spec({"name": name, **request})
-    reservations.expire(ledger, now, reads_of(reads))
-    agents, existing, inventory = agents_from_info(None, None, usage.adjust(reads, ledger))
+    reads = reads_of(reads)
+    reservations.expire(ledger, now, reads)
+    agents, existing, inventory = agents_from_reads(usage.adjust(reads, ledger))
     plan = {**plan_session(spec, agents, existing, inventory=inventory), "spec_hash": "h"}
     ledger.sessions[name] = reservations.reservation(plan, now=now, ttl=60)
     return plan

@@ -3,9 +3,10 @@
 A bai_agent_info result reaches the ledger module as JSON (its ``agent_info`` option).
 A create makes one :class:`AgentRead` of each result it was given, on the ledger's clock
 (:func:`kept_reads.this_run`); reconcile takes those this run read itself
-(:func:`kept_reads.fresh_reads`, by agent). Expiry, reconcile, fencing, the refusals and
-the kept reads read its fields, never the result's keys; placement still takes the
-result (``result``: its capacity and use, as usage.adjust counts them).
+(:func:`kept_reads.fresh_reads`, by agent). A kept read and a hint
+(:func:`kept_reads.kept_result`, :func:`kept_reads.hint`) are AgentReads too, marked
+``kept``. Expiry, reconcile, fencing, the refusals, the kept reads, usage.adjust and
+placement (steps/plan.py: agents_from_reads) read its fields, never a result's keys.
 """
 
 from __future__ import annotations
@@ -17,13 +18,15 @@ from typing import Any
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import SpecError
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class AgentRead:
     """What one read of an agent showed: its name and identity, when (the ledger's clock;
     0 when unknown: it proves nothing gone), the sessions it runs (session id -> what its
     containers use, usage.observed_sessions; None when the read did not say), its session
-    containers (Docker list entries with ``labels``, ``state``, ``status``) and the whole
-    result (``result``: what placement reads of its capacity)."""
+    containers (Docker list entries with ``labels``, ``state``, ``status``), what it knows
+    of images and mount sources, and whether it is a kept read (from the ledger, not this
+    run's: every session of the ledger counts on it by its reservation) or a hint (its
+    capacity alone)."""
 
     name: str
     identity: str
@@ -33,8 +36,8 @@ class AgentRead:
     containers: Sequence[Mapping[str, Any]]
     images: Mapping[str, Any]  # image -> {present}
     paths: Mapping[str, Any]  # mount source -> what the agent knows of it
-    kept: bool  # a kept read handed back (never this run's own)
-    result: Mapping[str, Any]
+    kept: bool = False  # a kept read handed back (never this run's own)
+    hint: bool = False  # a hint: declared capacity, no read
 
     @classmethod
     def of(cls, result: Mapping[str, Any]) -> AgentRead:
@@ -45,17 +48,33 @@ class AgentRead:
                 "a bai_agent_info task (register: info -> agent_info: info.results)"
             )
         agent = result["agent"]
+        get = result.get
         return cls(
-            name=str(agent.get("name")),
-            identity=str(agent.get("id") or ""),
-            read_at=float(result.get("read_at") or 0),
-            agent=agent,
-            sessions=result.get("sessions") if "sessions" in result else None,
-            containers=tuple(result.get("containers") or ()),
-            images=result.get("images") or {},
-            paths=result.get("paths") or {},
-            kept=bool(result.get("kept")),
-            result=result,
+            str(agent.get("name")),
+            str(agent.get("id") or ""),
+            float(get("read_at") or 0),
+            agent,
+            get("sessions"),
+            get("containers") or (),
+            get("images") or {},
+            get("paths") or {},
+            bool(get("kept")),
+            bool(get("hint")),
+        )
+
+    def with_agent(self, agent: Mapping[str, Any]) -> AgentRead:
+        """The same read with ``agent`` (its use counted again: usage.adjust)."""
+        return AgentRead(
+            self.name,
+            self.identity,
+            self.read_at,
+            agent,
+            self.sessions,
+            self.containers,
+            self.images,
+            self.paths,
+            self.kept,
+            self.hint,
         )
 
     def session(self, session_id: str) -> Mapping[str, Any]:

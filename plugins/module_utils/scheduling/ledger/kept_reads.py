@@ -128,18 +128,20 @@ def forget_in_record(record: KeptRead, session_id: str) -> None:
     agent["gpu_in_use"] = sorted(set(agent.get("gpu_in_use") or ()) - freed)
 
 
-def kept_result(record: KeptRead) -> dict[str, Any]:
-    """A kept record in the shape of a bai_agent_info result, marked ``kept``. It shows
-    no containers: agents that may hold the session are always read afresh."""
-    return {
-        "agent": dict(record.agent),
-        "sessions": dict(record.sessions or {}),
-        "read_at": record.read_at,
-        "images": dict(record.images or {}),
-        "paths": dict(record.paths or {}),
-        "containers": [],
-        "kept": True,
-    }
+def kept_result(record: KeptRead) -> AgentRead:
+    """A kept record as a read, marked ``kept``. It shows no containers: agents that may
+    hold the session are always read afresh."""
+    return AgentRead(
+        name=str(record.agent.get("name")),
+        identity=record.identity,
+        read_at=float(record.read_at or 0),
+        agent=dict(record.agent),
+        sessions=dict(record.sessions or {}),
+        containers=(),
+        images=dict(record.images or {}),
+        paths=dict(record.paths or {}),
+        kept=True,
+    )
 
 
 def holders(ledger: Ledger, name: str) -> set[str]:
@@ -167,7 +169,7 @@ class Sources(NamedTuple):
 
     read: list[str]  # to read before placing: nothing else says enough of them
     kept: list[str]  # recent kept reads: a placement on them is made as it is
-    hinted: dict[str, dict[str, Any]]  # agent -> hint: a placement on it reads it first
+    hinted: dict[str, AgentRead]  # agent -> hint: a placement on it reads it first
     unavailable: dict[str, str]  # agent -> why it takes no new session (paused, down)
 
 
@@ -247,10 +249,10 @@ def hint(
     declared: Mapping[str, Any],
     record: KeptRead | None = None,
     node: SwarmNode | None = None,
-) -> dict[str, Any] | None:
-    """What a placement may assume of an agent it has no recent read of, in the shape of a
-    bai_agent_info result marked ``kept`` and ``hint`` (so every session of the ledger
-    counts on it by its reservation, and nothing else): its capacity from the inventory's
+) -> AgentRead | None:
+    """What a placement may assume of an agent it has no recent read of: a read marked
+    ``kept`` and ``hint`` (so every session of the ledger counts on it by its
+    reservation, and nothing else): its capacity from the inventory's
     declaration, else an earlier read (``record``, taken under the same declaration),
     else the swarm's node list (``node``: CPU and memory). None when GPU devices are not
     known (they are detected on the agent unless it declares ``gpu: 0``)."""
@@ -268,10 +270,14 @@ def hint(
         capacity = agent_capacity({"cpu": cpu, "mem": mem}, ncpu=0, mem_total=0)
     except ValueError:  # a bad declaration: the agent's read names it
         return None
-    return {
-        "agent": {
+    identity = agent.get("id") or (node.id if node else "")
+    return AgentRead(
+        name=str(declared["name"]),
+        identity=str(identity or ""),
+        read_at=0.0,
+        agent={
             "name": str(declared["name"]),
-            "id": agent.get("id") or (node.id if node else ""),
+            "id": identity,
             "group": declared.get("group") or "default",
             "cpu": capacity.cpu,
             "mem": capacity.mem,
@@ -282,11 +288,10 @@ def hint(
             "gpu_devices": list(devices),
             "gpu_in_use": [],
         },
-        "sessions": {},
-        "read_at": 0.0,
-        "images": {},
-        "paths": {},
-        "containers": [],
-        "kept": True,
-        "hint": True,
-    }
+        sessions={},
+        containers=(),
+        images={},
+        paths={},
+        kept=True,
+        hint=True,
+    )

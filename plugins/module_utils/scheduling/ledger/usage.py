@@ -72,7 +72,7 @@ def observed_sessions(containers: Sequence[Mapping[str, Any]]) -> dict[str, dict
     return out
 
 
-def adjust(agent_info: Sequence[Mapping[str, Any]], ledger: Ledger) -> list[dict[str, Any]]:
+def adjust(reads: Sequence[AgentRead], ledger: Ledger) -> list[AgentRead]:
     """The agents' reads with the sessions they may not show yet counted by reservation.
 
     An agent's read counts the sessions it sees (``sessions``: session id -> what its
@@ -89,25 +89,15 @@ def adjust(agent_info: Sequence[Mapping[str, Any]], ledger: Ledger) -> list[dict
         for kernel in entry.kernels:
             on_agent.setdefault(kernel.agent, []).append((entry, kernel))
     out = []
-    for result in agent_info:
-        if result.get("skipped") or "agent" not in result:
-            out.append(dict(result))
-            continue
-        agent = dict(result["agent"])
-        read_at = float(result.get("read_at") or 0)
+    for read in reads:
+        agent = dict(read.agent)
 
-        def counts(
-            entry: Reservation,
-            read_at: float = read_at,
-            kept: bool = bool(result.get("kept")),
-        ) -> bool:
-            return kept or entry.state != READY or read_at < settled(entry)
+        def counts(entry: Reservation, read: AgentRead = read) -> bool:
+            return read.kept or entry.state != READY or read.read_at < settled(entry)
 
-        seen = result.get("sessions") or {}
+        seen = read.sessions or {}
         replaced = [seen[sid] for sid in seen if sid in by_id and counts(by_id[sid])]
-        mine = [
-            kernel for entry, kernel in on_agent.get(str(agent.get("name")), ()) if counts(entry)
-        ]
+        mine = [kernel for entry, kernel in on_agent.get(read.name, ()) if counts(entry)]
         for key in ("cpu", "mem", "gpu"):
             used = float(agent.get(f"used_{key}") or 0)
             used -= sum(float(s.get(key) or 0) for s in replaced)
@@ -118,7 +108,7 @@ def adjust(agent_info: Sequence[Mapping[str, Any]], ledger: Ledger) -> list[dict
         held -= {d for s in replaced for d in s.get("gpu_devices") or ()}
         held |= {d for k in mine for d in k.gpu_devices or ()}
         agent["gpu_in_use"] = sorted(held)
-        out.append({**result, "agent": agent})
+        out.append(read.with_agent(agent))
     return out
 
 

@@ -42,7 +42,7 @@ class CreateStep:
     adopted: list[str] = field(default_factory=list)
     read: set[str] = field(default_factory=set)  # the agents read afresh (with O(agents))
     kept: list[str] = field(default_factory=list)  # the agents known by kept reads
-    hinted: dict[str, dict[str, Any]] = field(default_factory=dict)
+    hinted: dict[str, AgentRead] = field(default_factory=dict)
     records: Mapping[str, document.KeptRead] = field(default_factory=dict)  # kept reads
     unavailable: dict[str, str] = field(default_factory=dict)  # agent -> why it takes none
 

@@ -40,6 +40,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
 from ansible_collections.bai.cluster.plugins.module_utils.gpu.alloc import (
     format_device_label,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.agent_read import (
+    AgentRead,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
     Agent,
     OutOfService,
@@ -324,25 +327,28 @@ def agents_from_info(
     (images, paths), from bai_session_plan's ``agents``/``existing`` options and the
     registered results of bai_agent_info (``agent_info``). Agents is None when neither
     ``agents`` nor ``agent_info`` is given (validation only)."""
-    raw_agents = list(agents or [])
-    existing = list(existing or [])
-    for result in agent_info or []:
-        if result.get("skipped"):
-            continue
-        if "agent" not in result:
-            raise SpecError(
-                "agent_info: an item has no 'agent' key; pass the registered results of "
-                "a bai_agent_info task (register: info -> agent_info: info.results)"
-            )
-        agent = dict(result["agent"])
-        agent["images"] = {
-            ref: bool(found.get("present")) for ref, found in (result.get("images") or {}).items()
-        }
-        agent["paths"] = dict(result.get("paths") or {})
-        raw_agents.append(agent)
-        existing.extend(result.get("containers") or [])
     if agents is None and agent_info is None:
-        return None, existing, {}
+        return None, list(existing or []), {}
+    reads = [AgentRead.of(r) for r in agent_info or [] if not r.get("skipped")]
+    return agents_from_reads(reads, agents or (), existing or ())
+
+
+def agents_from_reads(
+    reads: Sequence[AgentRead],
+    declared: Sequence[Mapping[str, Any]] = (),
+    existing: Sequence[Mapping[str, Any]] = (),
+) -> tuple[list[Agent], list[Mapping[str, Any]], dict[str, dict[str, Any]]]:
+    """Placement's agents, the session's containers the reads show (after ``existing``)
+    and per-agent inventory (images, paths) of ``declared`` agents (bai_session_plan's
+    ``agents``) and the agents' reads."""
+    raw_agents = list(declared)
+    found_existing = list(existing)
+    for read in reads:
+        agent = dict(read.agent)
+        agent["images"] = {ref: bool(found.get("present")) for ref, found in read.images.items()}
+        agent["paths"] = dict(read.paths)
+        raw_agents.append(agent)
+        found_existing.extend(read.containers)
     found, inventory = [], {}
     for i, raw in enumerate(raw_agents):
         found.append(agent_from_read(raw, f"agents[{i}]"))
@@ -350,4 +356,4 @@ def agents_from_info(
             "images": raw.get("images") or {},
             "paths": raw.get("paths") or {},
         }
-    return found, existing, inventory
+    return found, found_existing, inventory

@@ -53,7 +53,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.ledge
     LedgerRequest,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.plan import (
-    agents_from_info,
+    agents_from_reads,
     placement_failure,
     plan_session,
 )
@@ -151,16 +151,15 @@ def _place(
 ) -> dict[str, Any]:
     """Place the session on what the agents have left, and reserve it."""
     # Down, drained or paused agents take no new session (a holder's read stays).
-    info = [r.result for r in create.fresh if r.name not in create.unavailable or r.containers]
+    info = [r for r in create.fresh if r.name not in create.unavailable or r.containers]
     if request.agents is not None:
         info += [kept_reads.kept_result(create.records[a]) for a in create.kept]
         info += list(create.hinted.values())
-    counted = usage.adjust(info, ledger)
     try:
-        agents, existing, inventory = agents_from_info(None, None, counted)
+        agents, existing, inventory = agents_from_reads(usage.adjust(info, ledger))
     except SpecError as exc:
         raise LedgerFailure(f"bai_session_ledger: {exc}") from None
-    read_at = min((float(r.get("read_at") or 0) for r in info if "agent" in r), default=0.0)
+    read_at = min((r.read_at for r in info), default=0.0)
     try:
         usable = list(agents or [])
         plan = _plan(request, ledger, now, create, usable, existing, inventory, read_at)

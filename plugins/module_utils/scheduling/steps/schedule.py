@@ -52,7 +52,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.ledge
     LedgerRequest,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.plan import (
-    agents_from_info,
+    agents_from_reads,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.session.model import (
     Kernel,
@@ -177,12 +177,12 @@ def queue_list(
 
 def _known_agents(
     request: LedgerRequest, ledger: Ledger, nodes: Mapping[str, roster.SwarmNode] | None
-) -> tuple[list[dict[str, Any]], dict[str, str]]:
+) -> tuple[list[AgentRead], dict[str, str]]:
     """What the scheduler's pass knows of each agent of the inventory (its kept read, else
     a hint of its capacity), and the agents that take no new session, with why."""
     records = ledger.agents or {}
     paused = avail.records(ledger)
-    info: list[dict[str, Any]] = []
+    info: list[AgentRead] = []
     unavailable: dict[str, str] = {}
     for declared in request.agents or []:
         name = str(declared["name"])
@@ -210,7 +210,7 @@ def pass_agents(
     capacity, with the ledger's reservations), and those out of service."""
     info, unavailable = _known_agents(request, ledger, nodes)
     try:
-        agents = agents_from_info(None, None, adjust(info, ledger))[0]
+        agents = agents_from_reads(adjust(info, ledger))[0]
     except SpecError as exc:
         raise LedgerFailure(f"bai_session_ledger: {exc}") from None
     return list(agents or []), out_of_service(request.agents, [], unavailable)

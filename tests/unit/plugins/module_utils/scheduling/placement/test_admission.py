@@ -48,7 +48,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement.a
     offer_of,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.plan import (
-    agents_from_info,
+    agents_from_reads,
     plan_session,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.session.spec import normalize_spec
@@ -284,8 +284,8 @@ def test_property_no_ledger_mistake_puts_more_on_an_engine_than_it_offers(ops):
             spec = normalize_spec({"name": name, "size": size, "resources": resources})
             with contextlib.suppress(Pending):
                 reservations.expire(ledger, now)
-                agents, _existing, inventory = agents_from_info(
-                    None, None, usage.adjust([stale], ledger)
+                agents, _existing, inventory = agents_from_reads(
+                    usage.adjust(reads_of([stale]), ledger)
                 )
                 plan = plan_session(spec, agents, [], inventory=inventory)
                 plan = {**plan, "spec_hash": "h"}
@@ -362,7 +362,7 @@ def place_through_store(store, engine, name, spec, clock):
                 return {"need": found.read, "save": True}
             kept = [kept_reads.kept_result(ledger.agents[a]) for a in found.kept]
             info = fresh + kept + list(found.hinted.values())
-            agents, _existing, inventory = agents_from_info(None, None, usage.adjust(info, ledger))
+            agents, _existing, inventory = agents_from_reads(usage.adjust(reads_of(info), ledger))
             try:
                 plan = plan_session(spec, agents, [], inventory=inventory)
             except Pending:
