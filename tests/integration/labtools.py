@@ -206,6 +206,33 @@ def restart_engine(lab: Lab, agent: str) -> None:
     wait_for(lambda: swarm_ready(lab.manager, agent), f"{agent} ready in the swarm")
 
 
+def clear_stale_overlays(lab: Lab, name: str, seconds: float = 20) -> list[str]:
+    """The agents that still listed session ``name``'s overlay after the manager had
+    removed it, whose engines this restarted to clear it. Docker can keep a worker's side
+    of a removed overlay (only its load-balancer endpoint, ``lb-NETWORK``, left) after a
+    container failed to attach to it across an engine restart (docs/sessions.md, "After a
+    restart"); a worker cannot remove a swarm network, and only restarting its engine
+    clears it. A worker that is still detaching drops it within ``seconds`` by itself."""
+    label = f"label={LABEL_SESSION}={name}"
+    if on_agent(lab.manager, "docker", "network", "ls", "-q", "--filter", label)[1].strip():
+        return []  # the manager still has it: a leftover, not a stale attachment
+
+    def listed(agent: str) -> bool:
+        argv = ["docker", "network", "ls", "-q", "--filter", label, "--filter", "scope=swarm"]
+        return bool(on_agent(lab[agent], *argv)[1].strip())
+
+    stale = []
+    for agent in lab.agents:
+        deadline = time.monotonic() + seconds
+        while listed(agent) and time.monotonic() < deadline:
+            time.sleep(1)
+        if listed(agent):
+            stale.append(agent)
+            restart_engine(lab, agent)
+            wait_for(lambda a=agent: not listed(a), f"{agent}'s engine drops the overlay of {name}")
+    return stale
+
+
 def docker_did_not_restore(state: dict) -> str | None:
     """Why Docker's restart policy left a session container stopped, when the reason is
     the engine behaviour docs/sessions.md ("After a restart") documents for a container

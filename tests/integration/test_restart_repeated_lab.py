@@ -25,6 +25,7 @@ from collections import Counter
 import pytest
 from labtools import (
     AGENTS,
+    clear_stale_overlays,
     docker_did_not_restore,
     in_session,
     inspect,
@@ -111,3 +112,6 @@ def test_every_restart_is_repaired_by_a_reconcile(lab, run_playbook):
         run_playbook("session_destroy.yml", extra_vars={"session_name": NAME})
         for name in (NAME, BUSY):
             sweep(lab, name)
+            # Docker's third restart case: a worker keeps a removed overlay (see labtools).
+            stale = clear_stale_overlays(lab, name)
+            print(f"{name}: agents whose engine kept its removed overlay, restarted: {stale}")
