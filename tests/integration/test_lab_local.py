@@ -6,8 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import ansible
-from labtools import LAB_LABEL as LABEL
+from test_lab import LABEL, playbook
 
 pytestmark = [pytest.mark.integration]
 
@@ -32,9 +31,7 @@ def test_teardown_removes_exactly_what_the_lab_made(docker_client):
         "bai/session:latest", "true", name="bai-labu-n1", labels={LABEL: "bai-labu"}
     )
     try:
-        up = ansible(
-            "ansible-playbook", "playbooks/lab.yml", "-e", "lab_state=present", "-e", extra
-        )
+        up = playbook("playbooks/lab.yml", "-e", "lab_state=present", "-e", extra)
         assert up.returncode == 0, up.stdout[-3000:]
         labelled = {"label": f"{LABEL}={prefix}"}
         # Something to remove: the node, its network, its engine's volume and the shared one.
@@ -44,9 +41,7 @@ def test_teardown_removes_exactly_what_the_lab_made(docker_client):
             f"{prefix}-n1-docker",
             f"{prefix}-shared",
         }
-        down = ansible(
-            "ansible-playbook", "playbooks/lab.yml", "-e", "lab_state=absent", "-e", extra
-        )
+        down = playbook("playbooks/lab.yml", "-e", "lab_state=absent", "-e", extra)
         assert down.returncode == 0, down.stdout[-3000:]
         assert client.containers.list(all=True, filters=labelled) == []
         assert client.networks.list(filters=labelled) == []

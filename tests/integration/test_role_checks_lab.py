@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from labtools import on_agent, read_on
+from labtools import lab_node, on_agent, read_on
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
@@ -81,6 +81,11 @@ def plays(tmp_path_factory) -> Path:
     for role in ("docker_swarm", "agent_network", "nfs_client"):
         (folder / f"{role}.yml").write_text(PLAY.format(role=role))
     return folder
+
+
+@pytest.fixture(scope="module")
+def lab(docker_client):
+    return {name: lab_node(docker_client, name) for name in ENGINE_NODES}
 
 
 def start_node(docker_client, name: str, *, engine: bool, tmpfs: tuple[str, ...] = ()):
@@ -173,8 +178,7 @@ def swarm_state(lab) -> dict:
     role under test added or removed still shows, as it would in any read."""
     members = {
         name: json.loads(must(node, "docker info --format '{{json .Swarm.NodeID}}'"))
-        for name in ENGINE_NODES
-        for node in [lab[name]]
+        for name, node in lab.items()
     }
     deadline = time.monotonic() + 20
     while True:
@@ -462,8 +466,7 @@ def test_agent_network_persists_the_sysctls_and_reports_what_proc_sys_refuses(
     )
     differing = {
         name: [k for k, v in live_sysctls(node).items() if v != SYSCTLS[k]]
-        for name in ENGINE_NODES
-        for node in [lab[name]]
+        for name, node in lab.items()
     }
     if any(differing.values()):
         assert strict.rc != 0, strict

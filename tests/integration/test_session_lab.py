@@ -13,12 +13,18 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from labtools import AGENTS, count, in_session, inspect, on_agent, started, sweep
+from labtools import AGENTS, count, in_session, inspect, lab_agents, on_agent, started, sweep
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
 NAME = "it-lab3"
 SHARED = "/srv/bai-data"
+
+
+@pytest.fixture(scope="module")
+def lab(docker_client):
+    """The agent node containers; skips when the lab is not up."""
+    return lab_agents(docker_client)
 
 
 @pytest.fixture(scope="module")
