@@ -47,6 +47,7 @@ def task_names(node) -> list[str]:
         "playbooks/tasks/session_make_queued.yml",
         "playbooks/tasks/session_make_unplaced.yml",
         "playbooks/tasks/session_undo.yml",
+        "playbooks/tasks/session_place.yml",
         "playbooks/tasks/session_finish.yml",
         "playbooks/tasks/session_command.yml",
         "playbooks/tasks/session_report.yml",
