@@ -21,7 +21,11 @@ from typing import Any
 import docker
 import pytest
 import yaml
-from ansible_collections.bai.cluster.plugins.module_utils.common.labels import LABEL_SESSION
+from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
+    LABEL_AGENT,
+    LABEL_SESSION,
+)
+from labtools import Lab, container_name
 
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = REPO / ".venv" / "bin"
@@ -80,6 +84,18 @@ def _parse(stdout: str) -> dict[str, Any]:
     return result
 
 
+def _run(argv: list[str], env: dict[str, str], cwd: Path, timeout: int):
+    """Every command the integration tests run from this repository goes through here: a
+    hang past ``timeout`` fails the test (and says which command) instead of eating CI's
+    time, and with BAI_PLAYBOOK_TIMES each run's time is logged."""
+    began, cpu = time.monotonic(), os.times()
+    proc = subprocess.run(
+        argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+    _log_time(argv, began, cpu)
+    return proc
+
+
 def ansible_playbook(
     playbook: str,
     *args: str,
@@ -87,23 +103,35 @@ def ansible_playbook(
     inventory: str | None = None,
     timeout: int = 900,
 ) -> PlaybookRun:
-    """Run ``playbooks/<playbook>`` (or an absolute path) from the repository root;
-    never raises on failure."""
+    """Run ``playbooks/<playbook>`` (or an absolute path) from the repository root, with
+    the JSON stdout callback; never raises on failure."""
     argv, env = _command(playbook, args, extra_vars, inventory)
-    began, cpu = time.monotonic(), os.times()
-    proc = subprocess.run(
-        argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout, check=False
-    )
-    _log_time(Path(argv[1]).name, argv[2:], began, cpu)
+    proc = _run(argv, env, REPO, timeout)
     return PlaybookRun(argv[1:], proc.returncode, proc.stdout, proc.stderr, _parse(proc.stdout))
 
 
-def _log_time(what: str, args: list[str], began: float, cpu: os.times_result) -> None:
+def ansible(
+    tool: str,
+    *args: str,
+    env: dict[str, str] | None = None,
+    cwd: Path = REPO,
+    timeout: int = 900,
+) -> subprocess.CompletedProcess[str]:
+    """Run the venv's ``tool`` (``ansible-playbook``, ``ansible``...) with this
+    repository's ansible.cfg and Ansible's default text output (for the tests that read
+    the recap or a task's lines); never raises on failure."""
+    full_env = {**_ansible_env(), "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), **(env or {})}
+    return _run([str(VENV_BIN / tool), *args], full_env, cwd, timeout)
+
+
+def _log_time(argv: list[str], began: float, cpu: os.times_result) -> None:
     """With BAI_PLAYBOOK_TIMES=FILE: one JSON line per run (the test, the playbook, its
     wall and CPU seconds), to see where the integration tests spend their time."""
     log = os.environ.get("BAI_PLAYBOOK_TIMES")
     if not log:
         return
+    tool = Path(argv[0]).name
+    what, args = (Path(argv[1]).name, argv[2:]) if tool == "ansible-playbook" else (tool, argv[1:])
     now = os.times()
     spent = (now.children_user - cpu.children_user) + (now.children_system - cpu.children_system)
     row = {
@@ -117,6 +145,15 @@ def _log_time(what: str, args: list[str], began: float, cpu: os.times_result) ->
         out.write(json.dumps(row) + "\n")
 
 
+def _ansible_env() -> dict[str, str]:
+    return {
+        **os.environ,
+        "PATH": f"{VENV_BIN}:{os.environ.get('PATH', '')}",
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_FORCE_COLOR": "0",
+    }
+
+
 def _command(
     playbook: str, args: Any, extra_vars: dict[str, Any] | None, inventory: str | None
 ) -> tuple[list[str], dict[str, str]]:
@@ -128,13 +165,10 @@ def _command(
         argv += ["-e", json.dumps(extra_vars)]
     argv += list(args)
     env = {
-        **os.environ,
-        "PATH": f"{VENV_BIN}:{os.environ.get('PATH', '')}",
+        **_ansible_env(),
         "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
         "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json",
         "ANSIBLE_SHOW_CUSTOM_STATS": "true",
-        "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_FORCE_COLOR": "0",
     }
     return argv, env
 
@@ -168,18 +202,7 @@ def bai_cli(tmp: Path | None, *argv: str, timeout: int = 300) -> subprocess.Comp
     """Run the venv's bai-cluster (with ``tmp`` as its TMPDIR, when given); never raises
     on failure."""
     env = {**os.environ, "NO_COLOR": "1", **({"TMPDIR": str(tmp)} if tmp else {})}
-    began, cpu = time.monotonic(), os.times()
-    done = subprocess.run(
-        [str(VENV_BIN / "bai-cluster"), *argv],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-    _log_time("bai-cluster", list(argv), began, cpu)
-    return done
+    return _run([str(VENV_BIN / "bai-cluster"), *argv], env, REPO, timeout)
 
 
 def virtual_agents(tmp_path: Path, agents: tuple[str, ...], cpu: int) -> Path:
@@ -224,9 +247,7 @@ def cli_ok(tmp: Path, inventory: Path, *argv: str) -> None:
 def agent_containers(docker_client, agent: str) -> tuple[int, set[str]]:
     """The containers agent ``agent`` (a virtual agent's label) holds on this engine, in
     any state, and the sessions they are of."""
-    found = docker_client.containers.list(
-        all=True, filters={"label": f"ai.backend.cluster.agent={agent}"}
-    )
+    found = docker_client.containers.list(all=True, filters={"label": f"{LABEL_AGENT}={agent}"})
     return len(found), {c.labels[LABEL_SESSION] for c in found if LABEL_SESSION in c.labels}
 
 
@@ -276,7 +297,7 @@ def site_converged(docker_client) -> tuple[PlaybookRun, PlaybookRun]:
     it: each run of site.yml on the lab costs about 160 s of CPU, most of a core-minute
     per host."""
     for host, argv in SITE_DRIFT:
-        made = docker_client.containers.get(f"bai-lab-{host}").exec_run(argv)
+        made = docker_client.containers.get(container_name(host)).exec_run(argv)
         assert made.exit_code == 0, (host, argv, made.output.decode())
     site, ssh = str(REPO / "site.yml"), "inventories/lab-ssh"
     return ansible_playbook(site, inventory=ssh), ansible_playbook(site, inventory=ssh)
@@ -292,6 +313,19 @@ def docker_client():
         pytest.skip(f"no Docker engine: {exc}")
     yield client
     client.close()
+
+
+@pytest.fixture(scope="session")
+def lab(docker_client) -> Lab:
+    """The embedded lab's node containers by name (``lab["agent1"]``, ``lab.agents``,
+    ``lab.manager``); a test that asks for a node skips when the lab is not up."""
+    return Lab(docker_client)
+
+
+@pytest.fixture(scope="session")
+def manager(lab):
+    """The lab's first manager node (the ledger's and the overlays' home)."""
+    return lab.manager
 
 
 # --- every module starts from empty agents and leaves them empty --------------------------
@@ -310,7 +344,7 @@ def _session_leftovers(client, local: bool, lab: bool) -> list[str]:
         ]
     for node in ("agent1", "agent2", "manager") if lab else ():
         try:
-            container = client.containers.get(f"bai-lab-{node}")
+            container = client.containers.get(container_name(node))
         except docker.errors.NotFound:
             continue
         if container.status != "running":
@@ -333,7 +367,7 @@ def _remove_leftovers(client, local: bool, lab: bool) -> None:
             n.remove()
     for node in ("agent1", "agent2", "manager") if lab else ():
         try:
-            container = client.containers.get(f"bai-lab-{node}")
+            container = client.containers.get(container_name(node))
         except docker.errors.NotFound:
             continue
         label = f"label={LABEL_SESSION}"

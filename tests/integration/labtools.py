@@ -1,12 +1,14 @@
-"""Helpers for tests that look inside the lab's agents (Docker-in-Docker nodes).
+"""Helpers for tests that look inside the lab's nodes (Docker-in-Docker containers).
 
 Session containers live in the agents' inner engines, so everything goes through
-``docker exec bai-lab-agentN docker ...`` (the SDK's exec_run on the node container).
+``docker exec bai-lab-agentN docker ...`` (the SDK's exec_run on the node container). The
+shared ``lab`` fixture (conftest.py) is a ``Lab``: the node containers by name.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 from typing import Any
 
@@ -15,6 +17,25 @@ import pytest
 from ansible_collections.bai.cluster.plugins.module_utils.common.labels import LABEL_SESSION
 
 AGENTS = ("agent1", "agent2")
+# Every node of the lab (scripts/lab.py), in the order docs/lab.md lists them.
+NODES = (
+    "webserver",
+    "manager",
+    "manager2",
+    "manager3",
+    "appproxy",
+    *AGENTS,
+    "user",
+    "intruder",
+)
+# The label the lab puts on everything it makes, and the one naming a node.
+LAB_LABEL = "ai.backend.lab"
+LAB_NODE_LABEL = "ai.backend.lab.node"
+
+
+def container_name(node: str) -> str:
+    """The Docker container a lab node is: ``bai-lab-<node>``."""
+    return f"bai-lab-{node}"
 
 
 def spanning_session(name: str) -> dict:
@@ -43,17 +64,40 @@ def lab_node(docker_client, name: str):
     """The running lab node container ``bai-lab-<name>``; skips when it does not exist or
     is not running (the lab is down). Any other Docker error is an error, not a skip."""
     try:
-        node = docker_client.containers.get(f"bai-lab-{name}")
+        node = docker_client.containers.get(container_name(name))
     except docker.errors.NotFound:
-        pytest.skip(f"the lab is not up (no bai-lab-{name}; make lab-up)")
+        pytest.skip(f"the lab is not up (no {container_name(name)}; make lab-up)")
     if node.status != "running":
-        pytest.skip(f"the lab is not up (bai-lab-{name} is {node.status}; make lab-up)")
+        pytest.skip(f"the lab is not up ({container_name(name)} is {node.status}; make lab-up)")
     return node
 
 
-def lab_agents(docker_client) -> dict:
-    """The running agent node containers, by inventory name; skips when the lab is down."""
-    return {agent: lab_node(docker_client, agent) for agent in AGENTS}
+class Lab:
+    """The lab's node containers by node name (``lab["agent1"]``, ``lab["appproxy"]``),
+    each looked up when first asked for: a node that is not up skips the test that asks
+    (the lab is down). ``lab.agents`` is the agents alone, where sessions run;
+    ``lab.manager`` the first manager, where a session's overlay is made. Not a mapping
+    on purpose: a test names the nodes it means (looping over all nine lab nodes where
+    the agents were meant failed CI twice)."""
+
+    def __init__(self, client) -> None:
+        self.client = client
+        self._found: dict[str, Any] = {}
+
+    def __getitem__(self, name: str):
+        if name not in NODES:
+            raise KeyError(name)
+        if name not in self._found:
+            self._found[name] = lab_node(self.client, name)
+        return self._found[name]
+
+    @property
+    def agents(self) -> dict[str, Any]:
+        return {agent: self[agent] for agent in AGENTS}
+
+    @property
+    def manager(self):
+        return self["manager"]
 
 
 def on_agent(node, *argv):
@@ -104,27 +148,34 @@ def started(lab, summary) -> dict:
     return found
 
 
-def sweep(lab, name, manager=None):
+def _session_nodes(lab: Lab) -> list:
+    """Where a session leaves things: the agents, and the manager (its overlay) while that
+    node runs (a test may have stopped it)."""
+    lab.manager.reload()
+    return [*lab.agents.values(), *([lab.manager] if lab.manager.status == "running" else [])]
+
+
+def sweep(lab: Lab, name: str) -> None:
     """Remove whatever a session left on the agents (and its overlay on the manager)."""
     label = f"label={LABEL_SESSION}={name}"
-    for node in lab.values():
+    for node in lab.agents.values():
         _code, ids = on_agent(node, "docker", "ps", "-aq", "--filter", label)
         if ids:
             on_agent(node, "docker", "rm", "-f", *ids.split())
-    for node in [*lab.values(), *([manager] if manager else [])]:
+    for node in _session_nodes(lab):
         _code, nets = on_agent(node, "docker", "network", "ls", "-q", "--filter", label)
         if nets:
             on_agent(node, "docker", "network", "rm", *nets.split())
 
 
-def count(lab, name, manager=None):
-    """Containers and networks of a session left on the agents (and the manager)."""
+def count(lab: Lab, name: str) -> int:
+    """Containers and networks of a session left on the agents and the manager."""
     label = f"label={LABEL_SESSION}={name}"
     total = 0
-    for node in lab.values():
+    for node in lab.agents.values():
         _code, out = on_agent(node, "docker", "ps", "-aq", "--filter", label)
         total += len(out.split())
-    for node in [*lab.values(), *([manager] if manager else [])]:
+    for node in _session_nodes(lab):
         _code, out = on_agent(node, "docker", "network", "ls", "-q", "--filter", label)
         total += len(out.split())
     return total
@@ -135,7 +186,7 @@ def swarm_ready(manager, agent: str) -> bool:
     return (code, out) == (0, "ready")
 
 
-def restart_engine(lab, manager, agent: str) -> None:
+def restart_engine(lab: Lab, agent: str) -> None:
     """``service docker restart`` on an agent node (the lab's nodes have no systemd), then
     wait until its engine is back in the swarm and the managers see it ready."""
     code, out = on_agent(lab[agent], "service", "docker", "restart")
@@ -147,19 +198,18 @@ def restart_engine(lab, manager, agent: str) -> None:
         ),
         f"{agent}'s engine back in the swarm",
     )
-    wait_for(lambda: swarm_ready(manager, agent), f"{agent} ready in the swarm")
+    wait_for(lambda: swarm_ready(lab.manager, agent), f"{agent} ready in the swarm")
 
 
-def clear_stale_overlays(lab, manager, name: str, seconds: float = 20) -> list[str]:
-    """The agents (``lab``: lab_agents) that still listed session ``name``'s overlay after
-    the manager had removed it, whose engines this restarted to clear it. Docker can keep
-    a worker's side
+def clear_stale_overlays(lab: Lab, name: str, seconds: float = 20) -> list[str]:
+    """The agents that still listed session ``name``'s overlay after the manager had
+    removed it, whose engines this restarted to clear it. Docker can keep a worker's side
     of a removed overlay (only its load-balancer endpoint, ``lb-NETWORK``, left) after a
     container failed to attach to it across an engine restart (docs/sessions.md, "After a
     restart"); a worker cannot remove a swarm network, and only restarting its engine
     clears it. A worker that is still detaching drops it within ``seconds`` by itself."""
     label = f"label={LABEL_SESSION}={name}"
-    if on_agent(manager, "docker", "network", "ls", "-q", "--filter", label)[1].strip():
+    if on_agent(lab.manager, "docker", "network", "ls", "-q", "--filter", label)[1].strip():
         return []  # the manager still has it: a leftover, not a stale attachment
 
     def listed(agent: str) -> bool:
@@ -167,13 +217,13 @@ def clear_stale_overlays(lab, manager, name: str, seconds: float = 20) -> list[s
         return bool(on_agent(lab[agent], *argv)[1].strip())
 
     stale = []
-    for agent in lab:
+    for agent in lab.agents:
         deadline = time.monotonic() + seconds
         while listed(agent) and time.monotonic() < deadline:
             time.sleep(1)
         if listed(agent):
             stale.append(agent)
-            restart_engine(lab, manager, agent)
+            restart_engine(lab, agent)
             wait_for(lambda a=agent: not listed(a), f"{agent}'s engine drops the overlay of {name}")
     return stale
 
@@ -199,6 +249,19 @@ def wait_for(check, what: str, seconds: float = 90, why=lambda: "") -> None:
     while not check():
         assert time.monotonic() < deadline, f"{what}: not within {seconds:.0f} s {why()}"
         time.sleep(1)
+
+
+def recap(output: str) -> dict[str, dict[str, int]]:
+    """PLAY RECAP lines of a text run -> {host: {ok: n, changed: n, failed: n, ...}}."""
+    rows = {}
+    for m in re.finditer(r"^(\S+)\s+:\s+((?:\w+=\d+\s*)+)$", output, re.M):
+        rows[m.group(1)] = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(2))}
+    return rows
+
+
+def one_line(output: str) -> str:
+    """Ansible wraps long messages; compare against the text with whitespace collapsed."""
+    return " ".join(output.replace("''", "'").split())
 
 
 def changed_hosts(run: Any) -> dict[str, int]:

@@ -39,8 +39,8 @@ import pytest
 from conftest import REPO, VENV_BIN, ansible_playbook
 from labtools import (
     changed_hosts,
+    container_name,
     in_session,
-    lab_agents,
     on_agent,
     spanning_by_memory,
     spanning_session,
@@ -53,24 +53,12 @@ REASON = "driver upgrade"
 ANSWERING = ("Leader", "Reachable")  # a manager's status while it answers
 
 
-@pytest.fixture(scope="module")
-def lab(docker_client):
-    return lab_agents(docker_client)
-
-
-@pytest.fixture(scope="module")
-def manager(docker_client, lab):
-    return docker_client.containers.get("bai-lab-manager")
-
-
 @pytest.fixture(scope="module", autouse=True)
-def members_back_in_the_swarm(docker_client):
+def members_back_in_the_swarm(manager):
     """The tests here take agent2 and manager3 out of the swarm; the site.yml converge
     they share adds them back. Run alone (-k), a test may leave one out: put it back."""
     yield
-    found = docker_client.containers.get("bai-lab-manager").exec_run(
-        ["docker", "node", "ls", "--format", "{{.Hostname}}"]
-    )
+    found = manager.exec_run(["docker", "node", "ls", "--format", "{{.Hostname}}"])
     if {"agent2", "manager3"} - set(found.output.decode().split()):
         added = ansible_playbook(str(REPO / "site.yml"), "--tags", "docker_swarm")
         assert added.rc == 0, added
@@ -183,13 +171,11 @@ def reconcile(run_playbook):
     return done.stats["bai_reconcile"]
 
 
-def test_an_agent_that_is_down_is_listed_passed_over_and_its_part_kept(
-    run_playbook, lab, manager, docker_client
-):
+def test_an_agent_that_is_down_is_listed_passed_over_and_its_part_kept(run_playbook, lab, manager):
     # One container on each agent (5g each: no agent holds both), then agent2 stops.
     made = run_playbook("session_create.yml", extra_vars=spanning_by_memory("it-ag-down"))
     assert made.rc == 0, made
-    node = docker_client.containers.get("bai-lab-agent2")
+    node = lab["agent2"]
     node.stop(timeout=5)
     try:
         listed = run_playbook("session_list.yml")
@@ -272,10 +258,8 @@ def manager_status(manager):
     return dict(line.split("=", 1) for line in out.splitlines()) if code == 0 else {}
 
 
-def test_a_manager_leaves_only_while_the_swarm_keeps_its_quorum(
-    run_playbook, docker_client, manager
-):
-    other = docker_client.containers.get("bai-lab-manager2")
+def test_a_manager_leaves_only_while_the_swarm_keeps_its_quorum(run_playbook, lab, manager):
+    other = lab["manager2"]
     other.stop(timeout=5)
     try:
         wait_for(
@@ -304,7 +288,7 @@ def test_a_manager_leaves_only_while_the_swarm_keeps_its_quorum(
         "Leader",
         "Reachable",
     ], status
-    third = docker_client.containers.get("bai-lab-manager3")
+    third = lab["manager3"]
     assert on_agent(third, "docker", "info", "--format", "{{.Swarm.LocalNodeState}}") == (
         0,
         "inactive",
@@ -534,7 +518,7 @@ def probe_version(node):
 
 def node_started(docker_client, agent):
     """When the agent's node container last started (a lab node's reboot starts it)."""
-    return docker_client.api.inspect_container(f"bai-lab-{agent}")["State"]["StartedAt"]
+    return docker_client.api.inspect_container(container_name(agent))["State"]["StartedAt"]
 
 
 def test_maintenance_restarts_upgrades_reboots_and_runs_tasks_while_sessions_elsewhere_answer(
@@ -546,7 +530,7 @@ def test_maintenance_restarts_upgrades_reboots_and_runs_tasks_while_sessions_els
     assert made.rc == 0, made
     assert set_availability(run_playbook, "agent1", "active").rc == 0
     assert sessions_on(lab["agent2"]) == ["it-ag-keep2"]
-    before = {agent: dockerd_pid(node) for agent, node in lab.items()}
+    before = {agent: dockerd_pid(node) for agent, node in lab.agents.items()}
 
     # Over both agents, one at a time: agent1 is restarted while the session on agent2
     # answers every second; agent2 still runs it, so the run stops there untouched.

@@ -15,7 +15,7 @@ import json
 import shlex
 
 import pytest
-from labtools import in_session, inspect, lab_agents, lab_node, on_agent, sweep
+from labtools import in_session, inspect, on_agent, sweep
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
@@ -40,16 +40,6 @@ def ssh_via_proxy(user, port, command, key=KEY):
         f"-o StrictHostKeyChecking=yes -o UserKnownHostsFile={KNOWN_HOSTS} "
         f"-p {port} work@{APPPROXY_PUBLIC} {shlex.quote(command)} 2>&1",
     )
-
-
-@pytest.fixture(scope="module")
-def lab(docker_client):
-    nodes = lab_agents(docker_client)
-    return {
-        **nodes,
-        "appproxy": lab_node(docker_client, "appproxy"),
-        "user": lab_node(docker_client, "user"),
-    }
 
 
 @pytest.fixture(scope="module")
@@ -82,8 +72,7 @@ def user_key(lab):
 
 @pytest.fixture(scope="module")
 def session(lab, proxy_up, user_key, run_playbook):
-    agents = {k: v for k, v in lab.items() if k.startswith("agent")}
-    sweep(agents, NAME)
+    sweep(lab, NAME)
     extra = {
         "session_name": NAME,
         "session_size": 2,
@@ -107,7 +96,7 @@ def session(lab, proxy_up, user_key, run_playbook):
         yield {"run": run, "extra": extra, "summary": summary, "agent": agent, "port": port}
     finally:
         run_playbook("session_destroy.yml", extra_vars={"session_name": NAME})
-        sweep(agents, NAME)
+        sweep(lab, NAME)
         sh(lab["appproxy"], f"test -e {ROUTES}/{NAME}.cfg && rm -f {ROUTES}/{NAME}.cfg")
 
 

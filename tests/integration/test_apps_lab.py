@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from ansible_collections.bai.cluster.plugins.module_utils.network.appproxy import render_route
 from browser import fetch_status, jupyter_check, missing_tools
-from labtools import in_session, inspect, lab_agents, lab_node, on_agent, probe, sweep
+from labtools import in_session, inspect, on_agent, probe, sweep
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
@@ -63,16 +63,6 @@ def token_of(url):
 
 
 @pytest.fixture(scope="module")
-def lab(docker_client):
-    return {
-        **lab_agents(docker_client),
-        "appproxy": lab_node(docker_client, "appproxy"),
-        "user": lab_node(docker_client, "user"),
-        "intruder": lab_node(docker_client, "intruder"),
-    }
-
-
-@pytest.fixture(scope="module")
 def ca(lab):
     """The cluster's CA certificate (public), as a user gets it: on the user node, and here
     for the browser."""
@@ -89,8 +79,7 @@ def ca(lab):
 
 @pytest.fixture(scope="module")
 def session(lab, ca, run_playbook):
-    agents = {k: v for k, v in lab.items() if k.startswith("agent")}
-    sweep(agents, NAME)
+    sweep(lab, NAME)
     extra = {
         "session_name": NAME,
         "session_size": 2,
@@ -110,7 +99,7 @@ def session(lab, ca, run_playbook):
         yield {"extra": extra, "summary": summary, "agent": main1_agent}
     finally:
         run_playbook("session_destroy.yml", extra_vars={"session_name": NAME})
-        sweep(agents, NAME)
+        sweep(lab, NAME)
         sh(lab["appproxy"], f"rm -f {ROUTES}/{NAME}.cfg {ROUTES}/{NAME}.*.cfg")
 
 
@@ -425,8 +414,7 @@ def test_another_session_cannot_reach_the_app_and_its_route_cuts_no_download(
         f"-o {blob} {shlex.quote(link)}; echo $? > {blob}.rc) >/dev/null 2>&1 &",
     )
     assert code == 0, out
-    agents = {k: v for k, v in lab.items() if k.startswith("agent")}
-    sweep(agents, OTHER)
+    sweep(lab, OTHER)
     extra = {
         "session_name": OTHER,
         "session_size": 1,
@@ -450,7 +438,7 @@ def test_another_session_cannot_reach_the_app_and_its_route_cuts_no_download(
         assert code == 0 and out.count(" open") == len(targets), out
     finally:
         run_playbook("session_destroy.yml", extra_vars={"session_name": OTHER})
-        sweep(agents, OTHER)
+        sweep(lab, OTHER)
     wait_for_file = (
         f"for i in $(seq 60); do [ -s {blob}.rc ] && break; sleep 0.5; done; cat {blob}.rc"
     )

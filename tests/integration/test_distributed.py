@@ -24,7 +24,7 @@ import time
 
 import pytest
 from conftest import REPO
-from labtools import count, in_session, lab_agents, on_agent, sweep
+from labtools import count, in_session, on_agent, sweep
 
 pytestmark = pytest.mark.integration
 
@@ -143,7 +143,7 @@ def test_tensorflow_multiworker_allreduce_on_one_agent(local_session, docker_cli
 
 # --- the lab: across agents -------------------------------------------------------------
 @pytest.fixture(scope="module")
-def lab_hpc_image(hpc_image, docker_client):
+def lab_hpc_image(hpc_image, docker_client, lab):
     """The hpc image on the lab's agents, piped from this engine into each agent's engine
     (`docker save | docker exec -i AGENT docker load`) where the agent lacks it. Not
     through site.yml: a tag-limited site.yml run on every host costs about as much CPU as
@@ -155,7 +155,7 @@ def lab_hpc_image(hpc_image, docker_client):
         found = on_agent(node, "docker", "image", "inspect", "-f", "{{.Id}}", hpc_image)
         return found == (0, wanted)
 
-    lacking = [node for node in lab_agents(docker_client).values() if not held(node)]
+    lacking = [node for node in lab.agents.values() if not held(node)]
     # Both agents at once, as the role's load does.
     pipes = []
     for node in lacking:
@@ -177,15 +177,13 @@ def lab_hpc_image(hpc_image, docker_client):
 
 
 @pytest.mark.lab
-def test_a_torchrun_batch_session_across_agents_runs_to_its_end(lab_hpc_image, docker_client):
+def test_a_torchrun_batch_session_across_agents_runs_to_its_end(lab_hpc_image, lab):
     """`bai-cluster session run` of a real torchrun job (CPU, gloo) over both lab agents:
     it starts once both containers are up, prints the job's output as it comes, exits with
     its exit code, and leaves nothing behind. Before the interactive lab session below:
     both need 5 GiB of each agent."""
-    lab = lab_agents(docker_client)
-    manager = docker_client.containers.get("bai-lab-manager")
     name = "it-batch-torch"
-    sweep(lab, name, manager)
+    sweep(lab, name)
     argv = [
         str(REPO / ".venv" / "bin" / "bai-cluster"),
         "session", "run", name, "-n", "2", "--mode", "multi-node", "--image", lab_hpc_image,
@@ -204,9 +202,9 @@ def test_a_torchrun_batch_session_across_agents_runs_to_its_end(lab_hpc_image, d
         assert proc.returncode == 0, err
         check_allreduce(first + rest, ["main1", "sub1"], "world")
         assert "succeeded, exit code 0" in err, err
-        assert count(lab, name, manager) == 0
+        assert count(lab, name) == 0
     finally:
-        sweep(lab, name, manager)
+        sweep(lab, name)
     print(
         f"lab torchrun batch: first output line {first_at:.1f} s after session run, "
         f"all done (session gone) {time.monotonic() - began:.1f} s"
@@ -214,13 +212,11 @@ def test_a_torchrun_batch_session_across_agents_runs_to_its_end(lab_hpc_image, d
 
 
 @pytest.fixture(scope="module")
-def lab_session(lab_hpc_image, docker_client, run_playbook):
+def lab_session(lab_hpc_image, lab, run_playbook):
     """A 2-container session spread over agent1 and agent2 with the hpc image."""
     hpc_image = lab_hpc_image
-    lab = lab_agents(docker_client)
-    manager = docker_client.containers.get("bai-lab-manager")
     name = "it-mn-hpc"
-    sweep(lab, name, manager)
+    sweep(lab, name)
     extra = {
         "session_name": name,
         "session_size": 2,
@@ -238,8 +234,8 @@ def lab_session(lab_hpc_image, docker_client, run_playbook):
     finally:
         destroyed = run_playbook("session_destroy.yml", extra_vars={"session_name": name})
         # What destroy left, counted before the sweep cleans up after a failed destroy.
-        left = count(lab, name, manager)
-        sweep(lab, name, manager)
+        left = count(lab, name)
+        sweep(lab, name)
         assert destroyed.rc == 0, destroyed
         assert left == 0
 

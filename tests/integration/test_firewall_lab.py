@@ -28,7 +28,6 @@ import time
 import pytest
 from labtools import (
     in_session,
-    lab_agents,
     on_agent,
     probe,
     sweep,
@@ -53,10 +52,6 @@ SINGLE = "fw-one"
 TABLE = "bai_firewall"
 
 
-def node(docker_client, name):
-    return docker_client.containers.get(f"bai-lab-{name}")
-
-
 def drops(container) -> int:
     """Packets the input policy counter of the table has dropped on this node."""
     code, out = on_agent(container, "nft", "list", "chain", "inet", TABLE, "input")
@@ -64,18 +59,6 @@ def drops(container) -> int:
     match = re.search(r"counter packets (\d+) bytes \d+ comment \"dropped by policy\"", out)
     assert match, out
     return int(match.group(1))
-
-
-@pytest.fixture(scope="module")
-def lab(docker_client):
-    agents = lab_agents(docker_client)
-    return {
-        **agents,
-        **{
-            n: node(docker_client, n)
-            for n in ("webserver", "manager", "appproxy", "user", "intruder")
-        },
-    }
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ import uuid
 
 import docker
 import pytest
-from labtools import lab_agents, lab_node, on_agent
+from labtools import on_agent
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
@@ -164,10 +164,9 @@ def node_image(node, ref: str) -> dict | None:
 # loaded as root), as on a real cluster.
 @pytest.mark.parametrize("inventory", [None, "inventories/lab-ssh"], ids=["docker", "ssh"])
 def test_method_load_puts_the_image_on_every_agent_without_the_registry(
-    probe, docker_client, run_playbook, tmp_path, inventory
+    probe, docker_client, lab, manager, run_playbook, tmp_path, inventory
 ):
-    agents = lab_agents(docker_client)
-    manager = lab_node(docker_client, "manager")
+    agents = lab.agents
     ref = v1_ref(probe)
     wanted = docker_client.images.get(ref).id
     registry = manager.attrs["NetworkSettings"]["Networks"]["bai-lab-compute"]["IPAddress"]

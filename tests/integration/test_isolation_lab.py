@@ -14,7 +14,7 @@ import json
 
 import pytest
 from isolation_probe import Engine, churn_script, probe
-from labtools import lab_agents, on_agent, spanning_by_memory, sweep
+from labtools import on_agent, spanning_by_memory, sweep
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
@@ -24,20 +24,10 @@ FIREWALL = "/etc/bai-firewall/bai_firewall.nft"
 
 
 @pytest.fixture(scope="module")
-def lab(docker_client):
-    return lab_agents(docker_client)
-
-
-@pytest.fixture(scope="module")
-def manager(docker_client, lab):
-    return docker_client.containers.get("bai-lab-manager")
-
-
-@pytest.fixture(scope="module")
-def placed(lab, manager, run_playbook):
+def placed(lab, run_playbook):
     """Both sessions, and where each container runs: {container: agent}."""
     for name in (OVERLAY, BRIDGE):
-        sweep(lab, name, manager)
+        sweep(lab, name)
     where: dict[str, str] = {}
     try:
         for extra in (
@@ -56,7 +46,7 @@ def placed(lab, manager, run_playbook):
     finally:
         for name in (OVERLAY, BRIDGE):
             run_playbook("session_destroy.yml", extra_vars={"session_name": name})
-            sweep(lab, name, manager)
+            sweep(lab, name)
 
 
 def engine_of(lab, agent: str) -> Engine:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_lab import LABEL, playbook
+from conftest import ansible
+from labtools import LAB_LABEL as LABEL
 
 pytestmark = [pytest.mark.integration]
 
@@ -31,7 +32,9 @@ def test_teardown_removes_exactly_what_the_lab_made(docker_client):
         "bai/session:latest", "true", name="bai-labu-n1", labels={LABEL: "bai-labu"}
     )
     try:
-        up = playbook("playbooks/lab.yml", "-e", "lab_state=present", "-e", extra)
+        up = ansible(
+            "ansible-playbook", "playbooks/lab.yml", "-e", "lab_state=present", "-e", extra
+        )
         assert up.returncode == 0, up.stdout[-3000:]
         labelled = {"label": f"{LABEL}={prefix}"}
         # Something to remove: the node, its network, its engine's volume and the shared one.
@@ -41,7 +44,9 @@ def test_teardown_removes_exactly_what_the_lab_made(docker_client):
             f"{prefix}-n1-docker",
             f"{prefix}-shared",
         }
-        down = playbook("playbooks/lab.yml", "-e", "lab_state=absent", "-e", extra)
+        down = ansible(
+            "ansible-playbook", "playbooks/lab.yml", "-e", "lab_state=absent", "-e", extra
+        )
         assert down.returncode == 0, down.stdout[-3000:]
         assert client.containers.list(all=True, filters=labelled) == []
         assert client.networks.list(filters=labelled) == []

@@ -24,7 +24,7 @@ import time
 
 import pytest
 from conftest import REPO, PrometheusAPI, bai_cli
-from labtools import in_session, lab_agents, lab_node, on_agent, probe, sweep, wait_for
+from labtools import in_session, on_agent, probe, sweep, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
@@ -53,12 +53,11 @@ TEXTFILE = "/var/lib/prometheus/node-exporter/bai_cluster.prom"
 SESSION = "mon-probe"
 
 
-@pytest.fixture(scope="module")
-def lab(docker_client, site_converged):
+@pytest.fixture(scope="module", autouse=True)
+def converged(site_converged):
+    """What is watched here is what site.yml (shared by the lab's converge tests) made."""
     first, second = site_converged
     assert first.rc == 0 and second.rc == 0, (first, second)
-    names = ("manager", "manager2", "manager3", "webserver", "appproxy", "intruder")
-    return {**lab_agents(docker_client), **{n: lab_node(docker_client, n) for n in names}}
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,6 @@ from labtools import (
     count,
     in_session,
     inspect,
-    lab_agents,
     on_agent,
     spanning_session,
     started,
@@ -40,16 +39,6 @@ EXTRA = spanning_session(NAME)
 
 
 @pytest.fixture(scope="module")
-def lab(docker_client):
-    return lab_agents(docker_client)
-
-
-@pytest.fixture(scope="module")
-def manager(docker_client, lab):
-    return docker_client.containers.get("bai-lab-manager")
-
-
-@pytest.fixture(scope="module")
 def data(lab):
     path = f"{SHARED}/{NAME}"
     code, out = on_agent(lab["agent1"], "bash", "-c", f"mkdir -p {path} && chmod 777 {path}")
@@ -60,7 +49,7 @@ def data(lab):
 
 @pytest.fixture(scope="module")
 def session(lab, manager, data, run_playbook):
-    sweep(lab, NAME, manager)
+    sweep(lab, NAME)
     extra = {**EXTRA, "session_mounts": [{"src": data, "dst": "/home/work/data"}]}
     run = run_playbook("session_create.yml", extra_vars=extra)
     try:
@@ -70,13 +59,13 @@ def session(lab, manager, data, run_playbook):
         yield run, extra, summary, where
     finally:
         run_playbook("session_destroy.yml", extra_vars={"session_name": NAME})
-        sweep(lab, NAME, manager)
+        sweep(lab, NAME)
 
 
-def destroyed(lab, manager, name):
+def destroyed(lab, name):
     """Destroy a session with the playbook, then sweep whatever is left."""
     ansible_playbook("session_destroy.yml", extra_vars={"session_name": name})
-    sweep(lab, name, manager)
+    sweep(lab, name)
 
 
 def container_env(node, container) -> dict:
@@ -110,15 +99,15 @@ def interface_mtu(node, container, address) -> int:
 # Runs before the shared session below exists: it needs 6 of the lab's 8 CPUs.
 def test_destroy_removes_everything_on_every_agent_and_the_manager(lab, manager, run_playbook):
     name = "it-mn-gone"
-    sweep(lab, name, manager)
+    sweep(lab, name)
     made = run_playbook("session_create.yml", extra_vars={**EXTRA, "session_name": name})
     assert made.rc == 0, made
     # 3 containers on the agents; the overlay on the manager and on each agent that
     # attached a container.
-    assert count(lab, name, manager) >= 4
+    assert count(lab, name) >= 4
     gone = run_playbook("session_destroy.yml", extra_vars={"session_name": name})
     assert gone.rc == 0, gone
-    assert count(lab, name, manager) == 0
+    assert count(lab, name) == 0
     again = run_playbook("session_destroy.yml", extra_vars={"session_name": name})
     assert again.rc == 0 and again.changed() == 0, again
 
@@ -135,7 +124,7 @@ SPREAD = {
 def test_failure_on_one_agent_rolls_back_every_agent_and_the_overlay(lab, manager, run_playbook):
     name, image = "it-mn-rollback", "bai/onlyone:test"
     extra = {**SPREAD, "session_name": name, "session_image": image, "session_ssh_timeout_s": 30}
-    sweep(lab, name, manager)
+    sweep(lab, name)
     try:
         # The image is on agent1 only: the plan needs both agents, so the create stops
         # before anything is made and names the agent that lacks it.
@@ -146,7 +135,7 @@ def test_failure_on_one_agent_rolls_back_every_agent_and_the_overlay(lab, manage
         text = " ".join(run.failures)
         assert f"image {image} not on agent agent2" in text, run
         assert "not on agent agent1" not in text, run
-        assert count(lab, name, manager) == 0
+        assert count(lab, name) == 0
 
         # Now agent2 has an image of that name whose containers exit at once: agent1 makes
         # its containers and the manager the overlay, agent2 fails, and the rollback has
@@ -166,7 +155,7 @@ def test_failure_on_one_agent_rolls_back_every_agent_and_the_overlay(lab, manage
         assert f"session {name} was not created" in text, run
         assert "on agent agent2 stopped (exit code 1) before sshd came up" in text, run
         assert "(everything made for it was removed)" in text, run
-        assert count(lab, name, manager) == 0
+        assert count(lab, name) == 0
         # It really was made part-way: agent1 created (and started) its containers and
         # removed them again; the manager created the overlay and removed it.
         label = f"label=ai.backend.cluster.session={name}"
@@ -177,15 +166,15 @@ def test_failure_on_one_agent_rolls_back_every_agent_and_the_overlay(lab, manage
         assert any(e.startswith("create ") for e in nets), nets
         assert any(e.startswith("remove ") for e in nets), nets
     finally:
-        destroyed(lab, manager, name)
-        for node in lab.values():
+        destroyed(lab, name)
+        for node in lab.agents.values():
             on_agent(node, "docker", "rmi", "-f", image)
 
 
 def test_overlay_gets_session_network_mtu(lab, manager, run_playbook):
     name, mtu = "it-mn-mtu", 1400
     extra = {**SPREAD, "session_name": name, "session_network_mtu": mtu}
-    sweep(lab, name, manager)
+    sweep(lab, name)
     try:
         run = run_playbook("session_create.yml", extra_vars=extra)
         assert run.rc == 0, run
@@ -202,7 +191,7 @@ def test_overlay_gets_session_network_mtu(lab, manager, run_playbook):
             address = inspect(node, item["container"])["NetworkSettings"]["Networks"][net]
             assert interface_mtu(node, item["container"], address["IPAddress"]) == mtu, item
     finally:
-        destroyed(lab, manager, name)
+        destroyed(lab, name)
 
 
 def test_pending_session_waits_and_is_created_once_capacity_frees(lab, manager, run_playbook):
@@ -211,7 +200,7 @@ def test_pending_session_waits_and_is_created_once_capacity_frees(lab, manager, 
     extra = {**SPREAD, "session_name": waiter, "session_resources": {"cpu": 0.5, "mem": "8g"}}
     extra |= {"session_wait_s": wait_s, "session_wait_delay_s": 2}
     for name in (holder, waiter):
-        sweep(lab, name, manager)
+        sweep(lab, name)
     outcome = {}
 
     def create():
@@ -251,10 +240,10 @@ def test_pending_session_waits_and_is_created_once_capacity_frees(lab, manager, 
         ]
         assert any(res.get("attempts", 0) >= 2 for res in waited), waited
     finally:
-        destroyed(lab, manager, holder)
+        destroyed(lab, holder)
         if thread.is_alive():  # let the waiter finish before it is destroyed
             thread.join(timeout=wait_s + 120)
-        destroyed(lab, manager, waiter)
+        destroyed(lab, waiter)
 
 
 def test_session_spans_both_agents_on_an_overlay(session, lab, manager):
@@ -360,7 +349,7 @@ def test_rerun_changes_nothing_and_list_shows_both_agents(session, lab, run_play
 
 def test_multi_node_that_fits_one_agent_collapses_onto_it(lab, manager, run_playbook):
     name = "it-mn-small"
-    sweep(lab, name, manager)
+    sweep(lab, name)
     extra = {**EXTRA, "session_name": name, "session_resources": {"cpu": 0.5, "mem": "256m"}}
     run = run_playbook("session_create.yml", extra_vars=extra)
     try:
@@ -371,7 +360,7 @@ def test_multi_node_that_fits_one_agent_collapses_onto_it(lab, manager, run_play
         # What really exists: every container on one agent, the other agent has none.
         label = f"label=ai.backend.cluster.session={name}"
         found = {}
-        for agent, node in lab.items():
+        for agent, node in lab.agents.items():
             _code, out = on_agent(node, "docker", "ps", "-aq", "--filter", label)
             found[agent] = len(out.split())
         (agent,) = [a for a, n in found.items() if n]
@@ -394,7 +383,7 @@ def test_multi_node_that_fits_one_agent_collapses_onto_it(lab, manager, run_play
         assert env["MASTER_ADDR"] == "main1"
     finally:
         run_playbook("session_destroy.yml", extra_vars={"session_name": name})
-        sweep(lab, name, manager)
+        sweep(lab, name)
 
 
 def test_too_big_for_both_agents_is_pending_and_makes_nothing(lab, manager, run_playbook):
@@ -403,4 +392,4 @@ def test_too_big_for_both_agents_is_pending_and_makes_nothing(lab, manager, run_
     run = run_playbook("session_create.yml", extra_vars=extra)
     assert run.rc != 0
     assert any("PENDING" in f for f in run.failures), run
-    assert count(lab, name, manager) == 0
+    assert count(lab, name) == 0

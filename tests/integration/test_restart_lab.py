@@ -25,7 +25,6 @@ from labtools import (
     docker_did_not_restore,
     in_session,
     inspect,
-    lab_agents,
     on_agent,
     restart_engine,
     spanning_session,
@@ -42,20 +41,10 @@ EXTRA = spanning_session(NAME)
 
 
 @pytest.fixture(scope="module")
-def lab(docker_client):
-    return lab_agents(docker_client)
-
-
-@pytest.fixture(scope="module")
-def manager(docker_client):
-    return docker_client.containers.get("bai-lab-manager")
-
-
-@pytest.fixture(scope="module")
-def restarted(lab, manager, run_playbook):
+def restarted(lab, run_playbook):
     """The session before and after both agents' engines restarted."""
     for name in (NAME, BRIDGE):
-        sweep(lab, name, manager)
+        sweep(lab, name)
     run = run_playbook("session_create.yml", extra_vars=EXTRA)
     try:
         assert run.rc == 0, run
@@ -78,7 +67,7 @@ def restarted(lab, manager, run_playbook):
         code, out = on_agent(lab["agent2"], "nft", "delete", "table", "inet", "bai_isolation")
         assert code == 0, out
         for agent in AGENTS:
-            restart_engine(lab, manager, agent)
+            restart_engine(lab, agent)
 
         def states() -> dict[str, dict]:
             return {h: inspect(lab[a], f"bai-{NAME}-{h}")["State"] for h, a in where.items()}
@@ -123,7 +112,7 @@ def restarted(lab, manager, run_playbook):
     finally:
         run_playbook("session_destroy.yml", extra_vars={"session_names": [NAME, BRIDGE]})
         for name in (NAME, BRIDGE):
-            sweep(lab, name, manager)
+            sweep(lab, name)
 
 
 def test_containers_come_back_with_the_same_environment(restarted):

@@ -29,7 +29,6 @@ from labtools import (
     docker_did_not_restore,
     in_session,
     inspect,
-    lab_agents,
     restart_engine,
     spanning_session,
     sweep,
@@ -47,11 +46,9 @@ ROUNDS = int(os.environ.get("BAI_RESTART_ROUNDS", "2"))
 BURN = "for i in 1 2 3 4; do (while :; do :; done) & done; wait"
 
 
-def test_every_restart_is_repaired_by_a_reconcile(docker_client, run_playbook):
-    lab = lab_agents(docker_client)
-    manager = docker_client.containers.get("bai-lab-manager")
+def test_every_restart_is_repaired_by_a_reconcile(lab, run_playbook):
     for name in (NAME, BUSY):
-        sweep(lab, name, manager)
+        sweep(lab, name)
     made = run_playbook("session_create.yml", extra_vars=spanning_session(NAME))
     assert made.rc == 0, made
     where = {c["host"]: c["agent"] for c in made.stats["bai_session"]["containers"]}
@@ -70,7 +67,7 @@ def test_every_restart_is_repaired_by_a_reconcile(docker_client, run_playbook):
             if round_ % 2:
                 # Busy engines: every CPU of each agent node spinning through the restart
                 # (CI's load, where Docker's failures showed), and another create.
-                for node in lab.values():
+                for node in lab.agents.values():
                     node.exec_run(["timeout", "45", "sh", "-c", BURN], detach=True)
                 busy = threading.Thread(
                     target=run_playbook,
@@ -80,7 +77,7 @@ def test_every_restart_is_repaired_by_a_reconcile(docker_client, run_playbook):
                 busy.start()
             began = time.monotonic()
             for agent in AGENTS:
-                restart_engine(lab, manager, agent)
+                restart_engine(lab, agent)
             with contextlib.suppress(AssertionError):
                 wait_until(lambda: all(running().values()), "Docker's restart", 60)
             left = {
@@ -114,7 +111,7 @@ def test_every_restart_is_repaired_by_a_reconcile(docker_client, run_playbook):
         )
         run_playbook("session_destroy.yml", extra_vars={"session_name": NAME})
         for name in (NAME, BUSY):
-            sweep(lab, name, manager)
+            sweep(lab, name)
             # Docker's third restart case: a worker keeps a removed overlay (see labtools).
-            stale = clear_stale_overlays(lab, manager, name)
+            stale = clear_stale_overlays(lab, name)
             print(f"{name}: agents whose engine kept its removed overlay, restarted: {stale}")

@@ -24,7 +24,7 @@ from datetime import datetime
 
 import pytest
 from conftest import bai_cli
-from labtools import lab_agents, on_agent, swarm_ready, sweep, wait_for
+from labtools import on_agent, swarm_ready, sweep, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
@@ -46,7 +46,7 @@ def cli(*argv: str, timeout: int = 300):
 def members(lab) -> dict[str, dict]:
     """host -> {agent, id, state, attempt, started, finished} of the job's containers."""
     found = {}
-    for agent, node in lab.items():
+    for agent, node in lab.agents.items():
         code, out = on_agent(node, "docker", "ps", "-aq", "--filter", f"label={LABEL}={NAME}")
         if code != 0 or not out:
             continue
@@ -69,29 +69,29 @@ def epoch(text: str) -> float:
     return datetime.fromisoformat(head + "+00:00").timestamp() + float("0." + (frac or "0"))
 
 
-def start_engine(lab, manager, agent: str) -> None:
+def start_engine(lab, agent: str) -> None:
     """``service docker start`` on an agent node whose engine this test stopped, then wait
     until the managers see it ready in the swarm."""
     code, out = on_agent(lab[agent], "service", "docker", "start")
     assert code == 0, out
-    wait_for(lambda: swarm_ready(manager, agent), f"{agent} ready in the swarm")
+    wait_for(lambda: swarm_ready(lab.manager, agent), f"{agent} ready in the swarm")
 
 
-@pytest.fixture
-def lab(docker_client):
-    nodes = lab_agents(docker_client)
-    manager = docker_client.containers.get("bai-lab-manager")
+@pytest.fixture(autouse=True)
+def swept(lab):
+    """Nothing of this module's sessions before a test; after it, an engine it stopped is
+    started again and its sessions destroyed."""
     for name in (NAME, *BLOCKERS):
-        sweep(nodes, name, manager)
-    yield nodes
-    for agent, node in nodes.items():  # an engine this test stopped comes back
+        sweep(lab, name)
+    yield
+    for agent, node in lab.agents.items():
         if on_agent(node, "docker", "version")[0] != 0:
-            start_engine(nodes, manager, agent)
+            start_engine(lab, agent)
     for name in (NAME, *BLOCKERS):
         cli("session", "destroy", name)
 
 
-def test_a_lost_agent_restarts_the_gang_on_what_is_left_without_overlap(lab, docker_client):
+def test_a_lost_agent_restarts_the_gang_on_what_is_left_without_overlap(lab, manager):
     for blocker in BLOCKERS:
         made = cli("session", "create", blocker, "-n", "1", "--cpu", "0.25", "--mem", "7g")
         assert made.returncode == 0, made.stderr
@@ -111,7 +111,6 @@ def test_a_lost_agent_restarts_the_gang_on_what_is_left_without_overlap(lab, doc
     code, out = on_agent(lab[lost], "service", "docker", "stop")
     assert code == 0, out
     stopped_at = time.time()
-    manager = docker_client.containers.get("bai-lab-manager")
     wait_for(lambda: not swarm_ready(manager, lost), f"{lost} down in the swarm", 60)
 
     # The housekeeping pass, back to back: it fails while the agent does not answer.
@@ -162,7 +161,7 @@ def test_a_lost_agent_restarts_the_gang_on_what_is_left_without_overlap(lab, doc
     assert cli("session", "logs", NAME, "--attempt", "0").stdout.startswith("attempt 0")
 
     # The lost agent comes back: what the first attempt left there goes, by its attempt.
-    start_engine(lab, manager, lost)
+    start_engine(lab, lost)
     done = cli("--json", "session", "reconcile")
     assert done.returncode == 0, done.stderr
     assert members(lab) == {}, members(lab)

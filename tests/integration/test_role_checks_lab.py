@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from labtools import lab_node, on_agent, read_on
+from labtools import on_agent, read_on
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
@@ -84,8 +84,10 @@ def plays(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def lab(docker_client):
-    return {name: lab_node(docker_client, name) for name in ENGINE_NODES}
+def engines(lab) -> dict:
+    """The lab's nodes with a Docker engine in the swarm (ENGINE_NODES), by name: what
+    these tests read and compare, not every node of the lab."""
+    return {name: lab[name] for name in ENGINE_NODES}
 
 
 def start_node(docker_client, name: str, *, engine: bool, tmpfs: tuple[str, ...] = ()):
@@ -121,7 +123,7 @@ def start_node(docker_client, name: str, *, engine: bool, tmpfs: tuple[str, ...]
 
 
 @pytest.fixture(scope="module")
-def standin(docker_client, lab, tmp_path_factory):
+def standin(docker_client, engines, tmp_path_factory):
     """The stand-in node and an inventory that puts it into group agents (host name
     ``standin``) next to the lab's inventory."""
     name = f"bai-t-rc-{uuid.uuid4().hex[:8]}"
@@ -141,10 +143,10 @@ def standin(docker_client, lab, tmp_path_factory):
         yield {"node": node, "name": name, "address": address, "inventory": str(inventory)}
     finally:
         # Should a broken check have let the stand-in into the lab's swarm: out again.
-        nodes = must(lab["manager"], "docker node ls --format '{{.ID}} {{.Hostname}}'")
+        nodes = must(engines["manager"], "docker node ls --format '{{.ID}} {{.Hostname}}'")
         strays = [line.split()[0] for line in nodes.splitlines() if line.endswith(f" {name}")]
         if strays:
-            sh(lab["manager"], f"docker node rm --force {' '.join(strays)}")
+            sh(engines["manager"], f"docker node rm --force {' '.join(strays)}")
         node.remove(force=True)
 
 
@@ -167,7 +169,7 @@ def task_results(run, name: str) -> dict[str, dict]:
 
 
 # --- docker_swarm ---------------------------------------------------------------------
-def swarm_state(lab) -> dict:
+def swarm_state(engines) -> dict:
     """The lab's swarm as the manager and the agents see it.
 
     Once (CI of 6ce8d54) the manager's ``docker node ls`` answered exit 0 with no line at
@@ -178,18 +180,20 @@ def swarm_state(lab) -> dict:
     role under test added or removed still shows, as it would in any read."""
     members = {
         name: json.loads(must(node, "docker info --format '{{json .Swarm.NodeID}}'"))
-        for name, node in lab.items()
+        for name, node in engines.items()
     }
     deadline = time.monotonic() + 20
     while True:
-        listed = must(lab["manager"], "docker node ls --format '{{.ID}} {{.Hostname}} {{.Status}}'")
+        listed = must(
+            engines["manager"], "docker node ls --format '{{.ID}} {{.Hostname}} {{.Status}}'"
+        )
         nodes = sorted(listed.splitlines())
         ids = {line.split()[0] for line in nodes}
         if set(members.values()) <= ids or time.monotonic() > deadline:
             break
         time.sleep(0.5)
     return {
-        "cluster": must(lab["manager"], "docker info --format '{{.Swarm.Cluster.ID}}'"),
+        "cluster": must(engines["manager"], "docker info --format '{{.Swarm.Cluster.ID}}'"),
         "nodes": nodes,
         "members": members,
     }
@@ -199,7 +203,9 @@ def standin_swarm(standin) -> dict:
     return json.loads(must(standin["node"], "docker info --format '{{json .Swarm}}'"))
 
 
-def test_docker_swarm_refuses_a_node_that_manages_another_swarm(lab, standin, plays, run_playbook):
+def test_docker_swarm_refuses_a_node_that_manages_another_swarm(
+    engines, standin, plays, run_playbook
+):
     """README "Which swarm": a node active in some other swarm is refused, with the node,
     its managers and the two ways out; nothing changes on either swarm."""
     node, address = standin["node"], standin["address"]
@@ -207,7 +213,7 @@ def test_docker_swarm_refuses_a_node_that_manages_another_swarm(lab, standin, pl
     try:
         foreign = standin_swarm(standin)
         assert foreign["ControlAvailable"] is True  # a manager of its own swarm
-        before = swarm_state(lab)
+        before = swarm_state(engines)
         run = run_role(run_playbook, plays, "docker_swarm", "manager:standin", standin=standin)
         assert run.rc != 0, run
         (msg,) = run.failures
@@ -220,7 +226,7 @@ def test_docker_swarm_refuses_a_node_that_manages_another_swarm(lab, standin, pl
         assert "docker_swarm_force_rejoin: true" in msg
         assert {h: run.changed(h) for h in ("manager", "standin")} == {"manager": 0, "standin": 0}
         # Both swarms as they were.
-        assert swarm_state(lab) == before
+        assert swarm_state(engines) == before
         after = standin_swarm(standin)
         assert (after["LocalNodeState"], after["NodeID"], after["Cluster"]["ID"]) == (
             "active",
@@ -231,7 +237,9 @@ def test_docker_swarm_refuses_a_node_that_manages_another_swarm(lab, standin, pl
         sh(node, "docker swarm leave --force")
 
 
-def test_docker_swarm_refuses_a_node_whose_swarm_port_is_taken(lab, standin, plays, run_playbook):
+def test_docker_swarm_refuses_a_node_whose_swarm_port_is_taken(
+    engines, standin, plays, run_playbook
+):
     """README step 2: on a node about to enter the swarm, no other program may hold
     7946/tcp+udp or 4789/udp; the message names the socket and the program."""
     node = standin["node"]
@@ -242,7 +250,7 @@ def test_docker_swarm_refuses_a_node_whose_swarm_port_is_taken(lab, standin, pla
     ).strip()
     try:
         must(node, "for i in $(seq 50); do ss -Hlun | grep -q ':7946 ' && exit; sleep 0.1; done")
-        before = swarm_state(lab)
+        before = swarm_state(engines)
         run = run_role(run_playbook, plays, "docker_swarm", "manager:standin", standin=standin)
         assert run.rc != 0, run
         (msg,) = run.failures
@@ -253,17 +261,21 @@ def test_docker_swarm_refuses_a_node_whose_swarm_port_is_taken(lab, standin, pla
         assert "Swarm needs 7946/tcp, 7946/udp, 4789/udp on this node" in msg
         assert "2377/tcp" not in msg  # a worker needs no management port
         assert standin_swarm(standin)["LocalNodeState"] == "inactive"
-        assert swarm_state(lab) == before
+        assert swarm_state(engines) == before
     finally:
         sh(node, f"kill {pid}; docker swarm leave --force")  # (in case it tried to join)
 
 
-def test_docker_swarm_says_when_the_manager_cannot_be_reached(lab, standin, plays, run_playbook):
+def test_docker_swarm_says_when_the_manager_cannot_be_reached(
+    engines, standin, plays, run_playbook
+):
     """README step 2: before joining, a worker checks that the manager's 2377/tcp
     answers, so a firewall shows up as a message rather than a hanging join."""
     node = standin["node"]
     assert standin_swarm(standin)["LocalNodeState"] == "inactive"
-    manager_ip = lab["manager"].attrs["NetworkSettings"]["Networks"]["bai-lab-compute"]["IPAddress"]
+    manager_ip = engines["manager"].attrs["NetworkSettings"]["Networks"]["bai-lab-compute"][
+        "IPAddress"
+    ]
     must(
         node,
         "nft add table inet bai_it && nft add chain inet bai_it out "
@@ -271,21 +283,21 @@ def test_docker_swarm_says_when_the_manager_cannot_be_reached(lab, standin, play
         "nft add rule inet bai_it out tcp dport 2377 drop",
     )
     try:
-        before = swarm_state(lab)
+        before = swarm_state(engines)
         run = run_role(run_playbook, plays, "docker_swarm", "manager:standin", standin=standin)
         assert run.rc != 0, run
         (msg,) = run.failures
         assert msg.startswith(f"standin cannot reach manager at {manager_ip}:2377/tcp"), msg
         assert "Open 2377/tcp on the manager, and 7946/tcp+udp and 4789/udp" in msg
         assert standin_swarm(standin)["LocalNodeState"] == "inactive"
-        assert swarm_state(lab) == before
+        assert swarm_state(engines) == before
     finally:
         # Stop a join a broken check would have left retrying, before the path opens.
         sh(node, "docker swarm leave --force; nft delete table inet bai_it")
 
 
 def test_docker_swarm_refuses_a_node_that_cannot_make_vxlan_links(
-    docker_client, lab, plays, run_playbook, tmp_path
+    docker_client, engines, plays, run_playbook, tmp_path
 ):
     """README step 2: VXLAN is probed (/sys/module/vxlan, else a VXLAN link in a
     throwaway namespace). Stand-in for a kernel without VXLAN: a container whose
@@ -304,7 +316,7 @@ def test_docker_swarm_refuses_a_node_that_cannot_make_vxlan_links(
         inventory.write_text(
             yaml.safe_dump({"all": {"children": {"agents": {"hosts": {"novx": host}}}}})
         )
-        before = swarm_state(lab)
+        before = swarm_state(engines)
         run = run_role(
             run_playbook,
             plays,
@@ -319,22 +331,22 @@ def test_docker_swarm_refuses_a_node_that_cannot_make_vxlan_links(
         # Positive control: the manager passed the same probe.
         probe = task_results(run, "Check that the kernel has VXLAN (overlay networks)")
         assert probe["manager"]["rc"] == 0 and probe["novx"]["rc"] != 0, probe
-        assert swarm_state(lab) == before
+        assert swarm_state(engines) == before
     finally:
         node.remove(force=True)
 
 
 def test_docker_swarm_refuses_an_overlay_mtu_the_compute_network_cannot_carry(
-    lab, plays, run_playbook
+    engines, plays, run_playbook
 ):
     """README step 2: the overlay MTU plus 50 bytes of VXLAN must fit each node's compute
     interface; 1451 on 1500-byte links is refused on every node, with the value that fits.
     Out-of-range values are refused before any host is looked at."""
     mtus = {}
-    for name, node in lab.items():
+    for name, node in engines.items():
         dev = must(node, "ip -o -4 addr show | awk '$4 ~ /^10[.]210[.]3[.]/ {print $2}'").strip()
         mtus[name] = int(must(node, f"cat /sys/class/net/{dev}/mtu"))
-    before = swarm_state(lab)
+    before = swarm_state(engines)
     run = run_role(
         run_playbook, plays, "docker_swarm", "manager:agents", docker_swarm_overlay_mtu=1451
     )
@@ -357,7 +369,7 @@ def test_docker_swarm_refuses_an_overlay_mtu_the_compute_network_cannot_carry(
         "docker_swarm_overlay_mtu 9000 is out of range: an overlay MTU lies between 1280 and "
         "8950 (the underlay MTU minus 50 bytes of VXLAN), or null for Docker's default."
     ]
-    assert swarm_state(lab) == before
+    assert swarm_state(engines) == before
 
 
 ESP_PROBE = (
@@ -367,13 +379,13 @@ ESP_PROBE = (
 
 
 def test_docker_swarm_refuses_encrypted_overlays_where_the_kernel_has_no_esp(
-    lab, plays, run_playbook
+    engines, plays, run_playbook
 ):
     """README step 2 and docker_swarm_overlay_encrypted: where the kernel cannot make an
     ESP state with Docker's AEAD (this machine's kernel: "Requested AEAD algorithm not
     found"), true is refused on every such node before anything changes."""
-    lacking = sorted(name for name, node in lab.items() if sh(node, ESP_PROBE)[0] != 0)
-    before = swarm_state(lab)
+    lacking = sorted(name for name, node in engines.items() if sh(node, ESP_PROBE)[0] != 0)
+    before = swarm_state(engines)
     run = run_role(
         run_playbook, plays, "docker_swarm", "manager:agents", docker_swarm_overlay_encrypted=True
     )
@@ -384,17 +396,17 @@ def test_docker_swarm_refuses_encrypted_overlays_where_the_kernel_has_no_esp(
     )
     assert refused == lacking, (lacking, run.failures)
     assert (run.rc != 0) == bool(lacking), run
-    assert all(run.changed(name) == 0 for name in lab)
-    assert swarm_state(lab) == before
+    assert all(run.changed(name) == 0 for name in engines)
+    assert swarm_state(engines) == before
 
 
 def test_docker_swarm_partial_run_needs_the_first_manager_and_changes_nothing(
-    lab, plays, run_playbook
+    engines, plays, run_playbook
 ):
     """A run limited to some members (--limit manager,agent1) converges them and changes
     nothing on a converged lab (it used to fail on the members left out); without the
     first manager it stops with a message rather than calling agent1 a stranger."""
-    before = swarm_state(lab)
+    before = swarm_state(engines)
     partial = run_role(
         run_playbook, plays, "docker_swarm", "manager:agents", "--limit", "manager,agent1"
     )
@@ -407,7 +419,7 @@ def test_docker_swarm_partial_run_needs_the_first_manager_and_changes_nothing(
         "belong to the swarm and hands out the join tokens. Include it in --limit, e.g. "
         "--limit manager,agent1."
     ]
-    assert swarm_state(lab) == before
+    assert swarm_state(engines) == before
 
 
 # --- agent_network --------------------------------------------------------------------
@@ -427,7 +439,7 @@ def sysctl_file(node, path: str = SYSCTL_FILE) -> list[str]:
 
 
 def test_agent_network_persists_the_sysctls_and_reports_what_proc_sys_refuses(
-    lab, plays, run_playbook
+    engines, plays, run_playbook
 ):
     """On the lab (read-only /proc/sys, agent_network_sysctl_strict false): the file holds
     the three settings, the report names exactly the keys whose live value differs,
@@ -439,7 +451,7 @@ def test_agent_network_persists_the_sysctls_and_reports_what_proc_sys_refuses(
     report = task_results(
         run, "Report the sysctls that cannot be applied here (read-only /proc/sys)"
     )
-    for name, node in lab.items():
+    for name, node in engines.items():
         assert run.changed(name) == 0, run
         assert sysctl_file(node) == expected_sysctl_file(), name
         assert must(node, "awk '$2 == \"/proc/sys\" {print $4}' /proc/mounts").startswith("ro"), (
@@ -466,7 +478,7 @@ def test_agent_network_persists_the_sysctls_and_reports_what_proc_sys_refuses(
     )
     differing = {
         name: [k for k, v in live_sysctls(node).items() if v != SYSCTLS[k]]
-        for name, node in lab.items()
+        for name, node in engines.items()
     }
     if any(differing.values()):
         assert strict.rc != 0, strict
@@ -478,7 +490,7 @@ def test_agent_network_persists_the_sysctls_and_reports_what_proc_sys_refuses(
                 ), (name, strict.failures)
     else:
         assert strict.rc == 0, strict
-    assert all(strict.changed(name) == 0 for name in lab)
+    assert all(strict.changed(name) == 0 for name in engines)
 
 
 def test_agent_network_applies_the_sysctls_live_where_proc_sys_is_writable(
@@ -519,7 +531,7 @@ def test_agent_network_applies_the_sysctls_live_where_proc_sys_is_writable(
     assert live_sysctls(node) == SYSCTLS
 
 
-def test_agent_network_refuses_colliding_pools_before_any_change(lab, plays, run_playbook):
+def test_agent_network_refuses_colliding_pools_before_any_change(engines, plays, run_playbook):
     """README: the pools are checked on the controller before any change; the message
     names the pool and the zone (or the other pool). The sysctl file is pointed at a
     new path for this run: had anything run past the check, that file would exist."""
@@ -543,11 +555,11 @@ def test_agent_network_refuses_colliding_pools_before_any_change(lab, plays, run
         ]:
             assert problem in msg, (problem, msg)
         assert "bai_session_subnet_pool" in msg and "docker_swarm_default_addr_pool" in msg
-        for name, node in lab.items():
+        for name, node in engines.items():
             assert run.changed(name) == 0
             assert sh(node, f"test -e {probe_file}")[0] != 0, f"{probe_file} was written on {name}"
     finally:
-        for node in lab.values():
+        for node in engines.values():
             sh(node, f"rm -f {probe_file}")
 
 
@@ -584,22 +596,22 @@ EXPORT = "nfs1.example:/export/bai-data"
 NFS_OPTIONS = "rw,hard,noatime,nofail,_netdev"
 
 
-def agents(lab):
-    return {k: v for k, v in lab.items() if k.startswith("agent")}
+def agents(engines):
+    return {k: v for k, v in engines.items() if k.startswith("agent")}
 
 
 def is_installed(node, package: str = "nfs-common") -> bool:
     return sh(node, f"dpkg-query -W -f '${{db:Status-Status}}' {package}")[1] == "installed"
 
 
-def test_nfs_client_check_mode_shows_the_mount_and_changes_nothing(lab, plays, run_playbook):
+def test_nfs_client_check_mode_shows_the_mount_and_changes_nothing(engines, plays, run_playbook):
     """Check mode on the lab's agents with an export set: the mount the role would make
     (source, mount point, type, options, the fstab it would record it in) and the
     package it would install; /etc/fstab and the file system stay as they were.
     The mount itself needs a kernel with NFS, which this machine lacks."""
     path = f"/srv/bai-nfs-it-{uuid.uuid4().hex[:6]}"
-    before = {name: must(node, "cat /etc/fstab") for name, node in agents(lab).items()}
-    installed = {name: is_installed(node) for name, node in agents(lab).items()}
+    before = {name: must(node, "cat /etc/fstab") for name, node in agents(engines).items()}
+    installed = {name: is_installed(node) for name, node in agents(engines).items()}
     run = run_role(
         run_playbook,
         plays,
@@ -612,7 +624,7 @@ def test_nfs_client_check_mode_shows_the_mount_and_changes_nothing(lab, plays, r
     assert run.rc == 0, run
     mounts = task_results(run, "Mount the export (and record it in /etc/fstab)")
     would_install = task_results(run, "Report the packages check mode would install")
-    for name, node in agents(lab).items():
+    for name, node in agents(engines).items():
         res = mounts[name]
         assert res["changed"] is True
         assert (res["src"], res["name"], res["fstype"], res["opts"], res["fstab"]) == (
@@ -639,10 +651,10 @@ def test_nfs_client_check_mode_shows_the_mount_and_changes_nothing(lab, plays, r
     ],
 )
 def test_nfs_client_refuses_bad_input_before_touching_a_host(
-    lab, plays, run_playbook, export, path
+    engines, plays, run_playbook, export, path
 ):
     mount_point = path or f"/srv/bai-nfs-it-{uuid.uuid4().hex[:6]}"
-    before = {name: must(node, "cat /etc/fstab") for name, node in agents(lab).items()}
+    before = {name: must(node, "cat /etc/fstab") for name, node in agents(engines).items()}
     run = run_role(
         run_playbook,
         plays,
@@ -658,7 +670,7 @@ def test_nfs_client_refuses_bad_input_before_touching_a_host(
         f"be an absolute path. Fix them in {REPO}/inventories/lab/group_vars/agents.yml."
     )
     assert run.failures == [message, message]
-    for name, node in agents(lab).items():
+    for name, node in agents(engines).items():
         assert run.changed(name) == 0
         assert must(node, "cat /etc/fstab") == before[name]
         assert sh(node, f"test -e {mount_point}")[0] != 0

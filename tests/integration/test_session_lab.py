@@ -13,18 +13,12 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from labtools import AGENTS, count, in_session, inspect, lab_agents, on_agent, started, sweep
+from labtools import AGENTS, count, in_session, inspect, on_agent, started, sweep
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
 NAME = "it-lab3"
 SHARED = "/srv/bai-data"
-
-
-@pytest.fixture(scope="module")
-def lab(docker_client):
-    """The agent node containers; skips when the lab is not up."""
-    return lab_agents(docker_client)
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +104,7 @@ def test_lab_data_folder_is_the_same_on_every_agent(session3, lab, data):
         lab[agent], f"bai-{NAME}-sub1", "echo from-sub1 > /home/work/data/note.txt"
     )
     assert code == 0, out
-    for node in lab.values():  # both agents see the file in the shared folder
+    for node in lab.agents.values():  # both agents see the file in the shared folder
         assert on_agent(node, "cat", f"{data}/note.txt") == (0, "from-sub1")
 
 

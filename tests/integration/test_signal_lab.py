@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from labtools import in_session, lab_agents, spanning_session, sweep
+from labtools import in_session, spanning_session, sweep
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
@@ -18,10 +18,8 @@ TRAP = (
 )
 
 
-def test_a_signal_reaches_members_on_both_agents_within_a_second(docker_client, run_playbook):
-    lab = lab_agents(docker_client)
-    manager = docker_client.containers.get("bai-lab-manager")
-    sweep(lab, NAME, manager)
+def test_a_signal_reaches_members_on_both_agents_within_a_second(lab, run_playbook):
+    sweep(lab, NAME)
     made = run_playbook("session_create.yml", extra_vars=spanning_session(NAME))
     try:
         assert made.rc == 0, made
@@ -52,4 +50,4 @@ def test_a_signal_reaches_members_on_both_agents_within_a_second(docker_client, 
         assert skew < 1.0, got
     finally:
         run_playbook("session_destroy.yml", extra_vars={"session_name": NAME})
-        sweep(lab, NAME, manager)
+        sweep(lab, NAME)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, VENV_BIN
-from labtools import count, in_session, lab_agents, lab_node, on_agent, spanning_session, sweep
+from labtools import count, in_session, on_agent, spanning_session, sweep
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
@@ -75,16 +75,12 @@ def task_results(run, name: str) -> dict[str, dict]:
 
 
 @pytest.fixture(scope="module")
-def nodes(docker_client):
-    """The lab's cluster nodes (docker SDK containers), to read and disturb them as root."""
-    return {host: lab_node(docker_client, host) for host in ADDRESS}
-
-
-@pytest.fixture(scope="module")
-def reachable(nodes):
+def reachable(lab):
+    """The lab's nodes (docker SDK containers, to read and disturb them as root), once the
+    administrator's key that inventories/lab-ssh logs in with is there."""
     if not (KEYS / "id_ed25519").exists():
         pytest.fail(f"no lab administrator key in {KEYS}: make lab-up makes it (role lab)")
-    return nodes
+    return lab
 
 
 # --- the account ------------------------------------------------------------------------
@@ -169,15 +165,9 @@ MULTI = spanning_session("it-ssh3")
 
 
 @pytest.fixture(scope="module")
-def agents(docker_client):
-    return lab_agents(docker_client)
-
-
-@pytest.fixture(scope="module")
-def sessions(reachable, agents, run_playbook):
-    manager = reachable["manager"]
+def sessions(reachable, lab, run_playbook):
     for extra in (SINGLE, MULTI):
-        sweep(agents, extra["session_name"], manager)
+        sweep(lab, extra["session_name"])
     made = {}
     try:
         for extra in (SINGLE, MULTI):
@@ -192,7 +182,7 @@ def sessions(reachable, agents, run_playbook):
                 extra_vars={"session_name": extra["session_name"]},
                 inventory=INVENTORY,
             )
-            sweep(agents, extra["session_name"], manager)
+            sweep(lab, extra["session_name"])
 
 
 def delegated(run) -> set[tuple[str, str]]:
@@ -208,7 +198,7 @@ def delegated(run) -> set[tuple[str, str]]:
     return seen
 
 
-def test_sessions_are_created_over_ssh_on_the_agents(sessions, agents):
+def test_sessions_are_created_over_ssh_on_the_agents(sessions, lab):
     single = sessions["it-ssh1"].stats["bai_session"]
     multi = sessions["it-ssh3"].stats["bai_session"]
     assert len({c["agent"] for c in single["containers"]}) == 1, single
@@ -223,7 +213,7 @@ def test_sessions_are_created_over_ssh_on_the_agents(sessions, agents):
         main1 = summary["containers"][0]
         hosts = " ".join(c["host"] for c in summary["containers"])
         code, out = in_session(
-            agents[main1["agent"]],
+            lab[main1["agent"]],
             main1["container"],
             f"for h in {hosts}; do ssh -o BatchMode=yes $h hostname; done",
         )
@@ -242,13 +232,13 @@ def test_sessions_are_idempotent_and_listed_over_ssh(sessions, run_playbook):
     assert sorted(rows["it-ssh3"]["agents"]) == ["agent1", "agent2"], rows
 
 
-def test_sessions_are_destroyed_over_ssh(sessions, agents, reachable, run_playbook):
+def test_sessions_are_destroyed_over_ssh(sessions, lab, reachable, run_playbook):
     for name in ("it-ssh1", "it-ssh3"):
         gone = run_playbook(
             "session_destroy.yml", extra_vars={"session_name": name}, inventory=INVENTORY
         )
         assert gone.rc == 0, gone
-        assert count(agents, name, reachable["manager"]) == 0
+        assert count(lab, name) == 0
 
 
 # --- preflight --------------------------------------------------------------------------

@@ -35,7 +35,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger impo
     ledger_store as store_,
 )
 from conftest import bai_cli, finish_playbook, start_playbook
-from labtools import lab_agents, lab_node, on_agent, spanning_by_memory, sweep, wait_for
+from labtools import on_agent, spanning_by_memory, sweep, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
@@ -44,13 +44,8 @@ OFFER_CPU = 4  # inventories/lab/group_vars/agents.yml
 
 
 @pytest.fixture(scope="module")
-def lab(docker_client):
-    return lab_agents(docker_client)
-
-
-@pytest.fixture(scope="module")
-def managers(docker_client):
-    return {name: lab_node(docker_client, name) for name in MANAGERS}
+def managers(lab):
+    return {name: lab[name] for name in MANAGERS}
 
 
 def ledger_via(manager) -> dict:
@@ -73,7 +68,7 @@ def session_cpus(agent) -> dict[str, float]:
 
 def sessions_on(lab) -> set[str]:
     names = set()
-    for agent in lab.values():
+    for agent in lab.agents.values():
         code, out = on_agent(
             agent, "docker", "ps", "-a", "--format", f'{{{{.Label "{LABEL_SESSION}"}}}}'
         )
@@ -108,7 +103,7 @@ def test_the_ledger_is_one_swarm_object_that_every_manager_serves(lab, managers,
         assert all(entry == seen[0] for entry in seen), seen
         assert seen[0]["session_id"] == session_id and seen[0]["state"] == document.READY
         # No file ledger knows it (a lab that an older version used may keep one).
-        for node in [*managers.values(), *lab.values()]:
+        for node in [*managers.values(), *lab.agents.values()]:
             _code, out = on_agent(node, "cat", "/var/lib/bai-cluster/ledger.json")
             assert session_id not in out, node.name
     finally:
@@ -147,7 +142,7 @@ def test_create_list_show_and_destroy_work_with_the_first_manager_stopped(
         assert summary["network_driver"] == "overlay", summary
         assert {c["agent"] for c in summary["containers"]} == {"agent1", "agent2"}
         # What the engines run: one container of it on each agent.
-        for agent in lab.values():
+        for agent in lab.agents.values():
             assert [c for c in session_cpus(agent) if c.startswith(f"bai-{name}-")], agent.name
         # The ledger, through the managers that are up, holds it.
         for manager in ("manager2", "manager3"):
@@ -205,7 +200,7 @@ def test_ten_creates_at_once_through_three_managers_give_out_no_more_than_offere
             if run.rc != 0:
                 assert any("PENDING" in f for f in run.failures), (name, run)
         # The truth is what the engines run.
-        for agent in lab.values():
+        for agent in lab.agents.values():
             cpus = session_cpus(agent)
             assert sum(cpus.values()) <= OFFER_CPU + 1e-9, (agent.name, cpus)
         assert sessions_on(lab) == set(made)
@@ -230,7 +225,7 @@ def running_sessions(lab, prefix: str) -> dict[str, set[str]]:
     """Session name (PREFIX*) -> the session ids of its running containers, on every
     agent."""
     found: dict[str, set[str]] = {}
-    for agent in lab.values():
+    for agent in lab.agents.values():
         fmt = f'{{{{.Label "{LABEL_SESSION}"}}}} {{{{.Label "{LABEL_SESSION_ID}"}}}}'
         code, out = on_agent(agent, "docker", "ps", "--format", fmt)
         assert code == 0, out
@@ -285,7 +280,7 @@ def test_queued_sessions_start_once_each_from_two_managers_passes(lab, managers)
         assert all(r.rc == 0 for r in done), [r.failures for r in done if r.rc]
         now = running_sessions(lab, "it-swq")
         assert len(now) == 2, now
-        for agent in lab.values():
+        for agent in lab.agents.values():
             assert sum(session_cpus(agent).values()) <= OFFER_CPU + 1e-9, agent.name
         for name, sid in now.items():
             assert name not in seen, f"{name} started twice"
