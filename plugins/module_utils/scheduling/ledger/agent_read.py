@@ -16,6 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import SpecError
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.container_row import (
+    ContainerRow,
+)
 
 
 @dataclass(slots=True)
@@ -23,7 +26,7 @@ class AgentRead:
     """What one read of an agent showed: its name and identity, when (the ledger's clock;
     0 when unknown: it proves nothing gone), the sessions it runs (session id -> what its
     containers use, usage.observed_sessions; None when the read did not say), its session
-    containers (Docker list entries with ``labels``, ``state``, ``status``), what it knows
+    containers (:class:`ContainerRow`), what it knows
     of images and mount sources, and whether it is a kept read (from the ledger, not this
     run's: every session of the ledger counts on it by its reservation) or a hint (its
     capacity alone)."""
@@ -33,7 +36,7 @@ class AgentRead:
     read_at: float
     agent: Mapping[str, Any]  # capacity, use, group, its own availability record
     sessions: Mapping[str, dict[str, Any]] | None
-    containers: Sequence[Mapping[str, Any]]
+    containers: Sequence[ContainerRow]
     images: Mapping[str, Any]  # image -> {present}
     paths: Mapping[str, Any]  # mount source -> what the agent knows of it
     kept: bool = False  # a kept read handed back (never this run's own)
@@ -55,7 +58,7 @@ class AgentRead:
             float(get("read_at") or 0),
             agent,
             get("sessions"),
-            get("containers") or (),
+            tuple(ContainerRow.of(row) for row in get("containers") or ()),
             get("images") or {},
             get("paths") or {},
             bool(get("kept")),

@@ -3,8 +3,7 @@ it, whether they are the session asked for, and how a PENDING or a conflict name
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
     SessionConflict,
@@ -29,6 +28,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.gpu.alloc import (
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.capacity import (
     label_float,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.container_row import (
+    ContainerRow,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.session.model import (
     Kernel,
     Resources,
@@ -41,24 +43,21 @@ from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
 )
 
 
-def published_ssh_port(existing: Sequence[Mapping[str, Any]], session_id: str) -> int | None:
+def published_ssh_port(existing: Sequence[ContainerRow], session_id: str) -> int | None:
     """The host port of the master's sshd, read from an existing master container."""
     for container in existing:
-        if (container.get("labels") or {}).get(LABEL_KERNEL_ID) != session_id:
+        if container.label(LABEL_KERNEL_ID) != session_id:
             continue
-        for port in container.get("ports") or []:
-            if port.get("container_port") == SSH_PORT and port.get("host_port"):
-                return int(port["host_port"])
+        for port in container.ports:
+            if port.container_port == SSH_PORT and port.host_port:
+                return port.host_port
     return None
 
 
-def existing_gpu_devices(existing: Sequence[Mapping[str, Any]]) -> dict[str, list[int]]:
+def existing_gpu_devices(existing: Sequence[ContainerRow]) -> dict[str, list[int]]:
     """hostname -> GPU device indices, read back from the containers' labels."""
     return {
-        str((c.get("labels") or {}).get(LABEL_HOST)): parse_device_label(
-            (c.get("labels") or {}).get(LABEL_GPU_DEVICES)
-        )
-        for c in existing
+        str(c.label(LABEL_HOST)): parse_device_label(c.label(LABEL_GPU_DEVICES)) for c in existing
     }
 
 
@@ -72,22 +71,22 @@ def _destroy_hint(name: str) -> str:
 def read_existing(
     spec: SessionSpec,
     kernels: Sequence[Kernel],
-    existing: Sequence[Mapping[str, Any]],
+    existing: Sequence[ContainerRow],
 ) -> tuple[dict[str, str], dict[str, str], str]:
     """Kernel ids, placement and mode of a session already on the agents, or raise
     ``SessionConflict`` when it is not exactly this spec and complete."""
     want = spec_hash(spec)
-    hashes = {str(c.get("labels", {}).get(LABEL_SPEC_HASH)) for c in existing}
+    hashes = {str(c.label(LABEL_SPEC_HASH)) for c in existing}
     if hashes != {want}:
         raise SessionConflict(
             f"session {spec.name!r} already exists with a different spec; nothing was "
             f"changed. Existing: {describe_existing(existing)}. Requested: "
             f"{describe_spec(spec)}. To replace it, {_destroy_hint(spec.name)}"
         )
-    ids = {str(c.get("labels", {}).get(LABEL_SESSION_ID)) for c in existing}
-    by_host: dict[str, Mapping[str, Any]] = {}
+    ids = {str(c.label(LABEL_SESSION_ID)) for c in existing}
+    by_host: dict[str, ContainerRow] = {}
     for container in existing:
-        host = str(container.get("labels", {}).get(LABEL_HOST))
+        host = str(container.label(LABEL_HOST))
         if host in by_host or len(ids) > 1:
             raise SessionConflict(
                 f"session {spec.name!r} has containers of more than one attempt "
@@ -97,17 +96,15 @@ def read_existing(
         by_host[host] = container
     missing = [k.hostname for k in kernels if k.hostname not in by_host]
     if missing:
-        found = ", ".join(f"{h} on {c.get('agent')}" for h, c in sorted(by_host.items()))
+        found = ", ".join(f"{h} on {c.agent}" for h, c in sorted(by_host.items()))
         raise SessionConflict(
             f"session {spec.name!r} exists but is incomplete (missing: "
             f"{', '.join(missing)}; found: {found}); nothing was changed; "
             f"{_destroy_hint(spec.name)}"
         )
-    kernel_ids = {
-        k.hostname: str(by_host[k.hostname]["labels"].get(LABEL_KERNEL_ID)) for k in kernels
-    }
-    assignment = {k.hostname: str(by_host[k.hostname].get("agent")) for k in kernels}
-    master = by_host[kernels[0].hostname]["labels"]
+    kernel_ids = {k.hostname: str(by_host[k.hostname].label(LABEL_KERNEL_ID)) for k in kernels}
+    assignment = {k.hostname: str(by_host[k.hostname].agent) for k in kernels}
+    master = by_host[kernels[0].hostname].labels
     mode = str(master.get(LABEL_MODE, spec.mode))
     if kernel_ids[kernels[0].hostname] != master.get(LABEL_SESSION_ID):
         raise SessionConflict(
@@ -117,30 +114,27 @@ def read_existing(
     return kernel_ids, assignment, mode
 
 
-def describe_existing(existing: Sequence[Mapping[str, Any]]) -> str:
+def describe_existing(existing: Sequence[ContainerRow]) -> str:
     """The same kind of line, read back from the containers' labels."""
-    roles: dict[str, list[Mapping[str, Any]]] = {}
+    roles: dict[str, list[ContainerRow]] = {}
     ordered = sorted(
         existing,
-        key=lambda c: (
-            str(c.get("labels", {}).get(LABEL_ROLE)),
-            label_float(str(c.get("labels", {}).get(LABEL_IDX))),
-        ),
+        key=lambda c: (str(c.label(LABEL_ROLE)), label_float(str(c.label(LABEL_IDX)))),
     )
     for container in ordered:
-        roles.setdefault(str(container.get("labels", {}).get(LABEL_ROLE)), []).append(container)
+        roles.setdefault(str(container.label(LABEL_ROLE)), []).append(container)
     parts = []
     for role, members in roles.items():
-        labels = members[0].get("labels", {})
+        labels = members[0].labels
         res = Resources(
             label_float(str(labels.get(LABEL_CPU))),
             int(label_float(str(labels.get(LABEL_MEM)))),
             int(label_float(str(labels.get(LABEL_GPU)))),
         )
-        image = members[0].get("image") or "?"
+        image = members[0].image or "?"
         parts.append(f"{role} x{len(members)} ({res.describe()}, image {image})")
-    first = existing[0].get("labels", {})
-    agents = sorted({str(c.get("agent")) for c in existing})
+    first = existing[0].labels
+    agents = sorted({str(c.agent) for c in existing})
     return (
         f"{len(existing)} container(s): {'; '.join(parts)}; placed "
         f"{first.get(LABEL_MODE, '?')} on {', '.join(agents)}; resource group "

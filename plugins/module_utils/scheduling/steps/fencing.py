@@ -35,6 +35,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.agent_read import (
     AgentRead,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.container_row import (
+    ContainerRow,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import (
     READY,
     Ledger,
@@ -117,11 +120,11 @@ def _candidates(
             row
             for agent in answered
             for row in fresh[agent].containers
-            if (row.get("labels") or {}).get(LABEL_SESSION_ID) == sid
+            if row.label(LABEL_SESSION_ID) == sid
         ]
-        if any(row.get("state") not in _STOPPED for row in rows):
+        if any(row.state not in _STOPPED for row in rows):
             continue
-        waited = [stopped_for(row.get("status")) for row in rows]
+        waited = [stopped_for(row.status) for row in rows]
         known = [w for w in waited if w is not None]
         if len(known) == len(waited):
             out.append((name, sid, lost, min(known, default=float(FENCE_S))))
@@ -138,14 +141,13 @@ def current_attempts(ledger: Ledger) -> dict[str, int]:
     return found
 
 
-def stale_rows(rows: Iterable[Mapping[str, Any]], attempts: Mapping[str, int]) -> list[Any]:
+def stale_rows(rows: Iterable[ContainerRow], attempts: Mapping[str, int]) -> list[ContainerRow]:
     """The containers among ``rows`` of an earlier attempt of a session that restarted
     (their attempt label is lower than the one that counts now)."""
     stale = []
     for row in rows:
-        labels = row.get("labels") or {}
-        now = attempts.get(str(labels.get(LABEL_SESSION_ID)))
-        count = str(labels.get(LABEL_RESTART_COUNT) or "0")
+        now = attempts.get(str(row.label(LABEL_SESSION_ID)))
+        count = str(row.label(LABEL_RESTART_COUNT) or "0")
         if now and count.isdigit() and int(count) < now:
             stale.append(row)
     return stale

@@ -43,6 +43,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.gpu.alloc import (
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.agent_read import (
     AgentRead,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.container_row import (
+    ContainerRow,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
     Agent,
     OutOfService,
@@ -148,7 +151,7 @@ def network_plan(
 def plan_session(
     spec: SessionSpec,
     agents: Sequence[Agent],
-    existing: Sequence[Mapping[str, Any]] = (),
+    existing: Sequence[ContainerRow] = (),
     *,
     inventory: Mapping[str, Mapping[str, Any]] | None = None,
     out_of_service: Sequence[OutOfService] = (),
@@ -156,7 +159,7 @@ def plan_session(
 ) -> dict[str, Any]:
     """Decide what creating ``spec`` means now. Pure: the caller supplies the agents
     (capacity and use), the containers of this session name found on them
-    (``existing``: dicts with agent, name, state, image and labels) and, optionally,
+    (``existing``: their rows, with agent, name, state, image and labels) and, optionally,
     per agent which images and mount sources it has (``inventory``: agent ->
     {"images": {ref: bool}, "paths": {path: bool}}).
 
@@ -195,7 +198,7 @@ def plan_session(
     return {
         "action": action,
         # Nothing to do: the session exists and every container runs.
-        "ready": action == "exists" and all(c.get("state") == "running" for c in existing),
+        "ready": action == "exists" and all(c.state == "running" for c in existing),
         "ssh_port": published_ssh_port(existing, session_id),
         "session_id": session_id,
         "mode": mode,
@@ -322,22 +325,23 @@ def agents_from_info(
     agents: Sequence[Mapping[str, Any]] | None,
     existing: Sequence[Mapping[str, Any]] | None,
     agent_info: Sequence[Mapping[str, Any]] | None,
-) -> tuple[list[Agent] | None, list[Mapping[str, Any]], dict[str, dict[str, Any]]]:
+) -> tuple[list[Agent] | None, list[ContainerRow], dict[str, dict[str, Any]]]:
     """Agents, the containers of the session found on them and per-agent inventory
     (images, paths), from bai_session_plan's ``agents``/``existing`` options and the
     registered results of bai_agent_info (``agent_info``). Agents is None when neither
     ``agents`` nor ``agent_info`` is given (validation only)."""
+    rows = [ContainerRow.of(row) for row in existing or ()]
     if agents is None and agent_info is None:
-        return None, list(existing or []), {}
+        return None, rows, {}
     reads = [AgentRead.of(r) for r in agent_info or [] if not r.get("skipped")]
-    return agents_from_reads(reads, agents or (), existing or ())
+    return agents_from_reads(reads, agents or (), rows)
 
 
 def agents_from_reads(
     reads: Sequence[AgentRead],
     declared: Sequence[Mapping[str, Any]] = (),
-    existing: Sequence[Mapping[str, Any]] = (),
-) -> tuple[list[Agent], list[Mapping[str, Any]], dict[str, dict[str, Any]]]:
+    existing: Sequence[ContainerRow] = (),
+) -> tuple[list[Agent], list[ContainerRow], dict[str, dict[str, Any]]]:
     """Placement's agents, the session's containers the reads show (after ``existing``)
     and per-agent inventory (images, paths) of ``declared`` agents (bai_session_plan's
     ``agents``) and the agents' reads."""

@@ -28,6 +28,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.agen
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.capacity import (
     used_from_labels,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.container_row import (
+    ContainerRow,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import (
     CREATING,
     READY,
@@ -42,7 +45,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.kept
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps import fencing
 
-Rows = Sequence[tuple[str, Mapping[str, Any]]]  # agent name, bai_agent_info container row
+Rows = Sequence[tuple[str, ContainerRow]]  # agent name, the container as its read shows it
 # Container states a start brings back: not "restarting" (Docker is at it), "paused"
 # (someone paused it on purpose) or "dead" (Docker cannot start it).
 STARTABLE = ("exited", "created")
@@ -118,20 +121,19 @@ def reconcile(
     return out
 
 
-def _by_session(fresh: Mapping[str, AgentRead]) -> dict[str, list[tuple[str, Any]]]:
+def _by_session(fresh: Mapping[str, AgentRead]) -> dict[str, list[tuple[str, ContainerRow]]]:
     """The session containers the fresh reads show, by session id, with their agent."""
-    found: dict[str, list[tuple[str, Any]]] = {}
+    found: dict[str, list[tuple[str, ContainerRow]]] = {}
     for agent, read in fresh.items():
         for row in read.containers:
-            labels = row.get("labels") or {}
-            sid = labels.get(LABEL_SESSION_ID)
+            sid = row.label(LABEL_SESSION_ID)
             if sid:
-                found.setdefault(sid, []).append((str(labels.get(LABEL_AGENT) or agent), row))
+                found.setdefault(sid, []).append((str(row.label(LABEL_AGENT) or agent), row))
     return found
 
 
 def _earlier_attempts(
-    found: dict[str, list[tuple[str, Any]]], attempts: Mapping[str, int]
+    found: dict[str, list[tuple[str, ContainerRow]]], attempts: Mapping[str, int]
 ) -> list[dict[str, Any]]:
     """Take the containers of earlier attempts of restarted sessions (fencing.py) out of
     ``found``; the removals that clear them, one per agent and session, each removing only
@@ -196,20 +198,20 @@ def _stopped(name: str, sid: str, rows: Rows, out: Reconciliation) -> None:
     """A ready session whose containers are all there: when some are stopped, start them
     and check its mesh again (a batch session's stopped containers are its end, which
     the batch rules settle; docs/sessions.md, "After a restart")."""
-    if any((row.get("labels") or {}).get(LABEL_BATCH) for _agent, row in rows):
+    if any(row.label(LABEL_BATCH) for _agent, row in rows):
         return
     per_agent: dict[str, list[str]] = {}
     for agent, row in rows:
-        if row.get("state") in STARTABLE:
-            per_agent.setdefault(agent, []).append(str(row.get("name")))
+        if row.state in STARTABLE:
+            per_agent.setdefault(agent, []).append(row.name)
     if not per_agent:
         return
     out.stopped.extend(
         {"agent": agent, "session": name, "session_id": sid, "containers": sorted(names)}
         for agent, names in sorted(per_agent.items())
     )
-    by_host = sorted(rows, key=lambda r: str((r[1].get("labels") or {}).get(LABEL_HOST, "")))
-    hosts = [str((row.get("labels") or {}).get(LABEL_HOST, "")) for _agent, row in by_host]
+    by_host = sorted(rows, key=lambda r: str(r[1].label(LABEL_HOST) or ""))
+    hosts = [str(row.label(LABEL_HOST) or "") for _agent, row in by_host]
     # From main1 (the master of every session without roles), else its first host by name.
     agent, master = by_host[hosts.index("main1") if "main1" in hosts else 0]
     out.recheck.append(
@@ -217,7 +219,7 @@ def _stopped(name: str, sid: str, rows: Rows, out: Reconciliation) -> None:
             "agent": agent,
             "session": name,
             "session_id": sid,
-            "master": str(master.get("name")),
+            "master": master.name,
             "hosts": hosts,
         }
     )
@@ -267,11 +269,11 @@ def adopted(name: str, session_id: str, rows: Rows, now: float) -> Reservation:
     (``rows``: agent name and bai_agent_info container row)."""
     kernels = []
     for agent, row in rows:
-        labels = row.get("labels") or {}
+        labels = row.labels
         used = used_from_labels([labels])
         kernels.append(
             {
-                "host": labels.get(LABEL_HOST) or row.get("name"),
+                "host": labels.get(LABEL_HOST) or row.name,
                 "agent": agent,
                 "cpu": used.cpu,
                 "mem": used.mem,
@@ -322,7 +324,7 @@ def _drop(ledger: Ledger, name: str, into: list[str]) -> None:
 
 def _label(rows: Rows, key: str) -> str:
     for _agent, row in rows:
-        value = (row.get("labels") or {}).get(key)
+        value = row.label(key)
         if value:
             return str(value)
     return ""

@@ -28,6 +28,12 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_LEDGER,
     LABEL_SESSION_ID,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.agent_read import (
+    AgentRead,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.container_row import (
+    ContainerRow,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.records import (
     Reservation,
 )
@@ -72,8 +78,9 @@ def rerun_plan(
     if spec_hash(spec) != entry.spec_hash:
         return None
     ids = answer.get("ledger_ids") or ()
-    existing = [row for r in good for row in r.get("containers") or ()]
-    if not _whole(existing, entry, ids) or _foreign(good, ids):
+    shown = [AgentRead.of(r) for r in good]
+    existing = [row for read in shown for row in read.containers]
+    if not _whole(existing, entry, ids) or _foreign(shown, ids):
         return None
     try:
         plan = plan_session(spec, [], existing)
@@ -102,24 +109,24 @@ def rerun_plan(
     }
 
 
-def _whole(existing: Sequence[Mapping[str, Any]], entry: Reservation, ids: Sequence[str]) -> bool:
+def _whole(existing: Sequence[ContainerRow], entry: Reservation, ids: Sequence[str]) -> bool:
     """Every container of the entry's session there and running, none of another
     instance of it, none counted by another ledger."""
     if len(existing) != len(entry.kernels or ()):
         return False
     for row in existing:
-        labels = row.get("labels") or {}
-        if labels.get(LABEL_SESSION_ID) != entry.session_id or row.get("state") != "running":
+        if row.label(LABEL_SESSION_ID) != entry.session_id or row.state != "running":
             return False
-        if labels.get(LABEL_LEDGER) and labels[LABEL_LEDGER] not in ids:
+        ledger = row.label(LABEL_LEDGER)
+        if ledger and ledger not in ids:
             return False
     return True
 
 
-def _foreign(reads: Sequence[Mapping[str, Any]], ids: Sequence[str]) -> bool:
+def _foreign(reads: Sequence[AgentRead], ids: Sequence[str]) -> bool:
     """Another ledger's session on these agents: the ledger refuses (refusals.py)."""
     return any(
         row.get("ledger") and row["ledger"] not in ids
-        for r in reads
-        for row in (r.get("sessions") or {}).values()
+        for read in reads
+        for row in (read.sessions or {}).values()
     )

@@ -12,6 +12,9 @@ from __future__ import annotations
 import pytest
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Pending
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.container_row import (
+    ContainerRow,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import Agent
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.plan import plan_session
 from ansible_collections.bai.cluster.plugins.module_utils.session.spec import normalize_spec
@@ -82,7 +85,7 @@ def test_a_session_made_by_bai_session_containers_is_reported_as_the_planner_rea
     # The planner, given this read, finds the session complete and running...
     spec = normalize_spec({"name": "s1", "size": 2, "resources": {"cpu": 3, "mem": "2g"}})
     seen = Agent(**{key: agent[key] for key in AGENT_FIELDS})
-    again = plan_session(spec, [seen], existing=rows)
+    again = plan_session(spec, [seen], existing=[ContainerRow.of(row) for row in rows])
     assert again["action"] == "exists" and again["ready"] is True
     assert again["session_id"] == plan["session_id"]
     assert again["ssh_port"] == made["ssh_port"]

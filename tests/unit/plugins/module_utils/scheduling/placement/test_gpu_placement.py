@@ -34,6 +34,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.gpu.facts import (
     gpu_facts,
     parse_nvidia_smi_csv,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.container_row import (
+    ContainerRow,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
     Agent,
     PlacementRequest,
@@ -306,7 +309,7 @@ def test_an_existing_session_reports_the_devices_in_its_labels():
     ]
     # Now every device is held (by this very session): the rerun must not re-place it.
     busy = [agent("a1", devices=range(4), in_use=range(4))]
-    again = plan_session(spec(gpu=2), busy, existing)
+    again = plan_session(spec(gpu=2), busy, [ContainerRow.of(row) for row in existing])
     assert again["action"] == "exists" and again["ready"]
     assert [k["gpu_devices"] for k in again["kernels"]] == [
         k["gpu_devices"] for k in first["kernels"]

@@ -13,6 +13,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_END_SIGNAL,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import reservations
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.container_row import (
+    ContainerRow,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import Agent
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps import (
     end_signals,
@@ -137,7 +140,10 @@ def test_the_deadline_is_fixed_at_placement_and_reaches_every_containers_environ
 
 def test_a_ledger_rebuilt_from_the_labels_keeps_the_deadline_and_the_end_signal():
     plan = with_deadline(planned(lifetime_s=600, end_signal="USR1@300"), 1601)
-    rows = [("a1", {"name": k["container_name"], "labels": k["labels"]}) for k in plan["kernels"]]
+    rows = [
+        ("a1", ContainerRow.of({"name": k["container_name"], "labels": k["labels"]}))
+        for k in plan["kernels"]
+    ]
     entry = reconcile.adopted("s1", plan["session_id"], rows, now=1500.0)
     assert (entry.deadline, entry.end_signal) == (1601, "USR1@300")
     # Rebuilt at 1500, it still ends at 1601: a rebuild does not give it a new lifetime.

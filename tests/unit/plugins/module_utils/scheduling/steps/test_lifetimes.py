@@ -16,6 +16,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger impo
     document,
     reservations,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.container_row import (
+    ContainerRow,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.records import (
     Reservation,
 )
@@ -92,7 +95,10 @@ def test_a_session_without_a_lifetime_never_ends_by_it():
 
 def test_a_ledger_rebuilt_from_the_labels_gets_the_lifetime_back():
     plan = planned(lifetime_s=90, owner="erin")
-    rows = [("a1", {"name": k["container_name"], "labels": k["labels"]}) for k in plan["kernels"]]
+    rows = [
+        ("a1", ContainerRow.of({"name": k["container_name"], "labels": k["labels"]}))
+        for k in plan["kernels"]
+    ]
     entry = reconcile.adopted("s1", plan["session_id"], rows, now=5.0)
     assert (entry.lifetime_s, entry.owner) == (90, "erin")
     assert "deadline" not in entry.to_dict()  # the plan's labels: before the ledger gave it one

@@ -28,6 +28,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.network.subnets import
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.capacity import (
     agent_capacity,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.container_row import (
+    ContainerRow,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
     Agent,
 )
@@ -50,6 +53,11 @@ def spec(**raw):
 
 def agent(name, cpu=4, mem_g=8, group="default", used_cpu=0.0):
     return Agent(name, group, cpu, mem_g * GI, 0, used_cpu, 0, 0)
+
+
+def rows_of(raw):
+    """The ContainerRows of bai_agent_info's JSON rows, as a read hands them on."""
+    return [ContainerRow.of(row) for row in raw]
 
 
 def as_existing(plan, state="running", ports=()):
@@ -170,7 +178,7 @@ def test_same_spec_again_reads_ids_and_placement_back():
     first = plan_session(spec(size=3), [agent("a1"), agent("a2")])
     port = {"container_port": 2200, "host_port": 30007}
     existing = as_existing(first, ports=[port])
-    again = plan_session(spec(size=3), [agent("a1"), agent("a2")], existing)
+    again = plan_session(spec(size=3), [agent("a1"), agent("a2")], rows_of(existing))
     assert again["action"] == "exists"
     assert again["ready"] is True
     assert again["ssh_port"] == 30007
@@ -178,13 +186,13 @@ def test_same_spec_again_reads_ids_and_placement_back():
     assert again["kernels"] == first["kernels"]
     stopped = as_existing(first)
     stopped[1]["state"] = "exited"
-    assert plan_session(spec(size=3), [], stopped)["ready"] is False
+    assert plan_session(spec(size=3), [], rows_of(stopped))["ready"] is False
 
 
 def test_other_spec_is_a_conflict_that_describes_both():
     first = plan_session(spec(size=2), [agent("a1")])
     with pytest.raises(SessionConflict) as err:
-        plan_session(spec(size=3), [agent("a1")], as_existing(first))
+        plan_session(spec(size=3), [agent("a1")], rows_of(as_existing(first)))
     text = str(err.value)
     assert "already exists with a different spec" in text
     assert "Existing: 2 container(s): main x1" in text
@@ -195,20 +203,20 @@ def test_other_spec_is_a_conflict_that_describes_both():
 def test_env_change_is_a_conflict_too():
     first = plan_session(spec(size=2), [agent("a1")])
     with pytest.raises(SessionConflict, match="different spec"):
-        plan_session(spec(size=2, env={"A": "1"}), [agent("a1")], as_existing(first))
+        plan_session(spec(size=2, env={"A": "1"}), [agent("a1")], rows_of(as_existing(first)))
 
 
 def test_incomplete_session_is_a_conflict():
     first = plan_session(spec(size=3), [agent("a1")])
     with pytest.raises(SessionConflict, match=r"incomplete \(missing: sub2"):
-        plan_session(spec(size=3), [agent("a1")], as_existing(first)[:2])
+        plan_session(spec(size=3), [agent("a1")], rows_of(as_existing(first)[:2]))
 
 
 def test_two_attempts_of_one_name_is_a_conflict():
     one = as_existing(plan_session(spec(size=2), [agent("a1")]))
     two = as_existing(plan_session(spec(size=2), [agent("a1")]))
     with pytest.raises(SessionConflict, match="more than one attempt"):
-        plan_session(spec(size=2), [agent("a1")], one + two[1:])
+        plan_session(spec(size=2), [agent("a1")], rows_of(one + two[1:]))
 
 
 def test_placement_failure_is_what_both_placing_modules_report():
