@@ -244,8 +244,6 @@ paths:
 
 import os
 import time
-from collections.abc import Mapping
-from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -263,12 +261,13 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_SESSION,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.engine.common import DOCKER_ARGUMENT_SPEC
+from ansible_collections.bai.cluster.plugins.module_utils.engine.container_row import ContainerRow
 from ansible_collections.bai.cluster.plugins.module_utils.engine.docker_api import (
     DockerException,
     connect,
-    container_row,
     error_text,
     image_env,
+    session_rows,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.engine.runner import run_module, says
 from ansible_collections.bai.cluster.plugins.module_utils.gpu.alloc import devices_in_use
@@ -319,10 +318,11 @@ def _read(module: AnsibleModule) -> dict:
     # What this agent holds: every session container of its slot of the engine, in any
     # state (a session holds its share until it is destroyed; admission counts the same).
     listed = of_slot(
-        api.containers(all=True, filters={"label": [LABEL_SESSION]}), params["agent_id"] or ""
+        session_rows(api),
+        params["agent_id"] or "",
     )
-    used = used_from_labels(item.get("Labels") or {} for item in listed)
-    held = devices_in_use(item.get("Labels") or {} for item in listed)
+    used = used_from_labels(row.labels for row in listed)
+    held = devices_in_use(row.labels for row in listed)
     agent = params["agent_name"]
     images = {}
     for ref in dict.fromkeys(params["images"]):
@@ -356,27 +356,21 @@ def _read(module: AnsibleModule) -> dict:
         "read_at": read_at,
         "read_after": params["read_after"],
         # The containers this inventory name placed (one list of the engine serves all).
-        "containers": sorted(
-            (
-                container_row(item, agent)
-                for item in listed
-                if on_this_agent(item, agent)
-                and (
-                    params["name"] is None
-                    or (item.get("Labels") or {}).get(LABEL_SESSION) == params["name"]
-                )
-            ),
-            key=lambda row: row["name"],
-        ),
+        "containers": [
+            row.at(agent).to_dict()
+            for row in sorted(listed, key=lambda row: row.name)
+            if on_this_agent(row, agent)
+            and (params["name"] is None or row.label(LABEL_SESSION) == params["name"])
+        ],
         "images": images,
         "paths": {path: os.path.exists(path) for path in dict.fromkeys(params["paths"])},
     }
 
 
-def on_this_agent(item: Mapping[str, Any], agent: str) -> bool:
+def on_this_agent(row: ContainerRow, agent: str) -> bool:
     """A container placed by this inventory name (its LABEL_AGENT), or one without that
     label (made before it existed)."""
-    placed = (item.get("Labels") or {}).get(LABEL_AGENT)
+    placed = row.label(LABEL_AGENT)
     return placed is None or placed == agent
 
 

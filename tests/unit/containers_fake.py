@@ -14,7 +14,6 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement i
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.plan import plan_session
 from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
     normalize_spec,
-    spec_canonical,
 )
 from ansible_collections.bai.cluster.plugins.modules import (
     bai_session_containers,
@@ -53,7 +52,7 @@ def plan_for(name="s1", size=2, cpu=2, mem="2g", agents=None, **raw):
         {"name": name, "size": size, "resources": {"cpu": cpu, "mem": mem}, **raw}
     )
     plan = plan_session(spec, agents or [Agent(AGENT, "default", 8, 16 * GI, 0)])
-    return {**plan, "spec": spec_canonical(spec)}
+    return plan.answering(spec, read=None, kept=[], unavailable=[]).to_dict()
 
 
 def args_for(plan, tmp_path, data_root, **override):

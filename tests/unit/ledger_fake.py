@@ -1,6 +1,8 @@
 """What the reservation ledger's tests share: agent reads, a create through the ledger
 (expire, adjust, place, reserve), container rows, and the cluster property's strategy."""
 
+from dataclasses import replace
+
 from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_CPU,
     LABEL_GPU,
@@ -110,7 +112,7 @@ def place(ledger, name, reads, now=1000.0, **request):
     reads = reads_of(reads)
     reservations.expire(ledger, now, reads)
     agents, existing, inventory = agents_from_reads(usage.adjust(reads, ledger))
-    plan = {**plan_session(spec, agents, existing, inventory=inventory), "spec_hash": "h"}
+    plan = replace(plan_session(spec, agents, existing, inventory=inventory), spec_hash="h")
     ledger.sessions[name] = reservations.reservation(plan, now=now, ttl=60)
     return plan
 

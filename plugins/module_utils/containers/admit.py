@@ -18,9 +18,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
     Refused,
     SpecError,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.common.labels import LABEL_SESSION
 from ansible_collections.bai.cluster.plugins.module_utils.common.locks import locked
 from ansible_collections.bai.cluster.plugins.module_utils.containers.share import Share
+from ansible_collections.bai.cluster.plugins.module_utils.engine.docker_api import session_rows
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import availability
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.agent_identity import (
     agent_identity,
@@ -53,7 +53,7 @@ def admit(
     """Refuse (Failure) unless what this run creates and starts fits on this agent
     beside every other session container of its slot on the engine, in any state."""
     req = share.req
-    listed = share.docker.api.containers(all=True, filters={"label": [LABEL_SESSION]})
+    listed = session_rows(share.docker.api)
     others = admission.foreign(listed, req.ledger_ids or ())
     if others:
         raise Failure(

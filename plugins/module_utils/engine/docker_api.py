@@ -18,6 +18,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import L
 from ansible_collections.bai.cluster.plugins.module_utils.engine.common import (
     error_text,  # the modules import it from here, beside the SDK's errors
 )
+from ansible_collections.bai.cluster.plugins.module_utils.engine.container_row import ContainerRow
 
 try:
     import docker
@@ -112,27 +113,16 @@ def last_exit_code(api: Any, cid: str, state: dict[str, Any], since: int) -> str
 
 def container_row(item: Mapping[str, Any], agent: str | None = None) -> dict[str, Any]:
     """The fields the modules return for one entry of ``api.containers()``."""
-    names = item.get("Names") or ["/" + item.get("Id", "")[:12]]
-    ports = [
-        {
-            "ip": port.get("IP", ""),
-            "container_port": port.get("PrivatePort"),
-            "host_port": port.get("PublicPort"),
-            "proto": port.get("Type", "tcp"),
-        }
-        for port in item.get("Ports") or []
-        if port.get("PublicPort")
+    return ContainerRow.of_engine(item, agent).to_dict()
+
+
+def session_rows(api: Any) -> list[ContainerRow]:
+    """Every session container on the engine, in any state: one list serves every agent
+    slot of the engine (admission and the reads choose their slot's)."""
+    return [
+        ContainerRow.of_engine(item)
+        for item in api.containers(all=True, filters={"label": [LABEL_SESSION]})
     ]
-    return {
-        "id": item.get("Id", "")[:12],
-        "name": names[0].lstrip("/"),
-        "state": item.get("State", ""),
-        "status": item.get("Status", ""),
-        "image": item.get("Image", ""),
-        "labels": item.get("Labels") or {},
-        "ports": ports,
-        "agent": agent,
-    }
 
 
 def session_containers(

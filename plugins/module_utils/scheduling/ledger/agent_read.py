@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import SpecError
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.container_row import (
+from ansible_collections.bai.cluster.plugins.module_utils.engine.container_row import (
     ContainerRow,
 )
 

@@ -20,6 +20,8 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.json
     Record,
     records_of,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.session.model import SessionSpec
+from ansible_collections.bai.cluster.plugins.module_utils.session.spec import spec_canonical
 
 CREATING = "creating"
 READY = "ready"
@@ -94,14 +96,14 @@ class Reservation(Record):
 
     def keep_for_restarts(
         self,
-        spec: Mapping[str, Any],
+        spec: SessionSpec,
         authorized_keys: Sequence[str],
         attempt: int,
         attempts: Sequence[Mapping[str, Any]],
     ) -> None:
-        """What placing it again needs: its request, the people's keys, its attempt and
-        the ends of the attempts before it."""
-        self.spec = dict(spec)
+        """What placing it again needs: its request (kept in its canonical form), the
+        people's keys, its attempt and the ends of the attempts before it."""
+        self.spec = spec_canonical(spec)
         if authorized_keys:
             self.authorized_keys = list(authorized_keys)
         self.attempt = attempt

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.agent_read import (
     AgentRead,
@@ -30,6 +30,8 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.kept
     forget_in_record,
     forget_session,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.session.kinds import TYPE_BATCH
+from ansible_collections.bai.cluster.plugins.module_utils.session.plan import SessionPlan
 
 
 class Expiry(NamedTuple):
@@ -79,37 +81,38 @@ def _containers_found(entry: Reservation, fresh: Mapping[str, AgentRead]) -> int
     return sum(per_slot.values())
 
 
-def reservation(plan: Mapping[str, Any], *, now: float, ttl: float) -> Reservation:
-    """The ledger entry for a plan (bai_session_plan's result) that is about to be made;
-    its owner, when the spec names one, is what per-owner limits count; its lifetime ends
-    at its ``deadline``, from ``now``, and its end signal (``USR1@300``) goes out that long
-    before (end_signals.py)."""
-    given = plan.get("spec") or {}
-    lifetime = given.get("lifetime_s")
+def reservation(plan: SessionPlan, *, now: float, ttl: float) -> Reservation:
+    """The ledger entry for a plan that is about to be made; its owner, when the spec
+    names one, is what per-owner limits count; its lifetime ends at its ``deadline``,
+    from ``now``, and its end signal (``USR1@300``) goes out that long before
+    (end_signals.py)."""
+    spec = plan.spec
+    kept = {
+        "owner": spec.owner,
+        "type": spec.type if spec.type == TYPE_BATCH else None,
+        "lifetime_s": spec.lifetime_s,
+        "end_signal": spec.end_signal,
+    }
     raw = {
-        "name": plan["summary"]["name"],
-        "session_id": plan["session_id"],
-        "spec_hash": plan["spec_hash"],
-        **{
-            key: given[key]
-            for key in ("owner", "type", "lifetime_s", "end_signal")
-            if given.get(key)
-        },
-        **({"deadline": deadline(now, float(lifetime))} if lifetime else {}),
+        "name": spec.name,
+        "session_id": plan.session_id,
+        "spec_hash": plan.spec_hash,
+        **{key: value for key, value in kept.items() if value},
+        **({"deadline": deadline(now, float(spec.lifetime_s))} if spec.lifetime_s else {}),
         "state": CREATING,
         "reserved_at": now,
         "expires_at": now + ttl,
         "ready_at": None,
         "kernels": [
             {
-                "host": k["hostname"],
-                "agent": k["agent"],
-                "cpu": float(k["resources"]["cpu"]),
-                "mem": int(k["resources"]["mem"]),
-                "gpu": int(k["resources"]["gpu"]),
-                "gpu_devices": sorted(int(d) for d in k.get("gpu_devices") or ()),
+                "host": k.hostname,
+                "agent": k.agent,
+                "cpu": float(k.resources.cpu),
+                "mem": int(k.resources.mem),
+                "gpu": int(k.resources.gpu),
+                "gpu_devices": sorted(int(d) for d in k.gpu_devices),
             }
-            for k in plan["kernels"]
+            for k in plan.kernels
         ],
     }
     return Reservation.from_dict(raw)

@@ -11,7 +11,7 @@ reservation of a name decides what a create of it does (:func:`before_placing`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Pending
@@ -20,6 +20,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_SESSION,
     LABEL_SESSION_ID,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.engine.container_row import ContainerRow
 from ansible_collections.bai.cluster.plugins.module_utils.gpu.alloc import devices_in_use
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.agent_read import (
     AgentRead,
@@ -38,15 +39,14 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.docu
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.records import Kernel
 
 
-def observed_sessions(containers: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Per session id, what an agent's session containers (Docker API list entries:
-    ``State``, ``Labels``), in any state, were given: CPU, memory and GPUs (as
-    ``used_from_labels`` counts them), the GPU devices they hold, and how many containers
-    there are. A session holds its share until it is destroyed
+def observed_sessions(containers: Sequence[ContainerRow]) -> dict[str, dict[str, Any]]:
+    """Per session id, what an agent's session containers, in any state, were given:
+    CPU, memory and GPUs (as ``used_from_labels`` counts them), the GPU devices they
+    hold, and how many containers there are. A session holds its share until it is destroyed
     (module_utils/scheduling/placement/admission.py)."""
     out: dict[str, dict[str, Any]] = {}
-    for item in containers:
-        labels = item.get("Labels") or {}
+    for container in containers:
+        labels = container.labels
         sid = labels.get(LABEL_SESSION_ID)
         if not sid:
             continue

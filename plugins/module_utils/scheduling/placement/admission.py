@@ -31,6 +31,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_SESSION,
     LABEL_SESSION_ID,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.engine.container_row import ContainerRow
 from ansible_collections.bai.cluster.plugins.module_utils.gpu.alloc import (
     LABEL_GPU_DEVICES,
     format_device_label,
@@ -114,40 +115,35 @@ class Decision:
     reason: str = ""
 
 
-def of_slot(containers: Iterable[Mapping[str, Any]], slot: str) -> list[Mapping[str, Any]]:
-    """The session containers of one agent slot, from an engine's container list (Docker
-    API list entries: ``Labels``), whatever their state. Containers without
+def of_slot(containers: Iterable[ContainerRow], slot: str) -> list[ContainerRow]:
+    """The session containers of one agent slot, from an engine's container list
+    (:meth:`ContainerRow.of_engine`), whatever their state. Containers without
     LABEL_AGENT_ID (made before it existed) count for every slot."""
     found = []
-    for item in containers:
-        labels = item.get("Labels") or {}
-        identity = labels.get(LABEL_AGENT_ID)
-        if LABEL_SESSION in labels and (identity is None or slot_of(identity) == slot):
-            found.append(item)
+    for row in containers:
+        identity = row.label(LABEL_AGENT_ID)
+        if LABEL_SESSION in row.labels and (identity is None or slot_of(identity) == slot):
+            found.append(row)
     return found
 
 
-def holdings(containers: Iterable[Mapping[str, Any]], slot: str) -> list[Holding]:
-    """What each session container of one agent slot holds (``of_slot``), from Docker API
-    list entries (``Names``, ``State``, ``Labels``)."""
-    found = []
-    for item in of_slot(containers, slot):
-        labels = item.get("Labels") or {}
-        found.append(
-            Holding(
-                container=str((item.get("Names") or ["/?"])[0]).lstrip("/"),
-                session=str(labels.get(LABEL_SESSION) or ""),
-                session_id=str(labels.get(LABEL_SESSION_ID) or ""),
-                state=str(item.get("State") or "").lower(),
-                cpu=label_float(labels.get(LABEL_CPU, "")),
-                mem=int(label_float(labels.get(LABEL_MEM, ""))),
-                gpu_devices=tuple(parse_device_label(labels.get(LABEL_GPU_DEVICES))),
-            )
+def holdings(containers: Iterable[ContainerRow], slot: str) -> list[Holding]:
+    """What each session container of one agent slot holds (``of_slot``)."""
+    return [
+        Holding(
+            container=row.name,
+            session=row.label(LABEL_SESSION) or "",
+            session_id=row.label(LABEL_SESSION_ID) or "",
+            state=row.state.lower(),
+            cpu=label_float(row.label(LABEL_CPU) or ""),
+            mem=int(label_float(row.label(LABEL_MEM) or "")),
+            gpu_devices=tuple(parse_device_label(row.label(LABEL_GPU_DEVICES))),
         )
-    return found
+        for row in of_slot(containers, slot)
+    ]
 
 
-def foreign(containers: Iterable[Mapping[str, Any]], ledgers: Iterable[str]) -> dict[str, str]:
+def foreign(containers: Iterable[ContainerRow], ledgers: Iterable[str]) -> dict[str, str]:
     """Sessions on an engine (any slot) that another session ledger counts: session name ->
     that ledger's identity. ``ledgers``: this ledger's identity and the ones it adopted.
     Containers without LABEL_LEDGER (made before it existed) belong to any ledger; with
@@ -156,11 +152,10 @@ def foreign(containers: Iterable[Mapping[str, Any]], ledgers: Iterable[str]) -> 
     found: dict[str, str] = {}
     if not own:
         return found
-    for item in containers:
-        labels = item.get("Labels") or {}
-        ledger = labels.get(LABEL_LEDGER)
-        if LABEL_SESSION in labels and ledger and ledger not in own:
-            found[str(labels[LABEL_SESSION])] = str(ledger)
+    for row in containers:
+        ledger = row.label(LABEL_LEDGER)
+        if LABEL_SESSION in row.labels and ledger and ledger not in own:
+            found[row.labels[LABEL_SESSION]] = ledger
     return found
 
 

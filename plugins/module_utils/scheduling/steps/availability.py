@@ -16,11 +16,11 @@ import time
 from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Busy, StoreError
-from ansible_collections.bai.cluster.plugins.module_utils.common.labels import LABEL_SESSION
 from ansible_collections.bai.cluster.plugins.module_utils.common.locks import locked
 from ansible_collections.bai.cluster.plugins.module_utils.engine.docker_api import (
     APIError,
     error_text,
+    session_rows,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import (
     availability as avail,
@@ -80,7 +80,7 @@ def on_agent(module: Any, api: Any) -> dict[str, Any]:
     info = api.info()
     identity = agent_identity(engine_identity(info), params["agent_id"])
     slot = params["agent_id"] or ""
-    listed = api.containers(all=True, filters={"label": [LABEL_SESSION]})
+    listed = session_rows(api)
     result: dict[str, Any] = {"identity": identity}
     in_swarm = (info.get("Swarm") or {}).get("LocalNodeState") == "active"
     if params["availability"] is None:
@@ -101,7 +101,7 @@ def on_agent(module: Any, api: Any) -> dict[str, Any]:
             if changed:
                 avail.write_marker(params["state_dir"], own)
             # Listed under the lock: no container is admitted after this list.
-            listed = api.containers(all=True, filters={"label": [LABEL_SESSION]})
+            listed = session_rows(api)
         result.update(changed=changed, previous=_json(previous), record=_json(own.get(slot)))
     result["sessions"] = avail.sessions_held(admission.holdings(listed, slot))
     return result

@@ -22,14 +22,14 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_SESSION_ID,
     LABEL_SPEC_HASH,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.engine.container_row import (
+    ContainerRow,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.gpu.alloc import (
     parse_device_label,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.capacity import (
     label_float,
-)
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.container_row import (
-    ContainerRow,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.session.model import (
     Kernel,

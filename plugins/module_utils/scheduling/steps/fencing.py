@@ -32,11 +32,11 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_RESTART_COUNT,
     LABEL_SESSION_ID,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.engine.container_row import (
+    ContainerRow,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.agent_read import (
     AgentRead,
-)
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.container_row import (
-    ContainerRow,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import (
     READY,

@@ -37,14 +37,14 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_SIZE,
     LABEL_SPEC_HASH,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.engine.container_row import (
+    ContainerRow,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.gpu.alloc import (
     format_device_label,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.agent_read import (
     AgentRead,
-)
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.container_row import (
-    ContainerRow,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
     Agent,
@@ -75,6 +75,12 @@ from ansible_collections.bai.cluster.plugins.module_utils.session.naming import 
     container_name,
     kernel_id,
     network_name,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.session.plan import (
+    CREATE,
+    EXISTS,
+    NetworkPlan,
+    SessionPlan,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
     expand_kernels,
@@ -135,17 +141,15 @@ def container_labels(
     return labels
 
 
-def network_plan(
-    spec: SessionSpec, agents_used: Sequence[str], *, session_id: str
-) -> dict[str, Any]:
+def network_plan(spec: SessionSpec, agents_used: Sequence[str], *, session_id: str) -> NetworkPlan:
     """The session network (docs/networks.md): a bridge when every container is on one
     agent (a size-1 session too: on its own network it reaches no other session, whatever
     the engine's default bridge allows), an attachable overlay when they are spread."""
-    return {
-        "name": network_name(spec.name),
-        "driver": "bridge" if len(agents_used) <= 1 else "overlay",
-        "labels": session_labels(spec, session_id=session_id),
-    }
+    return NetworkPlan(
+        network_name(spec.name),
+        "bridge" if len(agents_used) <= 1 else "overlay",
+        session_labels(spec, session_id=session_id),
+    )
 
 
 def plan_session(
@@ -156,18 +160,14 @@ def plan_session(
     inventory: Mapping[str, Mapping[str, Any]] | None = None,
     out_of_service: Sequence[OutOfService] = (),
     session_id: str | None = None,
-) -> dict[str, Any]:
+) -> SessionPlan:
     """Decide what creating ``spec`` means now. Pure: the caller supplies the agents
     (capacity and use), the containers of this session name found on them
     (``existing``: their rows, with agent, name, state, image and labels) and, optionally,
     per agent which images and mount sources it has (``inventory``: agent ->
     {"images": {ref: bool}, "paths": {path: bool}}).
 
-    Returns a dict with ``action`` "create" (fresh ids and a placement) or "exists"
-    (the session is already there with this very spec: ids and placement are read
-    back from the labels), ``ready`` (exists and every container runs), session_id,
-    mode (as placed), network, agents (in order of first use, the master's first),
-    kernels, ``ssh_port`` (an existing master's published sshd) and a summary.
+    Returns the :class:`SessionPlan` (session_plan.py says what each field means).
 
     ``session_id``: the id a created session keeps (a batch session's gang starting
     again, scheduling/steps/restarts.py); a fresh one when None.
@@ -180,7 +180,7 @@ def plan_session(
     if existing:
         kernel_ids, assignment, mode = read_existing(spec, kernels, existing)
         gpu_devices = existing_gpu_devices(existing)
-        action = "exists"
+        action = EXISTS
     else:
         request = PlacementRequest.of(spec, kernels)
         placement = place(request, agents, out_of_service=out_of_service)
@@ -190,25 +190,22 @@ def plan_session(
         if session_id:
             kernel_ids[kernels[0].hostname] = session_id
         _check_inventory(spec, kernels, assignment, inventory or {})
-        action = "create"
+        action = CREATE
     session_id = kernel_ids[kernels[0].hostname]
     used = list(dict.fromkeys(assignment[k.hostname] for k in kernels))
     planned = _planned_kernels(spec, kernels, kernel_ids, assignment, gpu_devices, mode)
-    network = network_plan(spec, used, session_id=session_id)
-    return {
-        "action": action,
-        # Nothing to do: the session exists and every container runs.
-        "ready": action == "exists" and all(c.state == "running" for c in existing),
-        "ssh_port": published_ssh_port(existing, session_id),
-        "session_id": session_id,
-        "mode": mode,
-        "requested_mode": spec.mode,
-        "spec_hash": spec_hash(spec),
-        "network": network,
-        "agents": used,
-        "kernels": [k.to_dict() for k in planned],
-        "summary": _summary(spec, session_id, mode, network, planned),
-    }
+    return SessionPlan(
+        action=action,
+        ready=action == EXISTS and all(c.state == "running" for c in existing),
+        ssh_port=published_ssh_port(existing, session_id),
+        session_id=session_id,
+        mode=mode,
+        spec=spec,
+        spec_hash=spec_hash(spec),
+        network=network_plan(spec, used, session_id=session_id),
+        agents=tuple(used),
+        kernels=tuple(planned),
+    )
 
 
 def _planned_kernels(
@@ -246,34 +243,6 @@ def _planned_kernels(
             )
         )
     return planned
-
-
-def _summary(
-    spec: SessionSpec,
-    session_id: str,
-    mode: str,
-    network: Mapping[str, Any] | None,
-    planned: Sequence[PlannedKernel],
-) -> dict[str, Any]:
-    """The plan's ``summary``: the session and where each of its containers runs."""
-    return {
-        "name": spec.name,
-        "session_id": session_id,
-        "mode": mode,
-        "network": network["name"] if network else None,
-        "network_driver": network["driver"] if network else None,
-        "containers": [
-            {
-                "host": k.hostname,
-                "role": k.role,
-                "idx": k.idx,
-                "agent": k.agent,
-                "kernel_id": k.kernel_id,
-                "container": k.container_name,
-            }
-            for k in planned
-        ],
-    }
 
 
 def placement_failure(name: str, exc: Pending | SessionConflict | SpecError) -> dict[str, Any]:

@@ -6,7 +6,8 @@ The ledger's first answer to a create of a session it holds, confirmed, asks to 
 session's agents and carries its entry (``rerun``). When those reads show every container
 of that very session there and running, nothing is to be placed, reserved or made, and
 :func:`rerun_plan` gives the plan the ledger's second answer would have given (the same
-code: plan.plan_session on the containers, reserve.decorated, reserve.with_deadline).
+code: plan.plan_session on the containers, then SessionPlan's answering, with_deadline
+and with_attempt).
 Anything else - a read missing, a container stopped or gone, another session or ledger
 on those agents - gives None, and the create asks the ledger again, which decides (and
 refuses) as before.
@@ -28,21 +29,16 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_LEDGER,
     LABEL_SESSION_ID,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.engine.container_row import (
+    ContainerRow,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.agent_read import (
     AgentRead,
-)
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.container_row import (
-    ContainerRow,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.records import (
     Reservation,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.plan import plan_session
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.plan_answer import (
-    decorated,
-    with_attempt,
-    with_deadline,
-)
 from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
     normalize_spec,
     spec_hash,
@@ -86,7 +82,7 @@ def rerun_plan(
         plan = plan_session(spec, [], existing)
     except (SessionConflict, SpecError):
         return None
-    if not plan["ready"] or plan["session_id"] != entry.session_id:
+    if not plan.ready or plan.session_id != entry.session_id:
         return None
     # What the ledger holds of it: a rerun with another lifetime finds the session as it is.
     spec = replace(
@@ -94,10 +90,10 @@ def rerun_plan(
         lifetime_s=spec.lifetime_s or int(entry.lifetime_s or 0),
         end_signal=spec.end_signal or str(entry.end_signal or ""),
     )
-    plan = decorated(plan, spec, read=sorted(asked), kept=[], unavailable=[])
-    plan = with_attempt(with_deadline(plan, entry.deadline), entry.attempt)
+    plan = plan.answering(spec, read=sorted(asked), kept=[], unavailable=[])
+    plan = plan.with_deadline(entry.deadline).with_attempt(entry.attempt)
     return {
-        **plan,
+        **plan.to_dict(),
         "changed": False,
         "reservation": entry.to_dict(),
         "dropped": [],

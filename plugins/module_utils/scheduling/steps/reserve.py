@@ -57,11 +57,6 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.plan 
     placement_failure,
     plan_session,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.plan_answer import (
-    decorated,
-    with_attempt,
-    with_deadline,
-)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.refusals import (
     refuse_create,
 )
@@ -73,6 +68,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.sched
     queued_view,
     refuse_past_limits,
     wait_in_queue,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.session.plan import (
+    SessionPlan,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
     normalize_spec,
@@ -180,7 +178,7 @@ def _place(
         failure = placement_failure(create.spec.name, exc)
         raise LedgerFailure(failure.pop("msg"), **failure) from None
     # Placed by hints (capacity without a recent read): read those agents, place again.
-    unverified = [a for a in plan["agents"] if a in create.hinted]
+    unverified = [a for a in plan.agents if a in create.hinted]
     if unverified:
         return create.ask_to_read(unverified, now)
     return _commit(request, ledger, now, create, plan)
@@ -195,7 +193,7 @@ def _plan(
     existing: Any,
     inventory: Any,
     read_at: float,
-) -> dict[str, Any]:
+) -> SessionPlan:
     """The session's plan: refused while another run creates it (Pending), past the
     owner's limits (PolicyWait, LedgerFailure), or where the agents have no room, counting
     what the queued sessions ahead of it need (Pending)."""
@@ -313,13 +311,12 @@ def _commit(
     ledger: Ledger,
     now: float,
     create: CreateStep,
-    plan: dict[str, Any],
+    plan: SessionPlan,
 ) -> dict[str, Any]:
     """Reserve what the plan gives out (a session made before the ledger is taken in as
     it is; a scheduled start leaves the queue in this very step)."""
     spec, queued = create.spec, create.queued
-    plan = decorated(
-        plan,
+    plan = plan.answering(
         spec,
         read=sorted(create.read) if request.agents is not None else None,
         kept=create.kept,
@@ -329,21 +326,21 @@ def _commit(
     changed = bool(create.dropped or create.adopted)
     if spec.name not in ledger.sessions:
         entry = reservations.reservation(plan, now=now, ttl=request.ttl)
-        if plan["action"] == "exists":  # made before the ledger: take it in as it is
+        if plan.exists:  # made before the ledger: take it in as it is
             entry.confirm(now)
         if queued:  # the scheduled start: it leaves the queue in this very step
             queue_.dequeue(ledger, spec.name)
             entry.came_from_queue(queued.submitted_at)
-        if plan["action"] != "exists":
+        if not plan.exists:
             waited = now - counters.queued_since(queued) if queued else 0.0
             counters.observe_wait(ledger, spec.resource_group, waited)
-        restarts.keep_policy(entry, plan["spec"], request.authorized_keys, queued)
+        restarts.keep_policy(entry, spec, request.authorized_keys, queued)
         ledger.sessions[spec.name] = entry
         changed = True
     held = ledger.sessions[spec.name]
-    plan = with_attempt(with_deadline(plan, held.deadline), held.attempt)
+    plan = plan.with_deadline(held.deadline).with_attempt(held.attempt)
     return {
-        **plan,
+        **plan.to_dict(),
         "changed": changed,
         "reservation": held.to_dict(),
         "dropped": create.dropped,

@@ -35,6 +35,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.docu
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.kept_reads import (
     forget_in_record,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.session.model import SessionSpec
 from ansible_collections.bai.cluster.plugins.module_utils.session.restart_policy import (
     restart_cause,
 )
@@ -46,14 +47,14 @@ _ATTEMPT_KEYS = ("state", "exit_code", "signal", "failed", "started", "ended", "
 
 def keep_policy(
     entry: Reservation,
-    spec: Mapping[str, Any],
+    spec: SessionSpec,
     authorized_keys: Sequence[str],
     queued: QueueEntry | None,
 ) -> None:
-    """A reservation of a session that may restart keeps its request (``spec``, the
-    canonical one, and the people's keys) to place it again, and its attempt: 0, or the
-    queue entry's when this is a restart."""
-    if not int(spec.get("restarts") or 0):
+    """A reservation of a session that may restart keeps its request (``spec``) and the
+    people's keys to place it again, and its attempt: 0, or the queue entry's when this
+    is a restart."""
+    if not spec.restarts:
         return
     entry.keep_for_restarts(
         spec,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Pending
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.container_row import (
+from ansible_collections.bai.cluster.plugins.module_utils.engine.container_row import (
     ContainerRow,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import Agent
@@ -22,6 +22,12 @@ from ansible_collections.bai.cluster.plugins.modules import bai_agent_info
 from containers_fake import AGENT, NO_GPU, args_for, plan_for
 from containers_fake import run as run_containers
 from docker_fake import GI, run_module
+
+
+def planned(*args, **kwargs):
+    """The plan as the module gives it (SessionPlan.to_dict)."""
+    return plan_session(*args, **kwargs).to_dict()
+
 
 HOST = {(bai_agent_info, "detect"): lambda probe: NO_GPU, (bai_agent_info, "rdma_devices"): list}
 AGENT_FIELDS = ("name", "group", "cpu", "mem", "gpu", "used_cpu", "used_mem", "used_gpu")
@@ -85,13 +91,13 @@ def test_a_session_made_by_bai_session_containers_is_reported_as_the_planner_rea
     # The planner, given this read, finds the session complete and running...
     spec = normalize_spec({"name": "s1", "size": 2, "resources": {"cpu": 3, "mem": "2g"}})
     seen = Agent(**{key: agent[key] for key in AGENT_FIELDS})
-    again = plan_session(spec, [seen], existing=[ContainerRow.of(row) for row in rows])
+    again = planned(spec, [seen], existing=[ContainerRow.of(row) for row in rows])
     assert again["action"] == "exists" and again["ready"] is True
     assert again["session_id"] == plan["session_id"]
     assert again["ssh_port"] == made["ssh_port"]
     # ...and a session that needs more than the 2 CPUs left does not fit.
     with pytest.raises(Pending):
-        plan_session(normalize_spec({"name": "s2", "size": 1, "resources": {"cpu": 3}}), [seen])
+        planned(normalize_spec({"name": "s2", "size": 1, "resources": {"cpu": 3}}), [seen])
 
 
 def test_a_virtual_agent_counts_only_its_own_slot(engine, tmp_path):

@@ -23,6 +23,12 @@ from ansible_collections.bai.cluster.plugins.module_utils.session.spec import no
 from ansible_collections.bai.cluster.plugins.modules import bai_session_network
 from docker_fake import GI, FakeEngine, api_error, run_module
 
+
+def planned(*args, **kwargs):
+    """The plan as the module gives it (SessionPlan.to_dict)."""
+    return plan_session(*args, **kwargs).to_dict()
+
+
 POOL = ipaddress.ip_network("10.224.0.0/12")  # the module's default subnet_pool
 
 
@@ -34,7 +40,7 @@ def engine() -> FakeEngine:
 
 def plan_for(name="s1"):
     spec = normalize_spec({"name": name, "size": 2})
-    return plan_session(spec, [Agent("agent1", "default", 8, 16 * GI, 0)])
+    return planned(spec, [Agent("agent1", "default", 8, 16 * GI, 0)])
 
 
 def args_for(plan, **override):

@@ -16,6 +16,10 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.reco
     QueueEntry,
     Reservation,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
+    normalize_spec,
+    spec_canonical,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -47,7 +51,10 @@ def test_what_its_owners_set_shows_and_nothing_else():
     entry.confirm(300.0, adopted=True)
     entry.signalled(310.0)
     entry.preempted_for("high", 320.0)
-    entry.keep_for_restarts({"restarts": 1}, [], 0, [])
+    restartable = normalize_spec(
+        {"name": "s1", "size": 1, "type": "batch", "command": "true", "restarts": 1}
+    )
+    entry.keep_for_restarts(restartable, [], 0, [])
     assert entry.to_dict() == {
         **CREATING,
         "state": "ready",
@@ -56,7 +63,7 @@ def test_what_its_owners_set_shows_and_nothing_else():
         "adopted": True,
         "end_signal_at": 310.0,
         "preempted_by": {"session": "high", "at": 320.0},
-        "spec": {"restarts": 1},
+        "spec": spec_canonical(restartable),
         "attempt": 0,
     }
 

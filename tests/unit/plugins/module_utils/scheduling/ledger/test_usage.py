@@ -6,6 +6,7 @@ import contextlib
 
 import pytest
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Pending
+from ansible_collections.bai.cluster.plugins.module_utils.engine.container_row import ContainerRow
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import (
     document,
     reservations,
@@ -117,14 +118,13 @@ def test_observed_sessions_count_every_container_in_any_state():
         labels = row(f"name-{sid}", sid, "main1", cpu=cpu, devices=devices)["labels"]
         return {"State": state, "Labels": labels}
 
-    seen = usage.observed_sessions(
-        [
-            item("a", "running", 2),
-            item("a", "exited", 2),
-            item("b", "created", 1, devices="0,1"),
-            {"State": "running", "Labels": {}},
-        ]
-    )
+    listed = [
+        item("a", "running", 2),
+        item("a", "exited", 2),
+        item("b", "created", 1, devices="0,1"),
+        {"State": "running", "Labels": {}},
+    ]
+    seen = usage.observed_sessions([ContainerRow.of_engine(entry) for entry in listed])
     assert seen["a"] == {  # a stopped container holds its share until it is removed
         "name": "name-a",
         "cpu": 4.0,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+from dataclasses import replace
 
 import pytest
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Pending, SpecError
@@ -22,6 +23,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_SESSION,
     LABEL_SESSION_ID,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.engine.container_row import ContainerRow
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import (
     document,
     kept_reads,
@@ -73,6 +75,11 @@ def container(name, session, cpu, mem_g, devices=(), state="running", identity="
     return {"Names": [f"/{name}"], "State": state, "Labels": labels}
 
 
+def rows(items):
+    """The engine's list entries as the agent reads them."""
+    return [ContainerRow.of_engine(item) for item in items]
+
+
 def ask(name, cpu, mem_g, devices=()):
     return Holding(name, "new", "id-new", "new", float(cpu), mem_g * GI, tuple(devices))
 
@@ -111,8 +118,8 @@ def test_each_slot_holds_its_own_containers_and_old_ones_count_for_every_slot():
         container("d", "s4", 1, 1, identity=None),  # made before the label existed
         {"Names": ["/x"], "State": "running", "Labels": {}},  # not a session container
     ]
-    assert [c["Names"][0] for c in of_slot(listed, "")] == ["/a", "/d"]
-    assert [h.container for h in holdings(listed, "va1")] == ["b", "c", "d"]
+    assert [c.name for c in of_slot(rows(listed), "")] == ["a", "d"]
+    assert [h.container for h in holdings(rows(listed), "va1")] == ["b", "c", "d"]
 
 
 # --- the rule -----------------------------------------------------------------------------
@@ -123,7 +130,7 @@ def test_stopped_paused_and_created_containers_hold_their_share():
         container("b", "s1", 1, 2, state="paused"),
         container("c", "s2", 1, 2, (1,), state="created"),
     ]
-    held = holdings(listed, "")
+    held = holdings(rows(listed), "")
     assert admit(offer, held, [ask("n1", 1, 2)]).admitted
     refused = admit(offer, held, [ask("n1", 1.5, 1)])
     assert not refused.admitted
@@ -143,7 +150,7 @@ def test_stopped_paused_and_created_containers_hold_their_share():
     ],
 )
 def test_each_refusal_says_what_is_short(request_, why):
-    held = holdings([container("a", "s1", 1, 4, (0,))], "")
+    held = holdings(rows([container("a", "s1", 1, 4, (0,))]), "")
     decision = admit(Offer(4.0, 8 * GI, (0, 1)), held, request_)
     assert not decision.admitted and why in decision.reason, decision.reason
 
@@ -172,7 +179,7 @@ OFFER = Offer(float(OFFER_CPU), OFFER_CPU * 2 * GI, OFFER_GPUS)
 def read(engine, now):
     """What bai_agent_info reports of the engine (every state counts), as the ledger gets it."""
     listed = list(engine.values())
-    held = holdings(listed, "")
+    held = holdings(rows(listed), "")
     return {
         "agent": {
             "name": "a1",
@@ -189,7 +196,7 @@ def read(engine, now):
         "containers": [],
         "images": {},
         "paths": {},
-        "sessions": usage.observed_sessions(listed),
+        "sessions": usage.observed_sessions(rows(listed)),
         "read_at": now,
     }
 
@@ -197,14 +204,14 @@ def read(engine, now):
 def make(engine, plan, upto):
     """An agent's module run: admit the plan's first ``upto`` containers, then create them
     (nothing when refused); returns whether it was admitted."""
-    kernels = plan["kernels"][:upto]
+    kernels = plan.to_dict()["kernels"][:upto]  # the module's arguments
     if any(k["container_name"] in engine for k in kernels):
         return False  # the names are another instance's: the module refuses
     request = [
         Holding(
             k["container_name"],
             "x",
-            plan["session_id"],
+            plan.session_id,
             "new",
             float(k["resources"]["cpu"]),
             int(k["resources"]["mem"]),
@@ -212,7 +219,7 @@ def make(engine, plan, upto):
         )
         for k in kernels
     ]
-    if not admit(OFFER, holdings(list(engine.values()), ""), request).admitted:
+    if not admit(OFFER, holdings(rows(list(engine.values())), ""), request).admitted:
         return False
     for k in kernels:
         engine[k["container_name"]] = {
@@ -224,7 +231,7 @@ def make(engine, plan, upto):
 
 
 def assert_engine_within_offer(engine):
-    held = holdings(list(engine.values()), "")
+    held = holdings(rows(list(engine.values())), "")
     assert sum(h.cpu for h in held) <= OFFER.cpu + 1e-6
     assert sum(h.mem for h in held) <= OFFER.mem
     devices = [d for h in held for d in h.gpu_devices]
@@ -288,16 +295,16 @@ def test_property_no_ledger_mistake_puts_more_on_an_engine_than_it_offers(ops):
                     usage.adjust(reads_of([stale]), ledger)
                 )
                 plan = plan_session(spec, agents, [], inventory=inventory)
-                plan = {**plan, "spec_hash": "h"}
+                plan = replace(plan, spec_hash="h")
                 ledger.sessions[name] = reservations.reservation(plan, now=now, ttl=30)
                 plans[name] = plan
                 made = make(engine, plan, size if op == "create" else max(size - 1, 1))
                 if made and op == "create":
-                    reservations.mark_ready(ledger, name, plan["session_id"], now)
+                    reservations.mark_ready(ledger, name, plan.session_id, now)
                 elif not made:
-                    reservations.release(ledger, name, plan["session_id"])
+                    reservations.release(ledger, name, plan.session_id)
         elif op == "confirm" and name in plans:
-            reservations.mark_ready(ledger, name, plans[name]["session_id"], now)
+            reservations.mark_ready(ledger, name, plans[name].session_id, now)
         elif op == "expire":
             reservations.expire(ledger, now + 10_000)
         elif op == "destroy":
@@ -323,9 +330,9 @@ def test_sessions_another_ledger_counts_are_foreign():
         {"Labels": {LABEL_SESSION: "legacy"}},
         {"Labels": {"other": "x", LABEL_LEDGER: "cluster-b"}},
     ]
-    found = admission.foreign(listed, ["cluster-a", "old-file"])
+    found = admission.foreign(rows(listed), ["cluster-a", "old-file"])
     assert found == {"theirs": "cluster-b"}
-    assert admission.foreign(listed, []) == {}
+    assert admission.foreign(rows(listed), []) == {}
     assert admission.foreign_text(found) == (
         "session(s) theirs counted by another session ledger (cluster-b)"
     )
@@ -367,10 +374,10 @@ def place_through_store(store, engine, name, spec, clock):
                 plan = plan_session(spec, agents, [], inventory=inventory)
             except Pending:
                 return {"pending": True, "save": bool(fresh)}
-            if any(a in found.hinted for a in plan["agents"]):
-                return {"need": plan["agents"], "save": bool(fresh)}
+            if any(a in found.hinted for a in plan.agents):
+                return {"need": plan.agents, "save": bool(fresh)}
             ledger.sessions[name] = reservations.reservation(
-                {**plan, "spec_hash": "h"}, now=now, ttl=30
+                replace(plan, spec_hash="h"), now=now, ttl=30
             )
             return {"plan": plan, "changed": True}
 
@@ -424,7 +431,7 @@ def test_property_the_store_and_hints_never_put_more_on_an_engine_than_it_offers
                 if plan is not None:
                     plans[name] = plan
                     made = make(engine, plan, size if op == "create" else max(size - 1, 1))
-                    sid = plan["session_id"]
+                    sid = plan.session_id
                     if made and op == "create":
                         change(
                             lambda led, now, n=name, s=sid: reservations.mark_ready(led, n, s, now)
@@ -432,7 +439,7 @@ def test_property_the_store_and_hints_never_put_more_on_an_engine_than_it_offers
                     elif not made:
                         change(lambda led, now, n=name, s=sid: reservations.release(led, n, s))
             elif op == "confirm" and name in plans:
-                sid = plans[name]["session_id"]
+                sid = plans[name].session_id
                 change(lambda led, now, n=name, s=sid: reservations.mark_ready(led, n, s, now))
             elif op == "expire":
                 change(lambda led, now: bool(reservations.expire(led, now + 10_000).dropped))

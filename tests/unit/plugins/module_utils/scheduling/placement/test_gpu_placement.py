@@ -22,6 +22,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_HOST,
     LABEL_SESSION,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.engine.container_row import (
+    ContainerRow,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.gpu.alloc import (
     SOURCE_DECLARED,
     SOURCE_DETECTED,
@@ -33,9 +36,6 @@ from ansible_collections.bai.cluster.plugins.module_utils.gpu.alloc import (
 from ansible_collections.bai.cluster.plugins.module_utils.gpu.facts import (
     gpu_facts,
     parse_nvidia_smi_csv,
-)
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.container_row import (
-    ContainerRow,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
     Agent,
@@ -51,6 +51,12 @@ from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+
+def planned(*args, **kwargs):
+    """The plan as the module gives it (SessionPlan.to_dict)."""
+    return plan_session(*args, **kwargs).to_dict()
+
 
 GI = 1024**3
 FIXTURES = Path(__file__).resolve().parents[4] / "fixtures" / "gpu"
@@ -209,7 +215,7 @@ def test_multi_node_finds_an_exact_fit_that_greedy_packing_misses():
         {"role": "small", "replicas": 3, "resources": {"gpu": 2}},
         {"role": "big", "replicas": 3, "resources": {"gpu": 3}},
     ]
-    plan = plan_session(spec(roles=roles, mode="multi-node"), agents)
+    plan = planned(spec(roles=roles, mode="multi-node"), agents)
     per_agent: dict[str, list[int]] = {}
     for kernel in plan["kernels"]:
         per_agent.setdefault(kernel["agent"], []).extend(kernel["gpu_devices"])
@@ -253,7 +259,7 @@ def test_gpus_held_by_other_sessions_make_it_pending_not_for_ever():
 # --- the plan: devices per container, in labels ----------------------------------------------
 def test_plan_gives_each_container_its_own_devices_and_labels_them():
     agents = [agent("a1", devices=range(8), in_use=[0, 1])]
-    plan = plan_session(spec(gpu=2, size=3), agents)
+    plan = planned(spec(gpu=2, size=3), agents)
     got = {k["hostname"]: k["gpu_devices"] for k in plan["kernels"]}
     assert got == {"main1": [2, 3], "sub1": [4, 5], "sub2": [6, 7]}
     for kernel in plan["kernels"]:
@@ -263,7 +269,7 @@ def test_plan_gives_each_container_its_own_devices_and_labels_them():
 
 
 def test_plan_without_gpus_labels_no_devices():
-    plan = plan_session(spec(gpu=0), [agent("a1", devices=range(2))])
+    plan = planned(spec(gpu=0), [agent("a1", devices=range(2))])
     assert [k["gpu_devices"] for k in plan["kernels"]] == [[], []]
     assert {k["labels"][LABEL_GPU_DEVICES] for k in plan["kernels"]} == {""}
 
@@ -274,7 +280,7 @@ def test_mixed_roles_get_devices_by_need():
         {"role": "worker", "replicas": 2, "resources": {"gpu": 2}},
         {"role": "eval", "replicas": 1, "resources": {"gpu": 1}},
     ]
-    plan = plan_session(spec(roles=roles), [agent("a1", devices=range(6), in_use=[2])])
+    plan = planned(spec(roles=roles), [agent("a1", devices=range(6), in_use=[2])])
     got = {k["hostname"]: k["gpu_devices"] for k in plan["kernels"]}
     assert got == {"main1": [], "worker1": [0, 1], "worker2": [3, 4], "eval1": [5]}
 
@@ -285,18 +291,18 @@ def test_sessions_one_after_another_read_the_devices_back_from_labels():
     for n in range(4):
         held = devices_in_use(c["labels"] for c in containers)
         agents = [agent("a1", devices=range(8), in_use=sorted(held))]
-        plan = plan_session(spec(gpu=1, size=2, name=f"s{n}"), agents)
+        plan = planned(spec(gpu=1, size=2, name=f"s{n}"), agents)
         containers += [{"labels": k["labels"]} for k in plan["kernels"]]
     held = [i for c in containers for i in parse_device_label(c["labels"][LABEL_GPU_DEVICES])]
     assert sorted(held) == list(range(8))
     agents = [agent("a1", devices=range(8), in_use=held)]
     with pytest.raises(Pending, match="free: none"):
-        plan_session(spec(gpu=1, size=1, name="s9"), agents)
+        planned(spec(gpu=1, size=1, name="s9"), agents)
 
 
 def test_an_existing_session_reports_the_devices_in_its_labels():
     agents = [agent("a1", devices=range(4))]
-    first = plan_session(spec(gpu=2), agents)
+    first = planned(spec(gpu=2), agents)
     existing = [
         {
             "agent": k["agent"],
@@ -309,7 +315,7 @@ def test_an_existing_session_reports_the_devices_in_its_labels():
     ]
     # Now every device is held (by this very session): the rerun must not re-place it.
     busy = [agent("a1", devices=range(4), in_use=range(4))]
-    again = plan_session(spec(gpu=2), busy, [ContainerRow.of(row) for row in existing])
+    again = planned(spec(gpu=2), busy, [ContainerRow.of(row) for row in existing])
     assert again["action"] == "exists" and again["ready"]
     assert [k["gpu_devices"] for k in again["kernels"]] == [
         k["gpu_devices"] for k in first["kernels"]
@@ -369,7 +375,7 @@ def test_property_no_device_twice_and_counts_respected(layout, needs, mode):
     the_spec = spec(roles=roles, mode=mode)
     kernels = expand_kernels(the_spec)
     try:
-        plan = plan_session(the_spec, agents)
+        plan = planned(the_spec, agents)
     except Pending:
         free = [len(a.free_devices) for a in agents]
         needs = [k.resources.gpu for k in kernels]
@@ -380,13 +386,13 @@ def test_property_no_device_twice_and_counts_respected(layout, needs, mode):
         return
     by_agent = {a.name: a for a in agents}
     given_out: dict[str, list[int]] = {}
-    for kernel, planned in zip(kernels, plan["kernels"]):
-        devices = planned["gpu_devices"]
+    for kernel, handed_out in zip(kernels, plan["kernels"]):
+        devices = handed_out["gpu_devices"]
         assert len(devices) == kernel.resources.gpu  # exactly the count asked for
-        assert parse_device_label(planned["labels"][LABEL_GPU_DEVICES]) == devices
-        home = by_agent[planned["agent"]]
+        assert parse_device_label(handed_out["labels"][LABEL_GPU_DEVICES]) == devices
+        home = by_agent[handed_out["agent"]]
         assert set(devices) <= set(home.free_devices)  # offered and not held by anyone
-        given_out.setdefault(planned["agent"], []).extend(devices)
+        given_out.setdefault(handed_out["agent"], []).extend(devices)
     for name, handed in given_out.items():
         assert len(handed) == len(set(handed)), f"a device of {name} was given twice"
     if mode == "single-node":
@@ -401,7 +407,7 @@ def test_property_single_node_is_placed_whenever_one_agent_has_the_devices(layou
     ]
     fits = any(len(a.free_devices) >= gpu * size for a in agents)
     try:
-        plan_session(spec(gpu=gpu, size=size), agents)
+        planned(spec(gpu=gpu, size=size), agents)
     except Pending as exc:
         assert not fits, str(exc)
         assert "GPUs asked for" in str(exc) or gpu == 0

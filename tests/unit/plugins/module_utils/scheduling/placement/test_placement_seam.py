@@ -22,6 +22,12 @@ from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
     normalize_spec,
 )
 
+
+def planned(*args, **kwargs):
+    """The plan as the module gives it (SessionPlan.to_dict)."""
+    return plan_session(*args, **kwargs).to_dict()
+
+
 GI = 1024**3
 
 
@@ -98,7 +104,7 @@ def test_a_registered_rule_is_followed_by_every_placement(monkeypatch):
     got = place(request, agents)
     assert sorted(got.agents) == ["b", "c"]
     # The plan a create makes follows it too.
-    plan = plan_session(spec(size=3), agents)
+    plan = planned(spec(size=3), agents)
     assert sorted(plan["agents"]) == ["b", "c"]
     # When no rack holds it, the PENDING of the best part is said.
     big = PlacementRequest(tuple(expand_kernels(spec(size=5))), "multi-node", "default")

@@ -12,19 +12,16 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_DEADLINE,
     LABEL_END_SIGNAL,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import reservations
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.container_row import (
+from ansible_collections.bai.cluster.plugins.module_utils.engine.container_row import (
     ContainerRow,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import reservations
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import Agent
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps import (
     end_signals,
     reconcile,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.plan import plan_session
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.plan_answer import (
-    with_deadline,
-)
 from ansible_collections.bai.cluster.plugins.module_utils.session.env import cluster_env
 from ansible_collections.bai.cluster.plugins.module_utils.session.signal_names import (
     end_signal_parts,
@@ -51,11 +48,9 @@ def spec(**raw):
 
 def planned(**raw):
     one = spec(**raw)
-    plan = plan_session(
+    return plan_session(
         one, [Agent("a1", "default", 1, 8 * GI, 0), Agent("a2", "default", 1, 8 * GI, 0)]
     )
-    plan["spec"] = spec_canonical(one)
-    return plan
 
 
 def running(now=100.0, ready=101.0, **raw):
@@ -98,10 +93,8 @@ def test_the_end_signal_is_in_the_spec_and_on_the_labels_but_not_in_the_hash():
     assert spec_hash(spec(end_signal="USR1@300")) == spec_hash(spec())
     assert spec(end_signal="SIGUSR1@300").end_signal == "USR1@300"
     assert spec_canonical(spec(end_signal="USR1@300"))["end_signal"] == "USR1@300"
-    assert {k["labels"][LABEL_END_SIGNAL] for k in planned(end_signal="USR1@9")["kernels"]} == {
-        "USR1@9"
-    }
-    assert all(LABEL_END_SIGNAL not in k["labels"] for k in planned()["kernels"])
+    assert {k.labels[LABEL_END_SIGNAL] for k in planned(end_signal="USR1@9").kernels} == {"USR1@9"}
+    assert all(LABEL_END_SIGNAL not in k.labels for k in planned().kernels)
     with pytest.raises(SpecError, match="end_signal"):
         spec(end_signal="USR1")
 
@@ -125,26 +118,26 @@ def test_the_deadline_is_fixed_at_placement_and_reaches_every_containers_environ
     plan = planned(lifetime_s=600, end_signal="USR1@300")
     entry = reservations.reservation(plan, now=1000.5, ttl=900)
     assert (entry.deadline, entry.end_signal) == (1601, "USR1@300")
-    made = with_deadline(plan, entry.deadline)
-    assert made["deadline"] == 1601
-    assert {k["labels"][LABEL_DEADLINE] for k in made["kernels"]} == {"1601"}
+    made = plan.with_deadline(entry.deadline)
+    assert made.to_dict()["deadline"] == 1601
+    assert {k.labels[LABEL_DEADLINE] for k in made.kernels} == {"1601"}
     one = normalize_spec({"name": "s1", "size": 2})
     kernels = expand_kernels(one)
-    env = sub1_env(kernels, deadline=made["kernels"][1]["labels"][LABEL_DEADLINE])
+    env = sub1_env(kernels, deadline=made.kernels[1].labels[LABEL_DEADLINE])
     assert env["BACKENDAI_SESSION_DEADLINE"] == "1601"
     assert "BACKENDAI_SESSION_DEADLINE" not in sub1_env(kernels)
     # Without a lifetime there is no deadline, and the plan is as it was.
     assert "deadline" not in reservations.reservation(planned(), now=1.0, ttl=9).to_dict()
-    assert with_deadline(plan, None) is plan
+    assert plan.with_deadline(None) is plan
 
 
 def test_a_ledger_rebuilt_from_the_labels_keeps_the_deadline_and_the_end_signal():
-    plan = with_deadline(planned(lifetime_s=600, end_signal="USR1@300"), 1601)
+    plan = planned(lifetime_s=600, end_signal="USR1@300").with_deadline(1601)
     rows = [
-        ("a1", ContainerRow.of({"name": k["container_name"], "labels": k["labels"]}))
-        for k in plan["kernels"]
+        ("a1", ContainerRow.of({"name": k.container_name, "labels": k.labels}))
+        for k in plan.kernels
     ]
-    entry = reconcile.adopted("s1", plan["session_id"], rows, now=1500.0)
+    entry = reconcile.adopted("s1", plan.session_id, rows, now=1500.0)
     assert (entry.deadline, entry.end_signal) == (1601, "USR1@300")
     # Rebuilt at 1500, it still ends at 1601: a rebuild does not give it a new lifetime.
     assert reservations.time_left(entry, 1500.0) == 101.0

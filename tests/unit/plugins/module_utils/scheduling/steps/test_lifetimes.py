@@ -12,12 +12,12 @@ from ansible_collections.bai.cluster.plugins.module_utils.containers.listing imp
     format_table,
     summarize_sessions,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.engine.container_row import (
+    ContainerRow,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import (
     document,
     reservations,
-)
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.container_row import (
-    ContainerRow,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.records import (
     Reservation,
@@ -44,17 +44,15 @@ def spec(**raw):
 
 def planned(**raw):
     one = spec(**raw)
-    plan = plan_session(one, [Agent("a1", "default", 4, 8 * GI, 0)])
-    plan["spec"] = spec_canonical(one)
-    return plan
+    return plan_session(one, [Agent("a1", "default", 4, 8 * GI, 0)])
 
 
 def test_the_lifetime_is_in_the_spec_and_on_the_labels_but_not_in_the_hash():
     assert spec_hash(spec(lifetime_s=600)) == spec_hash(spec()) == spec_hash(spec(lifetime_s=0))
     assert spec_canonical(spec(lifetime_s="600"))["lifetime_s"] == 600
     assert "lifetime_s" not in spec_canonical(spec())
-    assert {k["labels"][LABEL_LIFETIME] for k in planned(lifetime_s=600)["kernels"]} == {"600"}
-    assert all(LABEL_LIFETIME not in k["labels"] for k in planned()["kernels"])
+    assert {k.labels[LABEL_LIFETIME] for k in planned(lifetime_s=600).kernels} == {"600"}
+    assert all(LABEL_LIFETIME not in k.labels for k in planned().kernels)
     with pytest.raises(SpecError, match="lifetime_s: got -1"):
         spec(lifetime_s=-1)
 
@@ -96,10 +94,10 @@ def test_a_session_without_a_lifetime_never_ends_by_it():
 def test_a_ledger_rebuilt_from_the_labels_gets_the_lifetime_back():
     plan = planned(lifetime_s=90, owner="erin")
     rows = [
-        ("a1", ContainerRow.of({"name": k["container_name"], "labels": k["labels"]}))
-        for k in plan["kernels"]
+        ("a1", ContainerRow.of({"name": k.container_name, "labels": k.labels}))
+        for k in plan.kernels
     ]
-    entry = reconcile.adopted("s1", plan["session_id"], rows, now=5.0)
+    entry = reconcile.adopted("s1", plan.session_id, rows, now=5.0)
     assert (entry.lifetime_s, entry.owner) == (90, "erin")
     assert "deadline" not in entry.to_dict()  # the plan's labels: before the ledger gave it one
 
@@ -112,8 +110,8 @@ def test_list_gives_the_time_left_at_the_ledgers_time():
     reservations.mark_ready(ledger, "s1", entry.session_id, 3.0)
     read = ledger.to_dict()["sessions"]  # what the listing is given: the ledger's read
     containers = [
-        {"agent": "a1", "name": k["container_name"], "state": "running", "labels": k["labels"]}
-        for k in plan["kernels"]
+        {"agent": "a1", "name": k.container_name, "state": "running", "labels": k.labels}
+        for k in plan.kernels
     ]
     (row,) = summarize_sessions(containers, read, now=400.0)
     assert (row["lifetime_s"], row["time_left"]) == (3600, 3200.0)

@@ -44,21 +44,20 @@ def test_the_owner_is_in_the_spec_but_not_in_its_hash():
 
 def test_every_label_and_the_ledger_entry_carry_the_owner():
     plan = plan_session(spec(owner="alice"), [Agent("a1", "default", 4, 8 * GI, 0)])
-    assert {k["labels"][LABEL_OWNER] for k in plan["kernels"]} == {"alice"}
-    assert plan["network"]["labels"][LABEL_OWNER] == "alice"
-    plan["spec"] = spec_canonical(spec(owner="alice"))
+    assert {k.labels[LABEL_OWNER] for k in plan.kernels} == {"alice"}
+    assert plan.network.labels[LABEL_OWNER] == "alice"
     entry = reservations.reservation(plan, now=1.0, ttl=60)
     assert entry.owner == "alice"
     unowned = plan_session(spec(), [Agent("a1", "default", 4, 8 * GI, 0)])
-    assert all(LABEL_OWNER not in k["labels"] for k in unowned["kernels"])
+    assert all(LABEL_OWNER not in k.labels for k in unowned.kernels)
 
 
 def test_list_rows_give_the_owner_and_the_table_a_column():
     plan = plan_session(spec(owner="alice"), [Agent("a1", "default", 4, 8 * GI, 0)])
     rows = summarize_sessions(
         [
-            {"agent": "a1", "name": k["container_name"], "state": "running", "labels": k["labels"]}
-            for k in plan["kernels"]
+            {"agent": "a1", "name": k.container_name, "state": "running", "labels": k.labels}
+            for k in plan.kernels
         ]
     )
     assert rows[0]["owner"] == "alice"

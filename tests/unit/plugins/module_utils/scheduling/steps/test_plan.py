@@ -20,6 +20,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.containers.listing imp
     format_table,
     summarize_sessions,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.engine.container_row import (
+    ContainerRow,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.network.subnets import (
     DEFAULT_SUBNET_POOL,
     DEFAULT_SUBNET_PREFIX,
@@ -27,9 +30,6 @@ from ansible_collections.bai.cluster.plugins.module_utils.network.subnets import
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.capacity import (
     agent_capacity,
-)
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.container_row import (
-    ContainerRow,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
     Agent,
@@ -43,6 +43,12 @@ from ansible_collections.bai.cluster.plugins.module_utils.session.model import (
     Resources,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.session.spec import normalize_spec
+
+
+def planned(*args, **kwargs):
+    """The plan as the module gives it (SessionPlan.to_dict)."""
+    return plan_session(*args, **kwargs).to_dict()
+
 
 GI = 1024**3
 
@@ -77,7 +83,7 @@ def as_existing(plan, state="running", ports=()):
 
 # --- create ---------------------------------------------------------------------------
 def test_new_session_is_planned_on_one_agent_with_a_bridge():
-    got = plan_session(spec(size=3), [agent("a1"), agent("a2", used_cpu=1)])
+    got = planned(spec(size=3), [agent("a1"), agent("a2", used_cpu=1)])
     assert got["action"] == "create"
     assert got["ready"] is False
     assert got["mode"] == "single-node"
@@ -111,11 +117,11 @@ def test_new_session_is_planned_on_one_agent_with_a_bridge():
 def test_the_plan_s_kernels_read_back_into_the_same_objects():
     """The agents read plan.kernels into PlannedKernel, the object the plan made them
     from: one shape from the plan to the containers."""
-    got = plan_session(spec(size=3, resources={"cpu": 0.5, "shm": "128m"}), [agent("a1")])
+    got = planned(spec(size=3, resources={"cpu": 0.5, "shm": "128m"}), [agent("a1")])
     for raw in got["kernels"]:
-        planned = PlannedKernel.from_dict(raw)
-        assert planned.to_dict() == raw
-        assert (planned.hostname, planned.agent, planned.resources.shm) == (
+        kernel = PlannedKernel.from_dict(raw)
+        assert kernel.to_dict() == raw
+        assert (kernel.hostname, kernel.agent, kernel.resources.shm) == (
             raw["hostname"],
             "a1",
             128 * 1024**2,
@@ -131,7 +137,7 @@ def test_the_plan_s_kernels_read_back_into_the_same_objects():
     ],
 )
 def test_a_kernel_that_is_not_the_plan_s_is_named(change, says):
-    raw = {**plan_session(spec(size=1), [agent("a1")])["kernels"][0], **change}
+    raw = {**planned(spec(size=1), [agent("a1")])["kernels"][0], **change}
     with pytest.raises(SpecError, match=re.escape(says)):
         PlannedKernel.from_dict(raw)
 
@@ -139,13 +145,13 @@ def test_a_kernel_that_is_not_the_plan_s_is_named(change, says):
 def test_size_1_has_a_bridge_of_its_own():
     """Not the engine's default bridge, where an engine with icc on lets every size-1
     session reach the others (docs/networks.md#isolation-between-sessions)."""
-    got = plan_session(spec(size=1), [agent("a1")])
+    got = planned(spec(size=1), [agent("a1")])
     assert (got["network"]["name"], got["network"]["driver"]) == ("bai-s1-net", "bridge")
     assert got["summary"]["network"] == "bai-s1-net"
 
 
 def test_spread_session_plans_an_overlay():
-    got = plan_session(spec(size=4, mode="multi-node"), [agent("a1", cpu=2), agent("a2", cpu=2)])
+    got = planned(spec(size=4, mode="multi-node"), [agent("a1", cpu=2), agent("a2", cpu=2)])
     assert got["mode"] == "multi-node"
     assert sorted(got["agents"]) == ["a1", "a2"]
     assert got["agents"][0] == got["kernels"][0]["agent"]
@@ -155,7 +161,7 @@ def test_spread_session_plans_an_overlay():
 
 def test_pending_is_raised_not_planned():
     with pytest.raises(Pending, match="PENDING"):
-        plan_session(spec(size=5), [agent("a1"), agent("a2")])
+        planned(spec(size=5), [agent("a1"), agent("a2")])
 
 
 def test_missing_image_or_mount_source_on_the_chosen_agent():
@@ -165,20 +171,20 @@ def test_missing_image_or_mount_source_on_the_chosen_agent():
         "a2": {"images": {"bai/session:latest": True}, "paths": {"/data": True}},
     }
     with pytest.raises(SpecError) as err:
-        plan_session(raw, [agent("a1"), agent("a2", used_cpu=1)], inventory=inventory)
+        planned(raw, [agent("a1"), agent("a2", used_cpu=1)], inventory=inventory)
     text = str(err.value)
     assert "image bai/session:latest not on agent a1" in text
     assert "mounts[0].src: /data does not exist on agent a1" in text
     # An agent not asked about (no inventory entry) is not held against the plan.
-    assert plan_session(raw, [agent("a1")], inventory={})["action"] == "create"
+    assert planned(raw, [agent("a1")], inventory={})["action"] == "create"
 
 
 # --- exists / conflicts ---------------------------------------------------------------
 def test_same_spec_again_reads_ids_and_placement_back():
-    first = plan_session(spec(size=3), [agent("a1"), agent("a2")])
+    first = planned(spec(size=3), [agent("a1"), agent("a2")])
     port = {"container_port": 2200, "host_port": 30007}
     existing = as_existing(first, ports=[port])
-    again = plan_session(spec(size=3), [agent("a1"), agent("a2")], rows_of(existing))
+    again = planned(spec(size=3), [agent("a1"), agent("a2")], rows_of(existing))
     assert again["action"] == "exists"
     assert again["ready"] is True
     assert again["ssh_port"] == 30007
@@ -186,13 +192,13 @@ def test_same_spec_again_reads_ids_and_placement_back():
     assert again["kernels"] == first["kernels"]
     stopped = as_existing(first)
     stopped[1]["state"] = "exited"
-    assert plan_session(spec(size=3), [], rows_of(stopped))["ready"] is False
+    assert planned(spec(size=3), [], rows_of(stopped))["ready"] is False
 
 
 def test_other_spec_is_a_conflict_that_describes_both():
-    first = plan_session(spec(size=2), [agent("a1")])
+    first = planned(spec(size=2), [agent("a1")])
     with pytest.raises(SessionConflict) as err:
-        plan_session(spec(size=3), [agent("a1")], rows_of(as_existing(first)))
+        planned(spec(size=3), [agent("a1")], rows_of(as_existing(first)))
     text = str(err.value)
     assert "already exists with a different spec" in text
     assert "Existing: 2 container(s): main x1" in text
@@ -201,22 +207,22 @@ def test_other_spec_is_a_conflict_that_describes_both():
 
 
 def test_env_change_is_a_conflict_too():
-    first = plan_session(spec(size=2), [agent("a1")])
+    first = planned(spec(size=2), [agent("a1")])
     with pytest.raises(SessionConflict, match="different spec"):
-        plan_session(spec(size=2, env={"A": "1"}), [agent("a1")], rows_of(as_existing(first)))
+        planned(spec(size=2, env={"A": "1"}), [agent("a1")], rows_of(as_existing(first)))
 
 
 def test_incomplete_session_is_a_conflict():
-    first = plan_session(spec(size=3), [agent("a1")])
+    first = planned(spec(size=3), [agent("a1")])
     with pytest.raises(SessionConflict, match=r"incomplete \(missing: sub2"):
-        plan_session(spec(size=3), [agent("a1")], rows_of(as_existing(first)[:2]))
+        planned(spec(size=3), [agent("a1")], rows_of(as_existing(first)[:2]))
 
 
 def test_two_attempts_of_one_name_is_a_conflict():
-    one = as_existing(plan_session(spec(size=2), [agent("a1")]))
-    two = as_existing(plan_session(spec(size=2), [agent("a1")]))
+    one = as_existing(planned(spec(size=2), [agent("a1")]))
+    two = as_existing(planned(spec(size=2), [agent("a1")]))
     with pytest.raises(SessionConflict, match="more than one attempt"):
-        plan_session(spec(size=2), [agent("a1")], rows_of(one + two[1:]))
+        planned(spec(size=2), [agent("a1")], rows_of(one + two[1:]))
 
 
 def test_placement_failure_is_what_both_placing_modules_report():
@@ -286,8 +292,8 @@ def test_pool_exhaustion_and_bad_pool_are_clear():
 
 # --- listing ----------------------------------------------------------------------------
 def test_sessions_are_summarised_across_agents():
-    one = plan_session(spec(size=3, mode="multi-node"), [agent("a1", cpu=2), agent("a2", cpu=2)])
-    two = plan_session(normalize_spec({"name": "s2", "size": 2}), [agent("a1")])
+    one = planned(spec(size=3, mode="multi-node"), [agent("a1", cpu=2), agent("a2", cpu=2)])
+    two = planned(normalize_spec({"name": "s2", "size": 2}), [agent("a1")])
     containers = as_existing(one) + as_existing(two)
     containers[-1]["state"] = "exited"
     containers.append({"agent": "a1", "name": "other", "state": "running", "labels": {}})
@@ -304,13 +310,13 @@ def test_sessions_are_summarised_across_agents():
 
 
 def test_a_session_missing_containers_is_incomplete_even_if_all_found_run():
-    plan = plan_session(spec(size=3), [agent("a1")])
+    plan = planned(spec(size=3), [agent("a1")])
     (row,) = summarize_sessions(as_existing(plan)[:2])
     assert (row["size"], row["found"], row["state"]) == (3, 2, "incomplete")
 
 
 def test_a_session_whose_containers_all_stopped_is_stopped():
-    plan = plan_session(spec(size=2), [agent("a1")])
+    plan = planned(spec(size=2), [agent("a1")])
     stopped = [{**c, "state": "exited"} for c in as_existing(plan)]
     (row,) = summarize_sessions(stopped)
     assert (row["state"], row["running"]) == ("stopped", 0)

@@ -63,7 +63,7 @@ def test_reconcile_settles_each_kind_of_reservation():
         row("whole", ids["whole"], "main1"),
         row("whole", ids["whole"], "sub1"),
         row("partial", ids["partial"], "main1"),
-        row("dead", dead["session_id"], "main1"),
+        row("dead", dead.session_id, "main1"),
     ]
     done = reconcile.reconcile(ledger, [read_with("a1", rows)], now=2000.0, every_agent_read=False)
     assert done.dropped == ["dead", "gone"]  # dead: part of it removed, then dropped
@@ -71,7 +71,7 @@ def test_reconcile_settles_each_kind_of_reservation():
     assert done.incomplete == ["partial"] and done.in_flight == ["flying"]
     assert done.unchecked == ["away"]
     assert done.remove == [
-        {"agent": "a1", "session": "dead", "session_id": dead["session_id"], "containers": 1}
+        {"agent": "a1", "session": "dead", "session_id": dead.session_id, "containers": 1}
     ]
     assert sorted(ledger.sessions) == ["away", "flying", "partial", "whole"]
 
