@@ -5,7 +5,8 @@ them. When nothing fits now, ``Pending`` says why. GPUs are whole devices, never
 device to two containers. An agent's use is read back from its containers' labels.
 
     request.py   PlacementRequest (built once per session) and Placement (the answer)
-    agent.py     Agent, OutOfService, and agent_from_read: an agent's read -> Agent
+    agent.py     Agent, OutOfService, Stock (an agent's images and mount sources), and
+                 agent_from_read: an agent's read -> Agent
     domain.py    the seam: a Domain of agents, and the Rule that narrows one
     group.py     the resource-group rule
     rules.py     RULES, the rules in the order they apply (add a rule here)
@@ -21,6 +22,7 @@ from __future__ import annotations
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement.agent import (
     Agent,
     OutOfService,
+    Stock,
     agent_from_read,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement.fit import (
@@ -40,6 +42,7 @@ __all__ = [
     "OutOfService",
     "Placement",
     "PlacementRequest",
+    "Stock",
     "agent_from_read",
     "assign_gpu_devices",
     "out_of_service_note",

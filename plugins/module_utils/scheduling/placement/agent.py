@@ -9,7 +9,7 @@ whichever it is, :func:`agent_from_read` makes the ``Agent``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -73,6 +73,22 @@ class Agent:
             gpu = min(gpu, len(self.free_devices))
         cpu = round(float(self.cpu) - float(self.used_cpu), 6)  # as Resources.__sub__
         return Resources(cpu, int(self.mem) - int(self.used_mem), gpu)
+
+
+@dataclass(frozen=True)
+class Stock:
+    """What an agent is known to have of what a session asks for: per image reference and
+    per mount source, whether it is there (bai_agent_info's ``images`` and ``paths``).
+    What it was not asked about is not known, and never refuses."""
+
+    images: Mapping[str, bool] = field(default_factory=dict)
+    paths: Mapping[str, bool] = field(default_factory=dict)
+
+    def lacks_image(self, ref: str) -> bool:
+        return self.images.get(ref) is False
+
+    def lacks_path(self, path: str) -> bool:
+        return self.paths.get(path) is False
 
 
 @dataclass(frozen=True)

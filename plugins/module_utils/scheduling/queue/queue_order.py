@@ -82,6 +82,23 @@ class QueuePolicy:
     preempt_grace_s: float = PREEMPT_GRACE_S
 
 
+@dataclass(frozen=True)
+class Policies:
+    """``bai_session_policies``, parsed once per run of the ledger module: each owner's
+    limits (policies.parse_policies: "default" and each owner named) and the queue's
+    policy."""
+
+    owners: Mapping[str, Mapping[str, float | None]] = field(
+        default_factory=lambda: {"default": {}}
+    )
+    queue: QueuePolicy = field(default_factory=QueuePolicy)
+
+    @classmethod
+    def of(cls, raw: Any) -> Policies:
+        """Parse raw ``bai_session_policies`` (SpecError naming the field)."""
+        return cls(parse_policies(raw), parse_queue_policy(raw))
+
+
 def parse_queue_policy(raw: Any) -> QueuePolicy:
     """The queue section of raw ``bai_session_policies`` (SpecError naming the field)."""
     section = raw.get("queue") if isinstance(raw, Mapping) else None
@@ -157,13 +174,13 @@ class QueueOrder:
         return (group, *priority.order_key(value, head, submitted_at, seq, name))
 
 
-def order_of(raw_policies: Any, ledger: Ledger, now: float, full: bool = False) -> QueueOrder:
-    """The order of ``ledger``'s queue at ``now`` under raw ``bai_session_policies``
+def order_of(given: Policies, ledger: Ledger, now: float, full: bool = False) -> QueueOrder:
+    """The order of ``ledger``'s queue at ``now`` under the policies ``given``
     (``full``: with the usage and shares even for ``fifo``, for :func:`explain`)."""
-    policy = parse_queue_policy(raw_policies)
+    policy = given.queue
     if policy.order == FIFO and not full:
         return QueueOrder(policy)
-    policies = parse_policies(raw_policies)
+    policies = given.owners
     usage = fair_usage.current(ledger, now, policy.weights.half_life_s)
     owners = set(usage.units) | {str(e.owner or "") for e in (ledger.queue or {}).values()}
     shares = {owner: standing(policies, owner)[1] for owner in owners}
@@ -239,10 +256,10 @@ def _pass_view(decision: Decision, ordering: QueueOrder) -> dict[str, Any]:
     }
 
 
-def backfill_of(raw_policies: Any, ledger: Ledger, now: float) -> Backfill | None:
+def backfill_of(given: Policies, ledger: Ledger, now: float) -> Backfill | None:
     """The pass's backfill (queued.Backfill) when the policy asks for it: every
     reservation's containers with the end of its lifetime (None: no lifetime)."""
-    policy = parse_queue_policy(raw_policies)
+    policy = given.queue
     if not policy.backfill:
         return None
     running = [
@@ -253,10 +270,10 @@ def backfill_of(raw_policies: Any, ledger: Ledger, now: float) -> Backfill | Non
     return Backfill(tuple(running), now, policy.backfill_margin_s)
 
 
-def with_lifetimes(queue: list[Waiting], raw_policies: Any) -> list[Waiting]:
+def with_lifetimes(queue: list[Waiting], given: Policies) -> list[Waiting]:
     """``queue`` with each session's lifetime as it will run: its own, else its owner's
     longest (policies.lifetime); what backfill counts on."""
-    parsed = parse_policies(raw_policies)
+    parsed = given.owners
     out = []
     for session in queue:
         life = lifetime(limits_for(parsed, session.owner), session.lifetime_s or 0)

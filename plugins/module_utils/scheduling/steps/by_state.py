@@ -218,7 +218,7 @@ def _queued_explained(
     entry = queue_.queue_of(ledger).get(name)
     if entry is None:
         return None
-    ordering = queue_order.order_of(request.policies, ledger, now, full=True)
+    ordering = queue_order.order_of(request.policy, ledger, now, full=True)
     decision = _passed(request, ledger, now, nodes, ordering).get(name)
     return {
         **queued_view(ledger, name, ordering),
@@ -230,7 +230,7 @@ def _queue_explained(
     request: LedgerRequest, ledger: Ledger, now: float, nodes: Mapping[str, roster.SwarmNode] | None
 ) -> list[dict[str, Any]]:
     """The whole queue in order, each session with why it is where it is."""
-    ordering = queue_order.order_of(request.policies, ledger, now, full=True)
+    ordering = queue_order.order_of(request.policy, ledger, now, full=True)
     entries = queue_.queue_of(ledger)
     decisions = _passed(request, ledger, now, nodes, ordering)
     return [

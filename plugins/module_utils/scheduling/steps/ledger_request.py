@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from functools import cached_property
 from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
@@ -23,11 +24,8 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger impo
     ledger_store,
     roster,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue.policies import (
-    parse_policies,
-)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue.queue_order import (
-    parse_queue_policy,
+    Policies,
 )
 
 # The module's options (plugins/modules/bai_session_ledger.py documents each one).
@@ -100,6 +98,12 @@ class LedgerRequest:
     lease_s: int = 300
     check_mode: bool = False
 
+    @cached_property
+    def policy(self) -> Policies:
+        """``policies`` parsed (SpecError naming the field; :func:`check` refuses it
+        before anything is read)."""
+        return Policies.of(self.policies)
+
     @classmethod
     def from_params(cls, params: Mapping[str, Any], check_mode: bool = False) -> LedgerRequest:
         """The request a module's ``params`` make (options it does not read are left out)."""
@@ -126,8 +130,7 @@ def check(request: LedgerRequest) -> None:
     if state == "reconciled" and request.agent_info is None:
         raise LedgerFailure("bai_session_ledger: state=reconciled needs agent_info")
     try:  # bad limits are refused before anything is read
-        parse_policies(request.policies)
-        parse_queue_policy(request.policies)
+        _ = request.policy  # parsed once, here: refused before anything is read
     except SpecError as exc:
         raise LedgerFailure(f"bai_session_ledger: {exc}; nothing was changed") from None
 

@@ -50,6 +50,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement i
     Agent,
     OutOfService,
     PlacementRequest,
+    Stock,
     agent_from_read,
     assign_gpu_devices,
     place,
@@ -152,22 +153,24 @@ def network_plan(spec: SessionSpec, agents_used: Sequence[str], *, session_id: s
     )
 
 
+NOTHING_KNOWN = Stock()
+
+
 def plan_session(
     spec: SessionSpec,
     agents: Sequence[Agent],
     existing: Sequence[ContainerRow] = (),
     *,
-    inventory: Mapping[str, Mapping[str, Any]] | None = None,
+    inventory: Mapping[str, Stock] | None = None,
     out_of_service: Sequence[OutOfService] = (),
     session_id: str | None = None,
 ) -> SessionPlan:
     """Decide what creating ``spec`` means now. Pure: the caller supplies the agents
     (capacity and use), the containers of this session name found on them
     (``existing``: their rows, with agent, name, state, image and labels) and, optionally,
-    per agent which images and mount sources it has (``inventory``: agent ->
-    {"images": {ref: bool}, "paths": {path: bool}}).
+    per agent which images and mount sources it has (``inventory``: agent -> Stock).
 
-    Returns the :class:`SessionPlan` (session_plan.py says what each field means).
+    Returns the :class:`SessionPlan` (session/plan.py says what each field means).
 
     ``session_id``: the id a created session keeps (a batch session's gang starting
     again, scheduling/steps/restarts.py); a fresh one when None.
@@ -262,16 +265,15 @@ def _check_inventory(
     spec: SessionSpec,
     kernels: Sequence[Kernel],
     assignment: Mapping[str, str],
-    inventory: Mapping[str, Mapping[str, Any]],
+    inventory: Mapping[str, Stock],
 ) -> None:
     """Fail before anything is made if a chosen agent lacks an image or a mount source."""
     problems = []
     seen = set()
     for kernel in kernels:
         agent = assignment[kernel.hostname]
-        images = inventory.get(agent, {}).get("images") or {}
         key = (agent, kernel.image)
-        if kernel.image in images and not images[kernel.image] and key not in seen:
+        if inventory.get(agent, NOTHING_KNOWN).lacks_image(kernel.image) and key not in seen:
             seen.add(key)
             problems.append(
                 f"image {kernel.image} not on agent {agent} (no registry is used: "
@@ -279,9 +281,9 @@ def _check_inventory(
                 f"save/load)"
             )
     for agent in dict.fromkeys(assignment.values()):
-        paths = inventory.get(agent, {}).get("paths") or {}
+        stock = inventory.get(agent, NOTHING_KNOWN)
         for i, mount in enumerate(spec.mounts):
-            if mount.src in paths and not paths[mount.src]:
+            if stock.lacks_path(mount.src):
                 problems.append(
                     f"mounts[{i}].src: {mount.src} does not exist on agent {agent}; "
                     f"create the data folder there first"
@@ -294,7 +296,7 @@ def agents_from_info(
     agents: Sequence[Mapping[str, Any]] | None,
     existing: Sequence[Mapping[str, Any]] | None,
     agent_info: Sequence[Mapping[str, Any]] | None,
-) -> tuple[list[Agent] | None, list[ContainerRow], dict[str, dict[str, Any]]]:
+) -> tuple[list[Agent] | None, list[ContainerRow], dict[str, Stock]]:
     """Agents, the containers of the session found on them and per-agent inventory
     (images, paths), from bai_session_plan's ``agents``/``existing`` options and the
     registered results of bai_agent_info (``agent_info``). Agents is None when neither
@@ -310,7 +312,7 @@ def agents_from_reads(
     reads: Sequence[AgentRead],
     declared: Sequence[Mapping[str, Any]] = (),
     existing: Sequence[ContainerRow] = (),
-) -> tuple[list[Agent], list[ContainerRow], dict[str, dict[str, Any]]]:
+) -> tuple[list[Agent], list[ContainerRow], dict[str, Stock]]:
     """Placement's agents, the session's containers the reads show (after ``existing``)
     and per-agent inventory (images, paths) of ``declared`` agents (bai_session_plan's
     ``agents``) and the agents' reads."""
@@ -325,8 +327,8 @@ def agents_from_reads(
     found, inventory = [], {}
     for i, raw in enumerate(raw_agents):
         found.append(agent_from_read(raw, f"agents[{i}]"))
-        inventory[str(raw["name"])] = {
-            "images": raw.get("images") or {},
-            "paths": raw.get("paths") or {},
-        }
+        inventory[str(raw["name"])] = Stock(
+            {str(k): bool(v) for k, v in (raw.get("images") or {}).items()},
+            {str(k): bool(v) for k, v in (raw.get("paths") or {}).items()},
+        )
     return found, found_existing, inventory

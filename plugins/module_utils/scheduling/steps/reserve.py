@@ -40,7 +40,6 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue impor
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue.policies import (
     lifetime,
     limits_for,
-    parse_policies,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps import restarts
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.create_reads import (
@@ -203,7 +202,7 @@ def _plan(
         entry = replace(entry, name=spec.name)
     if usage.before_placing(entry, existing, read_at) == "place" and entry is not None:
         del ledger.sessions[spec.name]  # stale: its containers are gone
-    policies = parse_policies(request.policies)
+    policies = request.policy.owners
     limits = limits_for(policies, spec.owner)
     if spec.name not in ledger.sessions and not existing:
         refuse_past_limits(request, spec, limits, ledger)
@@ -230,10 +229,10 @@ def _plan(
         bool(queued and queued.head),
     )
     ordering = order(request, ledger, now)
-    filling = queue_order.backfill_of(request.policies, ledger, now)
+    filling = queue_order.backfill_of(request.policy, ledger, now)
     ahead_of_me = queue_.waiting(ledger, ordering)
     room = queue_.room(
-        queue_order.with_lifetimes(ahead_of_me, request.policies) if filling else ahead_of_me,
+        queue_order.with_lifetimes(ahead_of_me, request.policy) if filling else ahead_of_me,
         me,
         usable,
         out_of_service=passed_over,

@@ -41,7 +41,6 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue.polic
     Limits,
     forever,
     limits_for,
-    parse_policies,
     refusal,
     standing,
     usage,
@@ -94,7 +93,7 @@ def refuse_past_limits(
 
 
 def owner_refusal(
-    policies: Mapping[str, Any], ledger: Ledger
+    policies: Mapping[str, Mapping[str, float | None]], ledger: Ledger
 ) -> Callable[[queue_.Waiting, Sequence[queue_.Waiting]], str]:
     """For the queue's pass: why the owner's limits hold a queued session back, counting
     the ledger's sessions and those this pass starts before it."""
@@ -117,7 +116,7 @@ def queued_view(ledger: Ledger, name: str, order: queue_.Order = queue_.fifo) ->
 
 def order(request: LedgerRequest, ledger: Ledger, now: float) -> queue_.Order:
     """The queue's order in this step, under the request's policies (queue_order.py)."""
-    return queue_order.order_of(request.policies, ledger, now)
+    return queue_order.order_of(request.policy, ledger, now)
 
 
 def wait_in_queue(
@@ -230,13 +229,13 @@ def decide(
     cannot disagree)."""
     agents, away = known or pass_agents(request, ledger, nodes)
     ordering = ordering or order(request, ledger, now)
-    filling = queue_order.backfill_of(request.policies, ledger, now)
+    filling = queue_order.backfill_of(request.policy, ledger, now)
     queued = queue_.waiting(ledger, ordering)
     return queue_.schedule(
-        queue_order.with_lifetimes(queued, request.policies) if filling else queued,
+        queue_order.with_lifetimes(queued, request.policy) if filling else queued,
         agents,
         out_of_service=away,
-        refuse=owner_refusal(parse_policies(request.policies), ledger),
+        refuse=owner_refusal(request.policy.owners, ledger),
         order=ordering,
         backfill=filling,
     )
@@ -251,10 +250,10 @@ def preempts(
 ) -> preemption.Preemption | None:
     """What this pass preempts (preemption.py), marked in the ledger; None when the
     policy turns preemption off or nothing is to be preempted."""
-    policy = queue_order.parse_queue_policy(request.policies)
+    policy = request.policy.queue
     if not policy.preemption:
         return None
-    parsed = parse_policies(request.policies)
+    parsed = request.policy.owners
     chosen = preemption.plan(
         decisions,
         agents,
@@ -317,16 +316,16 @@ def scheduled(
         "more": more + (chosen is not None),
         "waiting": len(entries),
         "queue": queue_list(ledger, order=ordering),
-        "preempt": _preempt_result(ledger, chosen, request.policies),
+        "preempt": _preempt_result(ledger, chosen, request.policy.queue),
     }
 
 
 def _preempt_result(
-    ledger: Ledger, chosen: preemption.Preemption | None, raw_policies: Any
+    ledger: Ledger, chosen: preemption.Preemption | None, policy: queue_order.QueuePolicy
 ) -> dict[str, Any]:
     """What session_schedule.yml needs to preempt: the victims, why, and the warnings to
     send first (their end signals, the longest lead within preempt_grace_s); {} for none."""
     if chosen is None:
         return {}
-    cap = queue_order.parse_queue_policy(raw_policies).preempt_grace_s
+    cap = policy.preempt_grace_s
     return {**chosen.as_result(), **end_signals.warnings(ledger.sessions, chosen.victims, cap)}

@@ -21,6 +21,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue.polic
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue.queue_order import (
     PRIORITY,
+    Policies,
     QueueOrder,
     QueuePolicy,
     order_of,
@@ -167,7 +168,7 @@ def test_with_one_owner_priority_order_is_fifo(submitted, heads, used):
         q.Waiting(f"s{i}", "default", "multi-node", (), at, seq=i, owner="solo", head=heads[i])
         for i, at in enumerate(submitted)
     ]
-    by_priority = order_of(BY_PRIORITY, ledger, 2e6)
+    by_priority = order_of(Policies.of(BY_PRIORITY), ledger, 2e6)
     assert q.ordered(queue, by_priority) == q.ordered(queue, q.fifo)
 
 
@@ -184,16 +185,16 @@ def test_fair_share_moves_a_heavy_owner_back_and_decay_brings_them_forward():
         )
         for name, owner, at, seq in (("h", "heavy", 0.0, 1), ("l", "light", 60.0, 2))
     }
-    soon = order_of(BY_PRIORITY, ledger, 3600.0)
+    soon = order_of(Policies.of(BY_PRIORITY), ledger, 3600.0)
     keys = sorted(ledger.queue, key=lambda n: q.entry_key(ledger.queue[n], soon))
     assert keys == ["l", "h"]
     assert soon.factors("heavy", 0.0).fairshare < soon.factors("light", 60.0).fairshare == 1.0
     # Ten half-lives on (and the age factor full for both), heavy's use is forgotten:
     # submission order again.
-    later = order_of(BY_PRIORITY, ledger, 10 * priority.Weights().half_life_s)
+    later = order_of(Policies.of(BY_PRIORITY), ledger, 10 * priority.Weights().half_life_s)
     keys = sorted(ledger.queue, key=lambda n: q.entry_key(ledger.queue[n], later))
     assert keys == ["h", "l"]
-    assert isinstance(soon, QueueOrder) and order_of(None, ledger, 0).policy.order == PRIORITY
+    assert isinstance(soon, QueueOrder) and order_of(Policies(), ledger, 0).policy.order == PRIORITY
 
 
 def test_explain_says_each_factor_and_the_cli_prints_it(tmp_path):

@@ -33,6 +33,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.capa
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
     Agent,
+    Stock,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.plan import (
     placement_failure,
@@ -167,8 +168,8 @@ def test_pending_is_raised_not_planned():
 def test_missing_image_or_mount_source_on_the_chosen_agent():
     raw = spec(size=2, mounts=[{"src": "/data", "dst": "/home/work/data"}])
     inventory = {
-        "a1": {"images": {"bai/session:latest": False}, "paths": {"/data": False}},
-        "a2": {"images": {"bai/session:latest": True}, "paths": {"/data": True}},
+        "a1": Stock({"bai/session:latest": False}, {"/data": False}),
+        "a2": Stock({"bai/session:latest": True}, {"/data": True}),
     }
     with pytest.raises(SpecError) as err:
         planned(raw, [agent("a1"), agent("a2", used_cpu=1)], inventory=inventory)
