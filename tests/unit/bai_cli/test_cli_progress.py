@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bai_cli.progress import PlayProgress, Printer, SessionProgress, step_of
+from bai_cli.progress import STEPS, PlayProgress, Printer, SessionProgress, step_of
 
 REPO = Path(__file__).resolve().parents[3]
 IMPORT_TASKS = "ansible.builtin.import_tasks"
@@ -62,6 +62,26 @@ def test_every_session_task_maps_to_a_step(playbook):
     assert names, f"no tasks found in {playbook}"
     unmapped = [name for name in names if step_of(name) is None]
     assert not unmapped, f"tasks without a progress step (update bai_cli/progress.py): {unmapped}"
+
+
+def test_every_step_prefix_names_a_task_of_the_playbooks():
+    """The table has no entry a renamed or removed task (or play) left behind."""
+    names: set[str] = set()
+
+    def named(node) -> None:
+        if isinstance(node, list):
+            for item in node:
+                named(item)
+        elif isinstance(node, dict):
+            if isinstance(node.get("name"), str):
+                names.add(node["name"])
+            for value in node.values():
+                named(value)
+
+    for path in (REPO / "playbooks").rglob("*.yml"):
+        named(yaml.safe_load(path.read_text()))
+    stale = [prefix for prefix, _step in STEPS if not any(n.startswith(prefix) for n in names)]
+    assert not stale, f"STEPS entries that match no task (remove them): {stale}"
 
 
 def test_step_names():
