@@ -31,20 +31,20 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import os
 import re
 import subprocess
-import sys
 import tarfile
 import textwrap
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import docker
 import pytest
 import yaml
-from conftest import finish_playbook, start_playbook
+from conftest import ansible, finish_playbook, start_playbook
+from labtools import one_line, recap
 
 pytestmark = [pytest.mark.integration]
 
@@ -55,29 +55,20 @@ SIM_IMAGE = "bai/lab-node:latest"
 SIM_LABEL = "ai.backend.cluster.gpu-sim"
 
 
-def ansible(tool: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess[str]:
-    full_env = {
-        **os.environ,
-        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-        "ANSIBLE_NOCOLOR": "1",
-        **(env or {}),
-    }
-    cmd = [str(Path(sys.executable).parent / tool), *args]
-    return subprocess.run(
-        cmd, cwd=ROOT, env=full_env, text=True, capture_output=True, timeout=600, check=False
+def adhoc_json(module: str, *args: str) -> dict[str, Any]:
+    """Run ``module`` on the agents ad hoc, with the json callback: each agent's result."""
+    run = ansible(
+        "ansible",
+        "agents",
+        "-m",
+        module,
+        *args,
+        env={"ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "ANSIBLE_STDOUT_CALLBACK": "json"},
     )
-
-
-def recap(output: str) -> dict[str, dict[str, int]]:
-    rows = {}
-    for m in re.finditer(r"^(\S+)\s+:\s+((?:\w+=\d+\s*)+)$", output, re.M):
-        rows[m.group(1)] = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(2))}
-    return rows
-
-
-def flat(output: str) -> str:
-    """Ansible wraps long messages; compare with whitespace collapsed."""
-    return " ".join(output.replace("''", "'").split())
+    assert run.returncode == 0, tail(run)
+    # The json callback's document; the timing callback prints after it.
+    document, _end = json.JSONDecoder().raw_decode(run.stdout[run.stdout.index("{") :])
+    return document["plays"][0]["tasks"][0]["hosts"]
 
 
 def tail(run: subprocess.CompletedProcess[str]) -> str:
@@ -111,7 +102,7 @@ def test_lab_agents_have_no_gpu_and_nothing_changes(lab):
         rows = recap(run.stdout)
         for node in AGENTS:
             assert rows[node]["failed"] == 0 and rows[node]["changed"] == 0, rows
-        text = flat(run.stdout)
+        text = one_line(run.stdout)
         for node in AGENTS:
             assert (
                 f"{node} has no GPU (no NVIDIA or AMD device found): gpu_runtime changes nothing"
@@ -124,17 +115,7 @@ def test_lab_agents_have_no_gpu_and_nothing_changes(lab):
 
 @pytest.mark.lab
 def test_lab_agents_report_zero_gpus(lab):
-    run = ansible(
-        "ansible",
-        "agents",
-        "-m",
-        "bai.cluster.bai_gpu_facts",
-        env={"ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "ANSIBLE_STDOUT_CALLBACK": "json"},
-    )
-    assert run.returncode == 0, tail(run)
-    # The json callback's document; the timing callback prints after it.
-    document, _end = json.JSONDecoder().raw_decode(run.stdout[run.stdout.index("{") :])
-    hosts = document["plays"][0]["tasks"][0]["hosts"]
+    hosts = adhoc_json("bai.cluster.bai_gpu_facts")
     for node in AGENTS:
         facts = hosts[node]["ansible_facts"]["bai_gpu"]
         assert (facts["vendor"], facts["count"], facts["status"]) == ("none", 0, "ok"), facts
@@ -144,18 +125,7 @@ def test_lab_agents_report_zero_gpus(lab):
 @pytest.mark.lab
 def test_lab_agents_have_no_rdma_device(lab):
     """The plain agents: nothing under /dev/infiniband, so sessions get no device."""
-    run = ansible(
-        "ansible",
-        "agents",
-        "-m",
-        "bai.cluster.bai_agent_info",
-        "-a",
-        "gpu_detect=false",
-        env={"ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "ANSIBLE_STDOUT_CALLBACK": "json"},
-    )
-    assert run.returncode == 0, tail(run)
-    document, _end = json.JSONDecoder().raw_decode(run.stdout[run.stdout.index("{") :])
-    hosts = document["plays"][0]["tasks"][0]["hosts"]
+    hosts = adhoc_json("bai.cluster.bai_agent_info", "-a", "gpu_detect=false")
     for node in AGENTS:
         assert hosts[node]["agent"]["rdma_devices"] == [], hosts[node]["agent"]
 
@@ -229,7 +199,7 @@ def test_lab_gpu_request_is_pending_for_ever_and_creates_nothing(lab_agents, run
     elapsed = time.monotonic() - started
     try:
         assert run.rc != 0, run
-        text = flat(" ".join(run.failures))
+        text = one_line(" ".join(run.failures))
         assert "PENDING" in text, run
         assert "container main1 needs cpu 1, mem 1g, gpu 1" in text, text
         assert "it can never fit; GPUs asked for: 1; agent1 has no GPU; agent2 has no GPU" in text
@@ -258,7 +228,7 @@ def test_lab_declared_gpus_count_for_placement_but_are_never_faked(lab_agents, r
     )
     try:
         assert run.rc != 0, run
-        text = flat(" ".join(run.failures))
+        text = one_line(" ".join(run.failures))
         assert "main1 was given GPU device(s) 0 but no NVIDIA or AMD GPU was detected" in text
         assert "sub1 was given GPU device(s) 1" in text, text
         assert "bai_agent_resources.gpu alone only count for placement" in text, text
@@ -525,7 +495,7 @@ def test_sim_device_nodes_without_nvidia_smi_fail_with_what_to_install(sim):
     run = sim["no_driver"]
     assert run.returncode != 0
     assert recap(run.stdout)["gpusim"]["failed"] == 1
-    text = flat(run.stdout)
+    text = one_line(run.stdout)
     assert "NVIDIA device nodes exist (/dev/nvidia0, /dev/nvidia1)" in text
     assert "nvidia-smi is not installed" in text and "install the NVIDIA driver" in text
     assert "gpu_runtime_fail_on_driver_problem: false" in text
@@ -545,7 +515,7 @@ def test_sim_converge_installs_the_toolkit_and_reports_the_gpus(sim):
     run = sim["first"]
     assert run.returncode == 0, tail(run)
     assert recap(run.stdout)["gpusim"]["failed"] == 0
-    text = flat(run.stdout)
+    text = one_line(run.stdout)
     assert "gpusim: 2 x NVIDIA H100 80GB HBM3 (81559 MiB each), driver 550.90.07" in text
     assert "runtimes for daemon.json: nvidia" in text
     rc, out = sim_exec(
@@ -643,7 +613,7 @@ def test_sim_concurrent_gpu_creates_never_share_a_device(sim_ready, run_playbook
         won = sorted(name for name, run in runs.items() if run.rc == 0)
         assert len(won) == 2, runs
         (lost,) = set(names) - set(won)
-        assert "PENDING" in flat(" ".join(runs[lost].failures)), runs[lost]
+        assert "PENDING" in one_line(" ".join(runs[lost].failures)), runs[lost]
         devices = []
         for name in won:
             rc, out = sim_exec(container, f"docker inspect bai-{name}-main1")
@@ -753,7 +723,7 @@ def test_sim_a_request_for_a_held_gpu_is_pending_until_one_is_free(sim_sessions)
     runs, _inspect = sim_sessions
     run = runs["more"]
     assert run.rc != 0, run
-    text = flat(" ".join(run.failures))
+    text = one_line(" ".join(run.failures))
     assert "PENDING" in text and "gpusim: cpu" in text and "(short of gpu)" in text, text
     assert "gpusim has GPU devices 0,1, free: none" in text, text
     assert "can never fit" not in text  # it can, once gpu-sim-two is gone
@@ -776,7 +746,7 @@ def test_sim_a_stopped_container_keeps_its_gpu_until_its_session_is_destroyed(si
     runs, inspect = sim_sessions
     run = runs["take"]
     assert run.rc != 0, run
-    text = flat(" ".join(run.failures))
+    text = one_line(" ".join(run.failures))
     assert "PENDING" in text and "gpusim has GPU devices 0,1, free: none" in text, text
     assert runs["rerun"].rc == 0, runs["rerun"]
     states = dict(line.split() for line in runs["after_rerun"].splitlines())
@@ -956,7 +926,7 @@ def test_amd_sim_makes_the_device_nodes_usable_by_the_render_group(amd_sim):
 
 def test_amd_sim_reports_the_gpus_and_registers_no_runtime(amd_sim):
     first, *_others = amd_sim
-    text = flat(first.stdout)
+    text = one_line(first.stdout)
     assert "amdsim: 2 x AMD Instinct MI300X OAM (196288 MiB each), driver 6.7.0" in text
     assert "runtimes for daemon.json: none" in text
 

@@ -49,8 +49,12 @@ def record_end(
         del ended[old]
 
 
-def ends_of(ledger: Ledger, name: str) -> list[dict[str, Any]]:
-    """What the ledger remembers of the ended batch sessions called ``name``, newest first
-    (the JSON objects: the module's result)."""
+def ended_as(ledger: Ledger, name: str) -> list[Ended]:
+    """The ended batch sessions called ``name`` the ledger remembers, newest first."""
     found = [e for e in (ledger.ended or {}).values() if e.name == name]
-    return [e.to_dict() for e in sorted(found, key=lambda e: e.removed_at, reverse=True)]
+    return sorted(found, key=lambda e: e.removed_at, reverse=True)
+
+
+def ends_of(ledger: Ledger, name: str) -> list[dict[str, Any]]:
+    """:func:`ended_as`'s records as JSON objects (the module's result)."""
+    return [e.to_dict() for e in ended_as(ledger, name)]

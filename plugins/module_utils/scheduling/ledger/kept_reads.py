@@ -31,8 +31,8 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.docu
     Ledger,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.roster import (
+    Declared,
     SwarmNode,
-    declaration,
     node_of,
 )
 
@@ -78,11 +78,11 @@ def remember(
     ledger: Ledger,
     reads: Sequence[AgentRead],
     now: float,
-    declared: Mapping[str, Any] | None = None,
+    declared: Mapping[str, Declared] | None = None,
 ) -> None:
     """Keep each fresh read as the agent's record, stamped ``stored_at`` by the ledger
-    host's clock, with what the inventory declared for it (``declared``: agent -> {group,
-    resources}; a record whose declaration changed is read again). What an older record
+    host's clock, with what the inventory declared for it (``declared``: by agent name; a
+    record whose declaration changed is read again). What an older record
     knew of images and paths this read did not ask about is kept."""
     if ledger.agents is None:
         ledger.agents = {}
@@ -105,8 +105,12 @@ def remember(
             sessions=dict(read.sessions or {}),
             images=images,
             paths={**(old.paths if old else {}), **dict(read.paths)},
-            declared=(declared or {}).get(read.name),
+            declared=_record_of((declared or {}).get(read.name)),
         )
+
+
+def _record_of(declared: Declared | None) -> dict[str, Any] | None:
+    return declared.record() if declared is not None else None
 
 
 def forget_session(ledger: Ledger, session_id: str) -> None:
@@ -175,7 +179,7 @@ class Sources(NamedTuple):
 
 def sources(
     ledger: Ledger,
-    agents: Sequence[Mapping[str, Any]],
+    agents: Sequence[Declared],
     *,
     name: str,
     images: Sequence[str],
@@ -187,8 +191,8 @@ def sources(
     hints: bool = True,
     away: Mapping[str, str] | None = None,
 ) -> Sources:
-    """How a create knows each agent of the inventory (``agents``: {name, group,
-    resources}) that this run did not read (``fresh``), so that it reads only the agents
+    """How a create knows each agent of the inventory (``agents``) that this run did not
+    read (``fresh``), so that it reads only the agents
     it must, whatever the size of the cluster.
 
     Read first: every agent that may hold the session (its containers decide what a rerun
@@ -214,7 +218,7 @@ def sources(
     out = Sources([], [], {}, {})
     paused = availability.records(ledger)
     for declared in agents:
-        agent = str(declared["name"])
+        agent = declared.name
         record = records.get(agent)
         identity = record.identity if record else ""
         node = node_of(nodes, agent, identity)
@@ -227,7 +231,7 @@ def sources(
         if agent in holding:
             out.read.append(agent)
             continue
-        same = record is not None and record.declared == declaration(declared)
+        same = record is not None and record.declared == declared.record()
         if (
             same
             and record is not None
@@ -246,7 +250,7 @@ def sources(
 
 
 def hint(
-    declared: Mapping[str, Any],
+    declared: Declared,
     record: KeptRead | None = None,
     node: SwarmNode | None = None,
 ) -> AgentRead | None:
@@ -256,7 +260,7 @@ def hint(
     declaration, else an earlier read (``record``, taken under the same declaration),
     else the swarm's node list (``node``: CPU and memory). None when GPU devices are not
     known (they are detected on the agent unless it declares ``gpu: 0``)."""
-    resources = dict(declared.get("resources") or {})
+    resources = dict(declared.resources or {})
     agent = dict(record.agent if record else {})
     cpu = resources.get("cpu") or agent.get("cpu") or (node.cpu if node else None)
     mem = resources.get("mem") or agent.get("mem") or (node.mem if node else None)
@@ -272,13 +276,13 @@ def hint(
         return None
     identity = agent.get("id") or (node.id if node else "")
     return AgentRead(
-        name=str(declared["name"]),
+        name=declared.name,
         identity=str(identity or ""),
         read_at=0.0,
         agent={
-            "name": str(declared["name"]),
+            "name": declared.name,
             "id": identity,
-            "group": declared.get("group") or "default",
+            "group": declared.group,
             "cpu": capacity.cpu,
             "mem": capacity.mem,
             "gpu": len(devices),

@@ -109,14 +109,25 @@ def node_of(
     return nodes.get(node_id) or nodes.get(agent)
 
 
-def declaration(agent: Mapping[str, Any]) -> dict[str, Any]:
-    """What the inventory declares for an agent, as its kept record keeps it."""
-    return {"group": agent.get("group") or "default", "resources": agent.get("resources")}
+@dataclass(frozen=True, slots=True)
+class Declared:
+    """What the inventory declares for an agent: its name, its resource group and its
+    ``bai_agent_resources`` (None: what its engine reports)."""
 
+    name: str
+    group: str = "default"
+    resources: Mapping[str, Any] | None = None
 
-def declarations(agents: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """agent name -> what the inventory declares for it, as records keep it."""
-    return {str(a["name"]): declaration(a) for a in agents}
+    @classmethod
+    def of(cls, raw: Mapping[str, Any]) -> Declared:
+        """One of bai_session_ledger's ``agents`` ({name, group, resources}); KeyError or
+        TypeError when it is not one."""
+        return cls(str(raw["name"]), str(raw.get("group") or "default"), raw.get("resources"))
+
+    def record(self) -> dict[str, Any]:
+        """The declaration as an agent's kept record keeps it (KeptRead.declared): a
+        record taken under another declaration is read again."""
+        return {"group": self.group, "resources": self.resources}
 
 
 def given_out(ledger: Ledger) -> dict[str, dict[str, Any]]:

@@ -42,7 +42,6 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps impor
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.ledger_request import (
     LedgerFailure,
     LedgerRequest,
-    declarations,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.reserve import reserve
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.schedule import (
@@ -268,7 +267,7 @@ def shown(
             "queued": _queued_explained(request, ledger, name, now, nodes),
         }
         if request.owner is not None:
-            _refuse_others(name, request.owner, found)
+            _refuse_others(ledger, name, request.owner)
         return found
     return {
         **read,
@@ -281,10 +280,12 @@ def shown(
     }
 
 
-def _refuse_others(name: str, owner: str, found: Mapping[str, Any]) -> None:
-    """An owner-scoped read (O(owner)) of a session another owner holds: LedgerFailure."""
-    known = found["reservation"] or found["queued"] or (found["ended"] or [None])[0]
-    if known is not None and str(known.get("owner") or "") != owner:
+def _refuse_others(ledger: Ledger, name: str, owner: str) -> None:
+    """An owner-scoped read (O(owner)) of a session another owner holds (its reservation,
+    else its queue entry, else its newest end): LedgerFailure."""
+    held = ledger.sessions.get(name) or queue_.queue_of(ledger).get(name)
+    known = held or next(iter(history.ended_as(ledger, name)), None)
+    if known is not None and str(known.owner or "") != owner:
         raise LedgerFailure(
             f"session {name} is held by another owner, not {owner}; nothing was changed",
             not_owner=True,
@@ -324,7 +325,7 @@ def reconciled(
     names = {str(r["agent"].get("name")) for r in reads}
     # Its reads skip GPU detection, so they are not kept as the agents' records; reconcile()
     # forgets the sessions it dropped or removed.
-    inventory = list(declarations(request)) if request.agents is not None else sorted(names)
+    inventory = list(request.inventory) if request.agents is not None else sorted(names)
     unread = [a for a in inventory if a not in names]
     done = reconcile.reconcile(ledger, reads, now=now, every_agent_read=not unread, ledgers=ids)
     counters.note_pass(ledger, "reconcile", now)

@@ -22,7 +22,6 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.docu
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.roster import SwarmNode
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.ledger_request import (
     LedgerRequest,
-    declarations,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.session.model import SessionSpec
 from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
@@ -69,13 +68,13 @@ def by_inventory(
     """Know every agent of the inventory (O(agents)) by this run's reads, kept reads or
     hints; the answer that asks to read some first, or None when placement can go on."""
     spec = create.spec
-    declared = declarations(request)
-    kept_reads.remember(ledger, create.fresh, now, declared)
+    inventory = request.inventory
+    kept_reads.remember(ledger, create.fresh, now, inventory)
     read = {r.name for r in create.fresh}
     create.read = read
     found = kept_reads.sources(
         ledger,
-        request.agents or [],
+        list(inventory.values()),
         name=spec.name,
         images=[role.image for role in spec.roles],
         paths=[mount.src for mount in spec.mounts],

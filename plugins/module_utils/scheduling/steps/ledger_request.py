@@ -104,6 +104,17 @@ class LedgerRequest:
         before anything is read)."""
         return Policies.of(self.policies)
 
+    @cached_property
+    def inventory(self) -> dict[str, roster.Declared]:
+        """O(agents) by name ({} when none is given), read once; LedgerFailure when one is
+        not {name, group, resources}."""
+        try:
+            return {d.name: d for d in map(roster.Declared.of, self.agents or ())}
+        except (KeyError, TypeError, AttributeError):
+            raise LedgerFailure(
+                "bai_session_ledger: agents must be a list of {name, group, resources}"
+            ) from None
+
     @classmethod
     def from_params(cls, params: Mapping[str, Any], check_mode: bool = False) -> LedgerRequest:
         """The request a module's ``params`` make (options it does not read are left out)."""
@@ -133,13 +144,3 @@ def check(request: LedgerRequest) -> None:
         _ = request.policy  # parsed once, here: refused before anything is read
     except SpecError as exc:
         raise LedgerFailure(f"bai_session_ledger: {exc}; nothing was changed") from None
-
-
-def declarations(request: LedgerRequest) -> dict[str, dict[str, Any]]:
-    """O(agents) as the ledger keeps declarations (agent name -> group, resources)."""
-    try:
-        return roster.declarations(request.agents or [])
-    except (KeyError, TypeError):
-        raise LedgerFailure(
-            "bai_session_ledger: agents must be a list of {name, group, resources}"
-        ) from None

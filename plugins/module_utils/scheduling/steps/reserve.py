@@ -208,7 +208,7 @@ def _plan(
         refuse_past_limits(request, spec, limits, ledger)
     # Without a lifetime of its own, a session gets its owner's longest.
     spec = create.spec = replace(spec, lifetime_s=int(lifetime(limits, spec.lifetime_s)))
-    passed_over = out_of_service(request.agents, create.fresh, create.unavailable)
+    passed_over = out_of_service(request.inventory.values(), create.fresh, create.unavailable)
     queued = create.queued
     # A gang starting again keeps its session id (restarts.py).
     kept_id = queued.session_id if queued else None
@@ -299,7 +299,7 @@ def _not_placed(
         failure["dropped"] = create.dropped
         failure["unavailable"] = sorted(
             a.name
-            for a in out_of_service(request.agents, create.fresh, create.unavailable)
+            for a in out_of_service(request.inventory.values(), create.fresh, create.unavailable)
             if a.group == spec.resource_group
         )
     raise LedgerFailure(failure.pop("msg"), **failure)

@@ -147,14 +147,14 @@ def wait_in_queue(
 
 
 def out_of_service(
-    declared: Sequence[Mapping[str, Any]] | None,
+    inventory: Iterable[roster.Declared],
     fresh: Sequence[AgentRead],
     unavailable: Mapping[str, str],
 ) -> list[OutOfService]:
     """The agents placement passed over (``unavailable``: name -> why), with their
     resource groups (the inventory's, else their reads')."""
     groups = {r.name: r.agent.get("group") for r in fresh}
-    groups.update({str(a["name"]): a.get("group") or "default" for a in declared or []})
+    groups.update({a.name: a.group for a in inventory})
     return [
         OutOfService(name, str(groups.get(name) or "default"), why)
         for name, why in sorted(unavailable.items())
@@ -183,8 +183,7 @@ def _known_agents(
     paused = avail.records(ledger)
     info: list[AgentRead] = []
     unavailable: dict[str, str] = {}
-    for declared in request.agents or []:
-        name = str(declared["name"])
+    for name, agent in request.inventory.items():
         record = records.get(name)
         identity = record.identity if record else ""
         node = roster.node_of(nodes, name, identity)
@@ -192,11 +191,11 @@ def _known_agents(
         if why:
             unavailable[name] = why
             continue
-        same = record is not None and record.declared == roster.declarations([declared])[name]
+        same = record is not None and record.declared == agent.record()
         if same and record is not None:
             info.append(kept_reads.kept_result(record))
             continue
-        found = kept_reads.hint(declared, record if same else None, node)
+        found = kept_reads.hint(agent, record if same else None, node)
         if found is not None:
             info.append(found)
     return info, unavailable
@@ -212,7 +211,7 @@ def pass_agents(
         agents = agents_from_reads(adjust(info, ledger))[0]
     except SpecError as exc:
         raise LedgerFailure(f"bai_session_ledger: {exc}") from None
-    return list(agents or []), out_of_service(request.agents, [], unavailable)
+    return list(agents or []), out_of_service(request.inventory.values(), [], unavailable)
 
 
 def decide(

@@ -2,6 +2,7 @@
 only the agents it must, and the property that placing by them never overcommits."""
 
 import contextlib
+from dataclasses import replace
 
 import pytest
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Pending
@@ -12,6 +13,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger impo
     roster,
     usage,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.roster import Declared
 from hypothesis import settings
 from ledger_fake import (
     GI,
@@ -25,7 +27,12 @@ from ledger_fake import (
     reads_of,
 )
 
-AGENTS = [{"name": "a1", "group": "default", "resources": {"cpu": 8}}]
+AGENTS = [Declared("a1", "default", {"cpu": 8})]
+
+
+def by_name(agents):
+    """The inventory's agents by name, as a create keeps their declarations."""
+    return {agent.name: agent for agent in agents}
 
 
 FULL = {"cpu": 4, "mem": "8g", "gpu": 0}  # every number a hint needs
@@ -43,7 +50,7 @@ def test_a_kept_read_counts_every_reserved_session_even_one_it_saw_stopped():
     }
     settled = info("a1", cpu=8, sessions=stopped, read_at=1000.0 + document.STALE_MARGIN_S)
     assert usage.adjust(reads_of([settled]), ledger)[0].agent["used_cpu"] == 0.0
-    kept_reads.remember(ledger, reads_of([settled]), 1010.0, roster.declarations(AGENTS))
+    kept_reads.remember(ledger, reads_of([settled]), 1010.0, by_name(AGENTS))
     kept = kept_reads.kept_result(ledger.agents["a1"])
     assert kept.kept and kept.containers == ()
     assert usage.adjust(reads_of([kept]), ledger)[0].agent["used_cpu"] == 4.0
@@ -105,15 +112,15 @@ def test_remember_keeps_what_an_older_read_knew_of_images_and_paths():
 def test_sources_say_how_a_create_knows_each_agent(why, change, expected):
     ledger = document.empty()
     read = {**info("a1"), "images": {"img:1": {"present": True}}, "paths": {"/d": False}}
-    kept_reads.remember(ledger, reads_of([read]), 1000.0, roster.declarations(AGENTS))
+    kept_reads.remember(ledger, reads_of([read]), 1000.0, by_name(AGENTS))
     if change.get("drop"):
         ledger.agents.clear()
     agents = [
-        {
-            **AGENTS[0],
-            "group": change.get("group", "default"),
-            "resources": change.get("resources", AGENTS[0]["resources"]),
-        }
+        replace(
+            AGENTS[0],
+            group=change.get("group", "default"),
+            resources=change.get("resources", AGENTS[0].resources),
+        )
     ]
     found = kept_reads.sources(
         ledger,
@@ -132,7 +139,7 @@ def test_sources_say_how_a_create_knows_each_agent(why, change, expected):
 def test_a_hint_is_the_declared_capacity_with_the_ledger_s_sessions_as_its_load():
     ledger = document.empty()
     place(ledger, "s1", [info("a1", cpu=4, mem_g=8)], size=2, resources={"cpu": 1, "mem": "1g"})
-    declared = {"name": "a1", "group": "default", "resources": FULL}
+    declared = Declared("a1", "default", FULL)
     hint = kept_reads.hint(declared)
     assert hint is not None and hint.hint and hint.kept
     assert (hint.agent["cpu"], hint.agent["mem"], hint.agent["gpu_devices"]) == (
@@ -144,19 +151,19 @@ def test_a_hint_is_the_declared_capacity_with_the_ledger_s_sessions_as_its_load(
     (counted,) = usage.adjust(reads_of([hint]), ledger)
     assert (counted.agent["used_cpu"], counted.agent["used_mem"]) == (2.0, 2 * GI)
     # GPU devices are detected on the agent: without gpu: 0 (or an earlier read) no hint.
-    assert kept_reads.hint({**declared, "resources": {"cpu": 4, "mem": "8g"}}) is None
+    assert kept_reads.hint(replace(declared, resources={"cpu": 4, "mem": "8g"})) is None
     # An earlier read gives what the declaration does not; the node list gives CPU, memory.
     record = document.KeptRead(agent={"cpu": 2, "mem": GI, "gpu_devices": [0, 1], "id": "n1"})
-    from_read = kept_reads.hint({**declared, "resources": None}, record)
+    from_read = kept_reads.hint(replace(declared, resources=None), record)
     assert from_read is not None and from_read.agent["gpu_devices"] == [0, 1]
     node = roster.SwarmNode("n1", "a1", "ready", "active", True, cpu=6.0, mem=3 * GI)
-    from_node = kept_reads.hint({**declared, "resources": {"gpu": 0}}, None, node)
+    from_node = kept_reads.hint(replace(declared, resources={"gpu": 0}), None, node)
     assert from_node is not None and from_node.agent["cpu"] == 6.0
 
 
 def test_a_missing_ledger_places_by_no_hint():
     """A ledger that is missing is never read as empty: every agent is read first."""
-    agents = [{"name": a, "group": "default", "resources": FULL} for a in ("a1", "a2")]
+    agents = [Declared(a, "default", FULL) for a in ("a1", "a2")]
     args = {"name": "s", "images": [], "paths": [], "fresh": set(), "now": 0.0, "max_age": 300}
     assert sorted(kept_reads.sources(document.empty(), agents, **args).hinted) == ["a1", "a2"]
     assert kept_reads.sources(document.empty(), agents, hints=False, **args).read == ["a1", "a2"]
@@ -207,7 +214,7 @@ def test_the_swarm_s_node_list_keeps_placement_off_drained_and_down_agents():
         "mem": table["a1"].mem,
     }
     ledger = document.empty()
-    agents = [{"name": a, "group": "default", "resources": FULL} for a in ("a1", "a2", "a3", "a4")]
+    agents = [Declared(a, "default", FULL) for a in ("a1", "a2", "a3", "a4")]
     found = kept_reads.sources(ledger, agents, nodes=table, **EMPTY_REQUEST)
     assert (sorted(found.hinted), sorted(found.unavailable)) == (["a1", "a4"], ["a2", "a3"])
     # Matched by the node ID an agent's read gave, whatever its inventory name.
@@ -225,9 +232,9 @@ def test_agents_that_may_hold_the_session_are_always_read():
     other = {
         "x": {"name": "s2", "cpu": 1.0, "mem": 0, "gpu": 0, "gpu_devices": [], "containers": 1}
     }
-    agents = [{"name": a, "group": "default", "resources": None} for a in ("a1", "a2", "a3")]
+    agents = [Declared(a, "default", None) for a in ("a1", "a2", "a3")]
     kept = [reads[0], reads[1], info("a3", cpu=8, sessions=other)]
-    kept_reads.remember(ledger, reads_of(kept), 1000.0, roster.declarations(agents))
+    kept_reads.remember(ledger, reads_of(kept), 1000.0, by_name(agents))
     assert kept_reads.holders(ledger, "s1") == {"a2"}  # its reservation
     assert kept_reads.holders(ledger, "s2") == {"a3"}  # a kept read saw it (made before the ledger)
     for name, holder in (("s1", "a2"), ("s2", "a3"), ("s3", None)):
@@ -278,13 +285,13 @@ def test_an_agent_clock_ahead_never_drops_a_live_session():
 
 def test_the_agents_of_an_overdue_reservation_are_read_once_after_it_expired():
     ledger = document.empty()
-    agents = [{"name": "a1", "group": "default", "resources": None}]
-    kept_reads.remember(ledger, reads_of([info("a1", cpu=8)]), 1000.0, roster.declarations(agents))
+    agents = [Declared("a1", "default", None)]
+    kept_reads.remember(ledger, reads_of([info("a1", cpu=8)]), 1000.0, by_name(agents))
     dead_create(ledger)
     args = {"name": "x", "images": [], "paths": [], "fresh": set(), "max_age": 300}
     assert kept_reads.overdue_agents(ledger, 1030.0) == []
     assert kept_reads.sources(ledger, agents, now=1030.0, **args).read == []
     assert kept_reads.overdue_agents(ledger, 1061.0) == ["a1"]
     assert kept_reads.sources(ledger, agents, now=1061.0, **args).read == ["a1"]
-    kept_reads.remember(ledger, reads_of([info("a1", cpu=8)]), 1062.0, roster.declarations(agents))
+    kept_reads.remember(ledger, reads_of([info("a1", cpu=8)]), 1062.0, by_name(agents))
     assert kept_reads.overdue_agents(ledger, 1063.0) == []  # read since: not again

@@ -28,7 +28,6 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger impo
     document,
     kept_reads,
     reservations,
-    roster,
     usage,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import (
@@ -40,6 +39,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.agen
     engine_of,
     slot_of,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.roster import Declared
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import admission
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement.admission import (
     Holding,
@@ -339,7 +339,7 @@ def test_sessions_another_ledger_counts_are_foreign():
 
 
 # --- the same, with the ledger in its store and placement by hints -----------------------
-AGENT = {"name": "a1", "group": "default", "resources": None}
+AGENT = Declared("a1", "default", None)
 
 
 def place_through_store(store, engine, name, spec, clock):
@@ -354,7 +354,7 @@ def place_through_store(store, engine, name, spec, clock):
             fresh = list(fresh)
             ledger = snapshot.ledger
             reservations.expire(ledger, now, reads_of(fresh))
-            kept_reads.remember(ledger, reads_of(fresh), now, roster.declarations([AGENT]))
+            kept_reads.remember(ledger, reads_of(fresh), now, {AGENT.name: AGENT})
             found = kept_reads.sources(
                 ledger,
                 [AGENT],
@@ -409,7 +409,7 @@ def test_property_the_store_and_hints_never_put_more_on_an_engine_than_it_offers
             store,
             lambda snap, now: (
                 kept_reads.remember(
-                    snap.ledger, reads_of([read(engine, now)]), now, roster.declarations([AGENT])
+                    snap.ledger, reads_of([read(engine, now)]), now, {AGENT.name: AGENT}
                 )
                 or {"save": True}
             ),
