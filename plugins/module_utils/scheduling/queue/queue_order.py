@@ -121,24 +121,24 @@ def parse_queue_policy(raw: Any) -> QueuePolicy:
                 kind = "above 0" if positive else "from 0"
                 raise SpecError(f"{where}.{key}: got {value!r}; expected a number {kind}")
             given[key.replace("weight_", "")] = float(value)
-    backfill = _flag(section, "backfill", False, where)
-    margin = _seconds(section, "backfill_margin_s", BACKFILL_MARGIN_S, where)
-    preempting = _flag(section, "preemption", True, where)
-    grace = _seconds(section, "preempt_grace_s", PREEMPT_GRACE_S, where)
+    backfill = _flag(section.get("backfill", False), f"{where}.backfill")
+    margin = _seconds(
+        section.get("backfill_margin_s", BACKFILL_MARGIN_S), f"{where}.backfill_margin_s"
+    )
+    preempting = _flag(section.get("preemption", True), f"{where}.preemption")
+    grace = _seconds(section.get("preempt_grace_s", PREEMPT_GRACE_S), f"{where}.preempt_grace_s")
     return QueuePolicy(order, priority.Weights(**given), backfill, margin, preempting, grace)
 
 
-def _flag(section: Mapping[str, Any], key: str, default: bool, where: str) -> bool:
-    value = section.get(key, default)
+def _flag(value: Any, where: str) -> bool:
     if not isinstance(value, bool):
-        raise SpecError(f"{where}.{key}: got {value!r}; expected true or false")
+        raise SpecError(f"{where}: got {value!r}; expected true or false")
     return value
 
 
-def _seconds(section: Mapping[str, Any], key: str, default: float, where: str) -> float:
-    value = section.get(key, default)
+def _seconds(value: Any, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 86400:
-        raise SpecError(f"{where}.{key}: got {value!r}; expected 0 to 86400 seconds")
+        raise SpecError(f"{where}: got {value!r}; expected 0 to 86400 seconds")
     return float(value)
 
 

@@ -327,7 +327,8 @@ def reconciled(
     # forgets the sessions it dropped or removed.
     inventory = list(request.inventory) if request.agents is not None else sorted(names)
     unread = [a for a in inventory if a not in names]
-    done = reconcile.reconcile(ledger, reads, now=now, every_agent_read=not unread, ledgers=ids)
+    fresh = kept_reads.fresh_reads(reads)
+    done = reconcile.reconcile(ledger, fresh, now=now, every_agent_read=not unread, ledgers=ids)
     counters.note_pass(ledger, "reconcile", now)
     # A session whose lifetime is up is ended below, never started again.
     ending = reservations.lifetimes_up(ledger, now)

@@ -41,7 +41,6 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.docu
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.kept_reads import (
     forget_session,
-    fresh_reads,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps import fencing
 
@@ -77,7 +76,7 @@ class Reconciliation(NamedTuple):
 
 def reconcile(
     ledger: Ledger,
-    reads: Sequence[Mapping[str, Any]],
+    fresh: Mapping[str, AgentRead],
     *,
     now: float,
     every_agent_read: bool,
@@ -85,8 +84,8 @@ def reconcile(
 ) -> Reconciliation:
     """Make the ledger agree with what the agents run (docs/placement.md, "Reconcile").
 
-    ``reads`` are this run's fresh bai_agent_info results, on the ledger's clock, each with
-    every session container of its agent (``containers``, any state, with labels). What
+    ``fresh`` are this run's own reads of the agents, by name (kept_reads.fresh_reads: on
+    the ledger's clock), each with every session container of its agent, in any state. What
     the engines run is the truth: a reservation is dropped only once every agent it names
     was read and runs nothing of it; a reservation past its expiry (its create died) is
     adopted when its agents run all of it and removed when they run part of it; a session
@@ -97,7 +96,6 @@ def reconcile(
     ledger's identity and those it adopted) is that ledger's: reported, left alone.
     Changes ``ledger``; the caller removes ``remove`` on the agents.
     """
-    fresh = fresh_reads(reads)
     found = _by_session(fresh)
     earlier = _earlier_attempts(found, fencing.current_attempts(ledger))
     out = Reconciliation([], [], [], [], [], [], [], [], [], [], [], [])

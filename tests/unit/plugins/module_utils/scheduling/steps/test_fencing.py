@@ -17,6 +17,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.docu
     KeptRead,
     Ledger,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.kept_reads import (
+    fresh_reads,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.records import (
     Reservation,
 )
@@ -125,7 +128,7 @@ def test_reconcile_removes_an_earlier_attempts_leftovers_and_only_those():
         {**read("a2", row("exited", "Exited (1) 3 minutes ago", 0, "sub1")), "read_at": 1},
     ]
     reads[1]["read_after"] = 0
-    done = reconcile.reconcile(ledger, reads, now=2.0, every_agent_read=True)
+    done = reconcile.reconcile(ledger, fresh_reads(reads), now=2.0, every_agent_read=True)
     (gone,) = done.remove
     assert (gone["agent"], gone["session_id"], gone["before_attempt"]) == ("a2", SID, 1)
     assert "job" in ledger.sessions and not done.dropped and not done.incomplete

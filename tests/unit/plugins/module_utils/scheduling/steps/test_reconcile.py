@@ -6,6 +6,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger impo
     reservations,
     roster,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.kept_reads import (
+    fresh_reads,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps import reconcile
 from ansible_collections.bai.cluster.plugins.plugin_utils import ledger_text
 from ledger_fake import (
@@ -25,7 +28,7 @@ def test_reconcile_rebuilds_a_lost_ledger_from_the_labels():
         read_with("a1", [row("full", "id-f", "main1", devices="0"), row("part", "id-p", "main1")]),
         read_with("a2", [row("full", "id-f", "sub1", agent="a2")]),
     ]
-    done = reconcile.reconcile(ledger, reads, now=2000.0, every_agent_read=True)
+    done = reconcile.reconcile(ledger, fresh_reads(reads), now=2000.0, every_agent_read=True)
     assert done.adopted == ["full"] and done.dropped == []
     assert done.remove == [
         {"agent": "a1", "session": "part", "session_id": "id-p", "containers": 1}
@@ -37,14 +40,16 @@ def test_reconcile_rebuilds_a_lost_ledger_from_the_labels():
         ("sub1", "a2", 1.0, GI, []),
     ]
     assert roster.given_out(ledger)["a1"] == {"cpu": 1.0, "mem": GI, "gpu_devices": [0]}
-    again = reconcile.reconcile(ledger, reads[:1] + reads[1:], now=2001.0, every_agent_read=True)
+    again = reconcile.reconcile(
+        ledger, fresh_reads(reads[:1] + reads[1:]), now=2001.0, every_agent_read=True
+    )
     assert again.adopted == [] and "full" in ledger.sessions  # idempotent
 
 
 def test_reconcile_removes_nothing_unknown_when_an_agent_was_not_read():
     ledger = document.empty()
     reads = [read_with("a1", [row("part", "id-p", "main1")])]
-    done = reconcile.reconcile(ledger, reads, now=2000.0, every_agent_read=False)
+    done = reconcile.reconcile(ledger, fresh_reads(reads), now=2000.0, every_agent_read=False)
     assert done.remove == [] and done.spared == ["part"]
 
 
@@ -65,7 +70,9 @@ def test_reconcile_settles_each_kind_of_reservation():
         row("partial", ids["partial"], "main1"),
         row("dead", dead.session_id, "main1"),
     ]
-    done = reconcile.reconcile(ledger, [read_with("a1", rows)], now=2000.0, every_agent_read=False)
+    done = reconcile.reconcile(
+        ledger, fresh_reads([read_with("a1", rows)]), now=2000.0, every_agent_read=False
+    )
     assert done.dropped == ["dead", "gone"]  # dead: part of it removed, then dropped
     assert done.adopted == ["whole"]  # expired, complete: its create died after making it
     assert done.incomplete == ["partial"] and done.in_flight == ["flying"]
@@ -80,7 +87,9 @@ def test_reconcile_keeps_a_session_confirmed_while_it_read_the_agents():
     ledger = document.empty()
     place(ledger, "new", [info("a1")], now=1000.0, size=1)
     reservations.mark_ready(ledger, "new", ledger.sessions["new"].session_id, 1999.0)
-    done = reconcile.reconcile(ledger, [read_with("a1", [])], now=2000.0, every_agent_read=True)
+    done = reconcile.reconcile(
+        ledger, fresh_reads([read_with("a1", [])]), now=2000.0, every_agent_read=True
+    )
     assert done.in_flight == ["new"] and "new" in ledger.sessions
 
 
@@ -90,7 +99,9 @@ def test_reconcile_leaves_an_unknown_session_whose_name_another_holds():
     sid = ledger.sessions["s"].session_id
     reservations.mark_ready(ledger, "s", sid, 1000.0)
     rows = [row("s", sid, "main1", size=1), row("s", "other", "main1", size=1)]
-    done = reconcile.reconcile(ledger, [read_with("a1", rows)], now=2000.0, every_agent_read=True)
+    done = reconcile.reconcile(
+        ledger, fresh_reads([read_with("a1", rows)]), now=2000.0, every_agent_read=True
+    )
     assert done.conflicts == ["s"] and ledger.sessions["s"].session_id == sid
     assert ledger_text.reconcile_lines(done._asdict())[0].startswith("not adopted")
 
@@ -130,7 +141,7 @@ def test_reconcile_starts_what_a_restart_left_stopped_of_a_running_interactive_s
         ),
         read_with("a2", [stopped(row("span", ids["span"], "sub1", agent="a2"), "created")]),
     ]
-    done = reconcile.reconcile(ledger, reads, now=2000.0, every_agent_read=True)
+    done = reconcile.reconcile(ledger, fresh_reads(reads), now=2000.0, every_agent_read=True)
     assert done.stopped == [
         {"agent": "a2", "session": "span", "session_id": ids["span"], "containers": ["span-sub1"]}
     ]
