@@ -18,6 +18,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger impo
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.agent_identity import (
     engine_of,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.agent_state import (
+    AgentState,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.records import (
     Availability,
 )
@@ -54,7 +57,9 @@ def rows(
         agent = dict(read["agent"]) if answered else dict((kept.get(name) or {}).get("agent") or {})
         identity = str(agent.get("id") or "")
         node = _node(nodes, name, identity)
-        record = availability.record_of(records, name, identity) or availability.of_read(agent)
+        record = availability.record_of(records, name, identity) or availability.of_read(
+            AgentState.from_dict(agent)
+        )
         if record is None and node and node.get("availability", "active") != "active":
             record = Availability.from_dict(
                 {"availability": node["availability"], "by": "docker node update"}

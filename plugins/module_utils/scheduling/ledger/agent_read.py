@@ -19,6 +19,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.errors import S
 from ansible_collections.bai.cluster.plugins.module_utils.engine.container_row import (
     ContainerRow,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.agent_state import (
+    AgentState,
+)
 
 
 @dataclass(slots=True)
@@ -34,7 +37,7 @@ class AgentRead:
     name: str
     identity: str
     read_at: float
-    agent: Mapping[str, Any]  # capacity, use, group, its own availability record
+    agent: AgentState  # capacity, use, group, its own availability record
     sessions: Mapping[str, dict[str, Any]] | None
     containers: Sequence[ContainerRow]
     images: Mapping[str, Any]  # image -> {present}
@@ -50,11 +53,11 @@ class AgentRead:
                 "agent_info: an item has no 'agent' key; pass the registered results of "
                 "a bai_agent_info task (register: info -> agent_info: info.results)"
             )
-        agent = result["agent"]
+        agent = AgentState.from_dict(result["agent"])
         get = result.get
         return cls(
-            str(agent.get("name")),
-            str(agent.get("id") or ""),
+            str(agent.name),
+            str(agent.id or ""),
             float(get("read_at") or 0),
             agent,
             get("sessions"),
@@ -65,7 +68,7 @@ class AgentRead:
             bool(get("hint")),
         )
 
-    def with_agent(self, agent: Mapping[str, Any]) -> AgentRead:
+    def with_agent(self, agent: AgentState) -> AgentRead:
         """The same read with ``agent`` (its use counted again: usage.adjust)."""
         return AgentRead(
             self.name,

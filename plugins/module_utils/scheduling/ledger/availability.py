@@ -40,6 +40,9 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.agent_state import (
+    AgentState,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import (
     Availability,
     Ledger,
@@ -94,9 +97,9 @@ def make_record(
     return record
 
 
-def of_read(agent: Mapping[str, Any]) -> Availability | None:
+def of_read(agent: AgentState) -> Availability | None:
     """The agent's own record in a read of it (bai_agent_info's ``agent.availability``)."""
-    found = agent.get("availability")
+    found = agent.availability
     return Availability.from_dict(found) if found else None
 
 

@@ -11,6 +11,7 @@ cache), never in the document.
 
     Kernel.from_dict(raw) -> Kernel       Kernel.to_dict() -> the JSON object
     records_of(Kernel)                    the NESTED pair of a list of kernels
+    record_of(AgentState)                 the NESTED pair of one record
 """
 
 from __future__ import annotations
@@ -132,6 +133,11 @@ def _default(spec: Any) -> Any:
     if spec.default_factory is not MISSING:
         return spec.default_factory()
     return None if spec.default is MISSING else spec.default
+
+
+def record_of(cls: type[_R]) -> tuple[Callable[[Any], _R], Callable[[Any], Any]]:
+    """The NESTED pair of one ``cls`` record."""
+    return cls.from_dict, lambda value: value.to_dict()
 
 
 def records_of(cls: type[_R]) -> tuple[Callable[[Any], list[_R]], Callable[[Any], list[Any]]]:

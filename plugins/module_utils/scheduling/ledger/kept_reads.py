@@ -22,6 +22,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger impo
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.agent_read import (
     AgentRead,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.agent_state import (
+    AgentState,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.capacity import (
     agent_capacity,
 )
@@ -101,7 +104,7 @@ def remember(
         agents[read.name] = KeptRead(
             stored_at=now,
             read_at=read.read_at or now,
-            agent=dict(read.agent),
+            agent=read.agent.copy(),
             sessions=dict(read.sessions or {}),
             images=images,
             paths={**(old.paths if old else {}), **dict(read.paths)},
@@ -125,21 +128,21 @@ def forget_in_record(record: KeptRead, session_id: str) -> None:
     if row is None:
         return
     agent = record.agent
-    for key in ("cpu", "mem", "gpu"):
-        left = max(float(agent.get(f"used_{key}") or 0) - float(row.get(key) or 0), 0.0)
-        agent[f"used_{key}"] = round(left, 6) if key == "cpu" else round(left)
+    agent.used_cpu = round(max(float(agent.used_cpu or 0) - float(row.get("cpu") or 0), 0.0), 6)
+    agent.used_mem = round(max(float(agent.used_mem or 0) - float(row.get("mem") or 0), 0.0))
+    agent.used_gpu = round(max(float(agent.used_gpu or 0) - float(row.get("gpu") or 0), 0.0))
     freed = set(row.get("gpu_devices") or ())
-    agent["gpu_in_use"] = sorted(set(agent.get("gpu_in_use") or ()) - freed)
+    agent.gpu_in_use = sorted(set(agent.gpu_in_use or ()) - freed)
 
 
 def kept_result(record: KeptRead) -> AgentRead:
     """A kept record as a read, marked ``kept``. It shows no containers: agents that may
     hold the session are always read afresh."""
     return AgentRead(
-        name=str(record.agent.get("name")),
+        name=str(record.agent.name),
         identity=record.identity,
         read_at=float(record.read_at or 0),
-        agent=dict(record.agent),
+        agent=record.agent.copy(),
         sessions=dict(record.sessions or {}),
         containers=(),
         images=dict(record.images or {}),
@@ -261,37 +264,39 @@ def hint(
     else the swarm's node list (``node``: CPU and memory). None when GPU devices are not
     known (they are detected on the agent unless it declares ``gpu: 0``)."""
     resources = dict(declared.resources or {})
-    agent = dict(record.agent if record else {})
-    cpu = resources.get("cpu") or agent.get("cpu") or (node.cpu if node else None)
-    mem = resources.get("mem") or agent.get("mem") or (node.mem if node else None)
+    agent = record.agent if record else AgentState()
+    cpu = resources.get("cpu") or agent.cpu or (node.cpu if node else None)
+    mem = resources.get("mem") or agent.mem or (node.mem if node else None)
     if str(resources.get("gpu")).strip() in ("0", "0.0"):
         devices: list[int] | None = []
     else:
-        devices = agent.get("gpu_devices") if "gpu_devices" in agent else None
+        devices = agent.gpu_devices
     if not cpu or not mem or devices is None:
         return None
     try:
         capacity = agent_capacity({"cpu": cpu, "mem": mem}, ncpu=0, mem_total=0)
     except ValueError:  # a bad declaration: the agent's read names it
         return None
-    identity = agent.get("id") or (node.id if node else "")
+    identity = agent.id or (node.id if node else "")
     return AgentRead(
         name=declared.name,
         identity=str(identity or ""),
         read_at=0.0,
-        agent={
-            "name": declared.name,
-            "id": identity,
-            "group": declared.group,
-            "cpu": capacity.cpu,
-            "mem": capacity.mem,
-            "gpu": len(devices),
-            "used_cpu": 0.0,
-            "used_mem": 0,
-            "used_gpu": 0,
-            "gpu_devices": list(devices),
-            "gpu_in_use": [],
-        },
+        agent=AgentState.from_dict(
+            {
+                "name": declared.name,
+                "id": identity,
+                "group": declared.group,
+                "cpu": capacity.cpu,
+                "mem": capacity.mem,
+                "gpu": len(devices),
+                "used_cpu": 0.0,
+                "used_mem": 0,
+                "used_gpu": 0,
+                "gpu_devices": list(devices),
+                "gpu_in_use": [],
+            }
+        ),
         sessions={},
         containers=(),
         images={},

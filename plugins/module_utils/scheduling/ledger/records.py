@@ -16,8 +16,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.agent_state import (
+    AgentState,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.json_record import (
     Record,
+    record_of,
     records_of,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.session.model import SessionSpec
@@ -206,10 +210,11 @@ class KeptRead(Record):
     mount sources, and what the inventory declared for the agent then."""
 
     KIND: ClassVar[str] = "kept read"
+    NESTED: ClassVar[Mapping[str, Any]] = {"agent": record_of(AgentState)}
 
     stored_at: float = 0.0
     read_at: float = 0.0
-    agent: dict[str, Any] = field(default_factory=dict)
+    agent: AgentState = field(default_factory=AgentState)
     sessions: dict[str, dict[str, Any]] = field(default_factory=dict)
     images: dict[str, Any] = field(default_factory=dict)
     paths: dict[str, Any] = field(default_factory=dict)
@@ -218,7 +223,7 @@ class KeptRead(Record):
     @property
     def identity(self) -> str:
         """The agent's identity when it was read ('' when the read had none)."""
-        return str(self.agent.get("id") or "")
+        return str(self.agent.id or "")
 
 
 @dataclass(kw_only=True)

@@ -90,7 +90,7 @@ def adjust(reads: Sequence[AgentRead], ledger: Ledger) -> list[AgentRead]:
             on_agent.setdefault(kernel.agent, []).append((entry, kernel))
     out = []
     for read in reads:
-        agent = dict(read.agent)
+        agent = read.agent
 
         def counts(entry: Reservation, read: AgentRead = read) -> bool:
             return read.kept or entry.state != READY or read.read_at < settled(entry)
@@ -98,17 +98,18 @@ def adjust(reads: Sequence[AgentRead], ledger: Ledger) -> list[AgentRead]:
         seen = read.sessions or {}
         replaced = [seen[sid] for sid in seen if sid in by_id and counts(by_id[sid])]
         mine = [kernel for entry, kernel in on_agent.get(read.name, ()) if counts(entry)]
+        used: dict[str, Any] = {}
         for key in ("cpu", "mem", "gpu"):
-            used = float(agent.get(f"used_{key}") or 0)
-            used -= sum(float(s.get(key) or 0) for s in replaced)
-            used += sum(float(getattr(k, key) or 0) for k in mine)
-            used = max(used, 0.0)
-            agent[f"used_{key}"] = round(used, 6) if key == "cpu" else round(used)
-        held = set(agent.get("gpu_in_use") or ())
+            count = float(getattr(agent, f"used_{key}") or 0)
+            count -= sum(float(s.get(key) or 0) for s in replaced)
+            count += sum(float(getattr(k, key) or 0) for k in mine)
+            count = max(count, 0.0)
+            used[key] = round(count, 6) if key == "cpu" else round(count)
+        held = set(agent.gpu_in_use or ())
         held -= {d for s in replaced for d in s.get("gpu_devices") or ()}
         held |= {d for k in mine for d in k.gpu_devices or ()}
-        agent["gpu_in_use"] = sorted(held)
-        out.append(read.with_agent(agent))
+        counted = agent.using(used["cpu"], used["mem"], used["gpu"], sorted(held))
+        out.append(read.with_agent(counted))
     return out
 
 

@@ -192,9 +192,7 @@ def capacity_rate(ledger: Ledger, rates: priority.Rates = fair_usage.RATES) -> f
     total = 0.0
     for record in (ledger.agents or {}).values():
         agent = record.agent
-        total += rates.rate(
-            float(agent.get("cpu") or 0), float(agent.get("mem") or 0), float(agent.get("gpu") or 0)
-        )
+        total += rates.rate(float(agent.cpu or 0), float(agent.mem or 0), float(agent.gpu or 0))
     return total
 
 

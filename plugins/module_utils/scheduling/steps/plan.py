@@ -319,7 +319,7 @@ def agents_from_reads(
     raw_agents = list(declared)
     found_existing = list(existing)
     for read in reads:
-        agent = dict(read.agent)
+        agent = read.agent.to_dict()
         agent["images"] = {ref: bool(found.get("present")) for ref, found in read.images.items()}
         agent["paths"] = dict(read.paths)
         raw_agents.append(agent)

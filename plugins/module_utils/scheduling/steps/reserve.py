@@ -132,7 +132,7 @@ def reserve(
     # Agents that take no new session: paused or drained by their own record (a fresh
     # read says so) or the ledger's, or down in the swarm's node list.
     create.unavailable = {
-        r.name: avail.describe(avail.of_read(r.agent)) for r in fresh if r.agent.get("availability")
+        r.name: avail.describe(avail.of_read(r.agent)) for r in fresh if r.agent.availability
     }
     if request.agents is not None:  # the inventory's agents: kept reads for the rest
         asked = by_inventory(request, ledger, now, create, missing, away, nodes)

@@ -153,7 +153,7 @@ def out_of_service(
 ) -> list[OutOfService]:
     """The agents placement passed over (``unavailable``: name -> why), with their
     resource groups (the inventory's, else their reads')."""
-    groups = {r.name: r.agent.get("group") for r in fresh}
+    groups = {r.name: r.agent.group for r in fresh}
     groups.update({a.name: a.group for a in inventory})
     return [
         OutOfService(name, str(groups.get(name) or "default"), why)

@@ -13,6 +13,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger impo
     roster,
     usage,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.agent_state import (
+    AgentState,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.roster import Declared
 from hypothesis import settings
 from ledger_fake import (
@@ -49,11 +52,11 @@ def test_a_kept_read_counts_every_reserved_session_even_one_it_saw_stopped():
         sid: {"name": "s1", "cpu": 0.0, "mem": 0, "gpu": 0, "gpu_devices": [], "containers": 2}
     }
     settled = info("a1", cpu=8, sessions=stopped, read_at=1000.0 + document.STALE_MARGIN_S)
-    assert usage.adjust(reads_of([settled]), ledger)[0].agent["used_cpu"] == 0.0
+    assert usage.adjust(reads_of([settled]), ledger)[0].agent.used_cpu == 0.0
     kept_reads.remember(ledger, reads_of([settled]), 1010.0, by_name(AGENTS))
     kept = kept_reads.kept_result(ledger.agents["a1"])
     assert kept.kept and kept.containers == ()
-    assert usage.adjust(reads_of([kept]), ledger)[0].agent["used_cpu"] == 4.0
+    assert usage.adjust(reads_of([kept]), ledger)[0].agent.used_cpu == 4.0
 
 
 def test_destroy_frees_what_kept_reads_saw_the_session_use():
@@ -65,14 +68,14 @@ def test_destroy_frees_what_kept_reads_saw_the_session_use():
     }
     read = info("a1", cpu=8, gpus=(0, 1), sessions=running, used=(4.0, 0, 1))
     kept_reads.remember(ledger, reads_of([read]), 1000.0)
-    assert ledger.agents["a1"].agent["gpu_in_use"] == [1]
+    assert ledger.agents["a1"].agent.gpu_in_use == [1]
     assert reservations.release(ledger, "s1", sid)
     record = ledger.agents["a1"]
     assert record.sessions == {}
-    assert record.agent["used_cpu"] == 0.0 and record.agent["used_gpu"] == 0
-    assert record.agent["gpu_in_use"] == []
+    assert record.agent.used_cpu == 0.0 and record.agent.used_gpu == 0
+    assert record.agent.gpu_in_use == []
     kept = usage.adjust(reads_of([kept_reads.kept_result(record)]), ledger)[0].agent
-    assert kept["used_cpu"] == 0.0
+    assert kept.used_cpu == 0.0
 
 
 def test_remember_keeps_what_an_older_read_knew_of_images_and_paths():
@@ -142,23 +145,25 @@ def test_a_hint_is_the_declared_capacity_with_the_ledger_s_sessions_as_its_load(
     declared = Declared("a1", "default", FULL)
     hint = kept_reads.hint(declared)
     assert hint is not None and hint.hint and hint.kept
-    assert (hint.agent["cpu"], hint.agent["mem"], hint.agent["gpu_devices"]) == (
+    assert (hint.agent.cpu, hint.agent.mem, hint.agent.gpu_devices) == (
         4.0,
         8 * GI,
         [],
     )
     # Its load is what the ledger gave out there, whatever the agent last showed.
     (counted,) = usage.adjust(reads_of([hint]), ledger)
-    assert (counted.agent["used_cpu"], counted.agent["used_mem"]) == (2.0, 2 * GI)
+    assert (counted.agent.used_cpu, counted.agent.used_mem) == (2.0, 2 * GI)
     # GPU devices are detected on the agent: without gpu: 0 (or an earlier read) no hint.
     assert kept_reads.hint(replace(declared, resources={"cpu": 4, "mem": "8g"})) is None
     # An earlier read gives what the declaration does not; the node list gives CPU, memory.
-    record = document.KeptRead(agent={"cpu": 2, "mem": GI, "gpu_devices": [0, 1], "id": "n1"})
+    record = document.KeptRead(
+        agent=AgentState.from_dict({"cpu": 2, "mem": GI, "gpu_devices": [0, 1], "id": "n1"})
+    )
     from_read = kept_reads.hint(replace(declared, resources=None), record)
-    assert from_read is not None and from_read.agent["gpu_devices"] == [0, 1]
+    assert from_read is not None and from_read.agent.gpu_devices == [0, 1]
     node = roster.SwarmNode("n1", "a1", "ready", "active", True, cpu=6.0, mem=3 * GI)
     from_node = kept_reads.hint(replace(declared, resources={"gpu": 0}), None, node)
-    assert from_node is not None and from_node.agent["cpu"] == 6.0
+    assert from_node is not None and from_node.agent.cpu == 6.0
 
 
 def test_a_missing_ledger_places_by_no_hint():
@@ -278,7 +283,7 @@ def test_an_agent_clock_ahead_never_drops_a_live_session():
     reservations.mark_ready(ledger, "s1", sid, 1000.0)
     timed = kept_reads.on_ledger_clock({**skewed, "read_after": 999.0})
     assert usage.drop_stale(ledger, reads_of([timed])) == []
-    assert usage.adjust(reads_of([timed]), ledger)[0].agent["used_cpu"] == 4.0
+    assert usage.adjust(reads_of([timed]), ledger)[0].agent.used_cpu == 4.0
     unknown = kept_reads.on_ledger_clock(skewed)  # no read_after: a read of unknown age
     assert usage.drop_stale(ledger, reads_of([unknown])) == []
 

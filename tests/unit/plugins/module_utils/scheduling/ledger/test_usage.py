@@ -62,7 +62,7 @@ def test_a_reserved_session_counts_once_when_the_agent_also_sees_it():
     seen = {sid: {"cpu": 4.0, "mem": 2 * GI, "gpu": 0, "gpu_devices": [], "containers": 2}}
     reads = [info("a1", cpu=8, sessions=seen, used=(4.0, 2 * GI, 0))]
     counted = usage.adjust(reads_of(reads), ledger)[0].agent
-    assert counted["used_cpu"] == 4.0 and counted["used_mem"] == 2 * GI
+    assert counted.used_cpu == 4.0 and counted.used_mem == 2 * GI
     place(ledger, "s2", reads, size=2, resources={"cpu": 2})  # 4 of 8 left: fits
     with pytest.raises(Pending):
         place(ledger, "s3", reads, size=1, resources={"cpu": 1})
@@ -72,7 +72,7 @@ def test_sessions_the_ledger_does_not_know_count_as_read():
     seen = {"old": {"cpu": 6.0, "mem": GI, "gpu": 1, "gpu_devices": [0], "containers": 3}}
     reads = [info("a1", cpu=8, gpus=(0, 1), sessions=seen, used=(6.0, GI, 1))]
     counted = usage.adjust(reads_of(reads), document.empty())[0].agent
-    assert (counted["used_cpu"], counted["used_gpu"], counted["gpu_in_use"]) == (6.0, 1, [0])
+    assert (counted.used_cpu, counted.used_gpu, counted.gpu_in_use) == (6.0, 1, [0])
 
 
 def test_same_name_while_another_run_creates_it_is_pending():
@@ -159,6 +159,6 @@ def test_a_settled_ready_session_counts_as_read_so_stopping_it_frees_its_share()
     stopped = {sid: {"cpu": 0.0, "mem": 0, "gpu": 0, "gpu_devices": [], "containers": 2}}
     recent = info("a1", cpu=8, sessions=stopped, read_at=1000.0 + document.STALE_MARGIN_S / 2)
     # The read may predate it.
-    assert usage.adjust(reads_of([recent]), ledger)[0].agent["used_cpu"] == 4.0
+    assert usage.adjust(reads_of([recent]), ledger)[0].agent.used_cpu == 4.0
     settled = info("a1", cpu=8, sessions=stopped, read_at=1000.0 + document.STALE_MARGIN_S)
-    assert usage.adjust(reads_of([settled]), ledger)[0].agent["used_cpu"] == 0.0
+    assert usage.adjust(reads_of([settled]), ledger)[0].agent.used_cpu == 0.0

@@ -11,6 +11,9 @@ import pytest
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import SpecError
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling import queue as q
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import document
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.agent_state import (
+    AgentState,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.records import (
     QueueEntry,
 )
@@ -176,7 +179,9 @@ def test_fair_share_moves_a_heavy_owner_back_and_decay_brings_them_forward():
     ledger = document.Ledger.empty()
     # One agent of 8 CPUs and 16 GiB: 12 units a second, about 1e7 over the decay.
     ledger.agents = {
-        "a1": document.KeptRead(agent={"name": "a1", "cpu": 8, "mem": 16 * 2**30, "gpu": 0})
+        "a1": document.KeptRead(
+            agent=AgentState.from_dict({"name": "a1", "cpu": 8, "mem": 16 * 2**30, "gpu": 0})
+        )
     }
     ledger.usage = {"heavy": {"units": 2e6, "at": 0.0}}
     ledger.queue = {

@@ -13,6 +13,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
 )
 from ansible_collections.bai.cluster.plugins.module_utils.containers import destroy
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import kept_reads
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.agent_state import (
+    AgentState,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import (
     KeptRead,
     Ledger,
@@ -106,7 +109,7 @@ def test_without_a_member_that_answers_nothing_is_fenced():
 def test_the_restart_keeps_the_kept_read_of_the_agent_that_did_not_answer():
     def kept() -> KeptRead:
         return KeptRead(
-            agent={"used_cpu": 1.0, "used_mem": 1, "used_gpu": 0},
+            agent=AgentState.from_dict({"used_cpu": 1.0, "used_mem": 1, "used_gpu": 0}),
             sessions={SID: {"name": "job", "cpu": 1.0, "mem": 1, "gpu": 0}},
         )
 
