@@ -13,6 +13,8 @@ AnsibleModule (its ``params``, ``check_mode``, ``warn`` and ``fail_json``).
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Busy, StoreError
@@ -37,23 +39,44 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.agen
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import admission
 
 
-def wanted(params: dict[str, Any], identity: str, now: float) -> document.Availability | None:
-    """The record O(availability) asks for (None: active)."""
-    if params["availability"] == avail.ACTIVE:
-        return None
-    return avail.make_record(
-        params["availability"],
-        name=params["agent"],
-        identity=identity,
-        by=params["by"],
-        reason=params["reason"],
-        now=now,
-        purpose=params["purpose"],
-    )
+@dataclass(frozen=True)
+class Change:
+    """What bai_agent_availability is asked to set: O(availability) (None: only read),
+    for agent O(agent), by whom, why, and whose record it is (O(purpose))."""
+
+    availability: str | None
+    agent: str
+    by: str
+    reason: str
+    purpose: str
+
+    @classmethod
+    def of(cls, params: Mapping[str, Any]) -> Change:
+        return cls(
+            params["availability"],
+            params["agent"],
+            params["by"],
+            params["reason"],
+            params["purpose"],
+        )
+
+    def wanted(self, identity: str, now: float) -> document.Availability | None:
+        """The record it asks for (None: active)."""
+        if self.availability in (None, avail.ACTIVE):
+            return None
+        return avail.make_record(
+            self.availability,
+            name=self.agent,
+            identity=identity,
+            by=self.by,
+            reason=self.reason,
+            now=now,
+            purpose=self.purpose,
+        )
 
 
 def apply(
-    params: dict[str, Any],
+    change: Change,
     own: dict[str, document.Availability],
     slot: str,
     identity: str,
@@ -62,12 +85,12 @@ def apply(
     """Change the agent's own records ``own`` as asked; whether that changed anything.
     O(purpose=setup) writes or clears only site.yml's hold (availability.setup_step)."""
     now = time.time()
-    if params["purpose"] != avail.SETUP:
-        return avail.set_entry(own, slot, wanted(params, identity, now))
-    hold = params["availability"] != avail.ACTIVE
+    if change.purpose != avail.SETUP:
+        return avail.set_entry(own, slot, change.wanted(identity, now))
+    hold = change.availability != avail.ACTIVE
     step = avail.setup_step(own.get(slot), hold=hold, in_swarm=in_swarm)
     if step == "write":
-        return avail.set_entry(own, slot, wanted(params, identity, now))
+        return avail.set_entry(own, slot, change.wanted(identity, now))
     if step == "clear":
         return avail.set_entry(own, slot, None)
     return False
@@ -88,7 +111,7 @@ def on_agent(module: Any, api: Any) -> dict[str, Any]:
     elif module.check_mode:
         own = avail.read_marker(params["state_dir"])
         trial = dict(own)
-        changed = apply(params, trial, slot, identity, in_swarm)
+        changed = apply(Change.of(params), trial, slot, identity, in_swarm)
         result.update(changed=changed, previous=_json(own.get(slot)), record=_json(trial.get(slot)))
     else:
         with locked(
@@ -97,7 +120,7 @@ def on_agent(module: Any, api: Any) -> dict[str, Any]:
         ):
             own = avail.read_marker(params["state_dir"])
             previous = own.get(slot)
-            changed = apply(params, own, slot, identity, in_swarm)
+            changed = apply(Change.of(params), own, slot, identity, in_swarm)
             if changed:
                 avail.write_marker(params["state_dir"], own)
             # Listed under the lock: no container is admitted after this list.
@@ -125,7 +148,7 @@ def in_cluster(module: Any) -> dict[str, Any]:
         identity = params["identity"] or roster.known_identity(ledger, name)
         found["identity"] = identity
         previous = avail.record_of(found["records"], name, identity)
-        new = None if params["availability"] is None else wanted(params, identity, now)
+        new = Change.of(params).wanted(identity, now)
         changed = params["availability"] is not None and avail.set_availability(
             ledger, new, name=name, identity=identity
         )

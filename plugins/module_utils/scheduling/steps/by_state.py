@@ -335,7 +335,6 @@ def reconciled(
     warned = end_signals.due(ledger, now)
     # Gangs whose part on an agent that did not answer has stopped by itself: destroyed
     # below (forced there), then queued again (restarts.py).
-    fresh = kept_reads.fresh_reads(reads)
     over = fencing.fenced(ledger, fresh, unread)
     return {
         "changed": bool(done.adopted or done.dropped or done.remove or warned),

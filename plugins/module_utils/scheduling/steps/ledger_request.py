@@ -122,9 +122,9 @@ class LedgerRequest:
         return cls(**{k: params[k] for k in names if k in params}, check_mode=check_mode)
 
 
-def check(request: LedgerRequest) -> None:
+def check(request: LedgerRequest) -> Policies:
     """Refuse, before anything is read, a request that lacks what its state needs or
-    whose owners' limits are bad."""
+    whose owners' limits are bad; the policies, parsed (kept on the request)."""
     state = request.state
     if state in ("ready", "absent") and not request.name:
         raise LedgerFailure(f"bai_session_ledger: state={state} needs name")
@@ -141,6 +141,6 @@ def check(request: LedgerRequest) -> None:
     if state == "reconciled" and request.agent_info is None:
         raise LedgerFailure("bai_session_ledger: state=reconciled needs agent_info")
     try:  # bad limits are refused before anything is read
-        _ = request.policy  # parsed once, here: refused before anything is read
+        return request.policy  # parsed once, here, for every step of the run
     except SpecError as exc:
         raise LedgerFailure(f"bai_session_ledger: {exc}; nothing was changed") from None
