@@ -27,10 +27,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_SESSION,
     LABEL_SESSION_ID,
 )
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import (
-    document,
-    reservations,
-)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import document
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import (
     ledger_store as store_,
 )
@@ -305,21 +302,30 @@ def test_a_ledger_of_500_sessions_fits_the_swarm_store(managers):
     ledger = document.empty()
     for i in range(500):
         name = f"s{i:03d}-training-job"
-        plan = {
-            "session_id": f"{i:08d}-0000-4000-8000-000000000000",
-            "summary": {"name": name},
-            "spec_hash": "f" * 64,
-            "kernels": [
-                {
-                    "agent": f"agent{k + 1:02d}-of-the-cluster",
-                    "hostname": f"{'main' if k == 0 else 'sub'}{max(k, 1)}",
-                    "resources": {"cpu": 8.0, "mem": 64 * 1024**3, "gpu": 2},
-                    "gpu_devices": [2 * k, 2 * k + 1],
-                }
-                for k in range(4)
-            ],
-        }
-        ledger.sessions[name] = reservations.reservation(plan, now=1.7e9 + i, ttl=960)
+        now = 1.7e9 + i
+        # The entry reservations.reservation makes of such a create's plan.
+        ledger.sessions[name] = document.Reservation.from_dict(
+            {
+                "name": name,
+                "session_id": f"{i:08d}-0000-4000-8000-000000000000",
+                "spec_hash": "f" * 64,
+                "state": document.CREATING,
+                "reserved_at": now,
+                "expires_at": now + 960,
+                "ready_at": None,
+                "kernels": [
+                    {
+                        "host": f"{'main' if k == 0 else 'sub'}{max(k, 1)}",
+                        "agent": f"agent{k + 1:02d}-of-the-cluster",
+                        "cpu": 8.0,
+                        "mem": 64 * 1024**3,
+                        "gpu": 2,
+                        "gpu_devices": [2 * k, 2 * k + 1],
+                    }
+                    for k in range(4)
+                ],
+            }
+        )
     text = document.dumps_compact(ledger)
     size = len(text.encode())
     print(f"ledger of 500 sessions x 4 containers: {size} bytes")

@@ -40,8 +40,13 @@ class AgentState(Record):
     availability: dict[str, Any] | None = None
 
     def copy(self) -> AgentState:
-        """A copy that can be changed without changing this one."""
-        return AgentState.from_dict(self.to_dict())
+        """A copy that can be changed without changing this one (its fields set anew;
+        the values themselves are shared, as a dict's copy shares them)."""
+        out = AgentState.__new__(AgentState)
+        out.__dict__.update(self.__dict__)
+        out.__dict__["extra"] = dict(self.extra)
+        out.__dict__["absent"] = set(self.absent)
+        return out
 
     def using(self, cpu: float, mem: int, gpu: int, devices: list[int]) -> AgentState:
         """A copy whose session containers use ``cpu``, ``mem``, ``gpu`` and hold GPU
