@@ -52,5 +52,10 @@ class AgentState(Record):
         """A copy whose session containers use ``cpu``, ``mem``, ``gpu`` and hold GPU
         ``devices``."""
         out = self.copy()
-        out.used_cpu, out.used_mem, out.used_gpu, out.gpu_in_use = cpu, mem, gpu, devices
+        out.__dict__.update(used_cpu=cpu, used_mem=mem, used_gpu=gpu, gpu_in_use=devices)
+        if out.absent:  # set now, so in the document
+            out.absent -= _USE
         return out
+
+
+_USE = frozenset({"used_cpu", "used_mem", "used_gpu", "gpu_in_use"})

@@ -43,7 +43,9 @@ class Record:
     def __setattr__(self, name: str, value: Any) -> None:
         object.__setattr__(self, name, value)
         # A field set is in the document from now on.
-        self.__dict__.get("absent", set()).discard(name)
+        absent = self.__dict__.get("absent")
+        if absent:
+            absent.discard(name)
 
     @classmethod
     def from_dict(cls: type[_R], data: Any) -> _R:
@@ -58,11 +60,14 @@ class Record:
             values[name] = factory()
         known = shape.known
         extra = {}
-        for key, raw in data.items():
-            if key in known:
-                values[key] = raw
-            else:
-                extra[key] = raw
+        if known.issuperset(data):  # the usual case, in C
+            values.update(data)
+        else:
+            for key, raw in data.items():
+                if key in known:
+                    values[key] = raw
+                else:
+                    extra[key] = raw
         for name, load in shape.loads:
             if name in data:
                 values[name] = load(data[name])

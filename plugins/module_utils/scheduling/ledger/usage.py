@@ -98,17 +98,23 @@ def adjust(reads: Sequence[AgentRead], ledger: Ledger) -> list[AgentRead]:
         seen = read.sessions or {}
         replaced = [seen[sid] for sid in seen if sid in by_id and counts(by_id[sid])]
         mine = [kernel for entry, kernel in on_agent.get(read.name, ()) if counts(entry)]
-        used: dict[str, Any] = {}
-        for key in ("cpu", "mem", "gpu"):
-            count = float(getattr(agent, f"used_{key}") or 0)
-            count -= sum(float(s.get(key) or 0) for s in replaced)
-            count += sum(float(getattr(k, key) or 0) for k in mine)
-            count = max(count, 0.0)
-            used[key] = round(count, 6) if key == "cpu" else round(count)
+        cpu = float(agent.used_cpu or 0)
+        mem = float(agent.used_mem or 0)
+        gpu = float(agent.used_gpu or 0)
         held = set(agent.gpu_in_use or ())
-        held -= {d for s in replaced for d in s.get("gpu_devices") or ()}
-        held |= {d for k in mine for d in k.gpu_devices or ()}
-        counted = agent.using(used["cpu"], used["mem"], used["gpu"], sorted(held))
+        if replaced:
+            cpu -= sum(float(s.get("cpu") or 0) for s in replaced)
+            mem -= sum(float(s.get("mem") or 0) for s in replaced)
+            gpu -= sum(float(s.get("gpu") or 0) for s in replaced)
+            held -= {d for s in replaced for d in s.get("gpu_devices") or ()}
+        if mine:
+            cpu += sum(float(k.cpu or 0) for k in mine)
+            mem += sum(float(k.mem or 0) for k in mine)
+            gpu += sum(float(k.gpu or 0) for k in mine)
+            held |= {d for k in mine for d in k.gpu_devices or ()}
+        counted = agent.using(
+            round(max(cpu, 0.0), 6), round(max(mem, 0.0)), round(max(gpu, 0.0)), sorted(held)
+        )
         out.append(read.with_agent(counted))
     return out
 

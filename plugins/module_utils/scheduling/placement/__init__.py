@@ -6,7 +6,7 @@ device to two containers. An agent's use is read back from its containers' label
 
     request.py   PlacementRequest (built once per session) and Placement (the answer)
     agent.py     Agent, OutOfService, Stock (an agent's images and mount sources), and
-                 agent_from_read: an agent's read -> Agent
+                 agent_from_read / agent_of: an agent's read (or its values) -> Agent
     domain.py    the seam: a Domain of agents, and the Rule that narrows one
     group.py     the resource-group rule
     rules.py     RULES, the rules in the order they apply (add a rule here)
@@ -20,10 +20,12 @@ The names below are the package's face: callers import them from here.
 from __future__ import annotations
 
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement.agent import (
+    AGENT_NUMBERS,
     Agent,
     OutOfService,
     Stock,
     agent_from_read,
+    agent_of,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement.fit import (
     assign_gpu_devices,
@@ -38,12 +40,14 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement.r
 )
 
 __all__ = [
+    "AGENT_NUMBERS",
     "Agent",
     "OutOfService",
     "Placement",
     "PlacementRequest",
     "Stock",
     "agent_from_read",
+    "agent_of",
     "assign_gpu_devices",
     "out_of_service_note",
     "place",

@@ -8,7 +8,7 @@ whichever it is, :func:`agent_from_read` makes the ``Agent``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -108,29 +108,55 @@ def agent_from_read(raw: Mapping[str, Any], where: str) -> Agent:
     """The ``Agent`` of one read: name, group, the numbers of AGENT_NUMBERS (missing: 0),
     gpu_devices and gpu_in_use (lists of device indices) and labels (a mapping). A
     SpecError names ``where`` (e.g. ``agents[2]``) and says what is wrong."""
-    if not raw.get("name"):
+    get = raw.get
+    return agent_of(
+        where,
+        raw,
+        name=get("name"),
+        group=get("group"),
+        numbers=[get(key) for key in AGENT_NUMBERS],
+        gpu_devices=get("gpu_devices"),
+        gpu_in_use=get("gpu_in_use"),
+        labels=get("labels"),
+    )
+
+
+def agent_of(
+    where: str,
+    shown: Any,
+    *,
+    name: Any,
+    group: Any,
+    numbers: Sequence[Any],
+    gpu_devices: Any,
+    gpu_in_use: Any,
+    labels: Any,
+) -> Agent:
+    """The ``Agent`` of a read's values (``numbers`` in AGENT_NUMBERS' order), checked as
+    :func:`agent_from_read` says; a SpecError shows ``shown`` (the read)."""
+    if not name:
         raise SpecError(f"{where}: 'name' is required")
     try:
-        numbers = {key: raw.get(key) or 0 for key in AGENT_NUMBERS}
-        devices = _indices(raw.get("gpu_devices"))
+        cpu, mem, gpu, used_cpu, used_mem, used_gpu = (value or 0 for value in numbers)
+        devices = _indices(gpu_devices)
         return Agent(
-            name=str(raw["name"]),
-            group=str(raw.get("group") or "default"),
-            cpu=float(numbers["cpu"]),
-            mem=int(numbers["mem"]),
-            gpu=len(devices) if devices is not None else int(numbers["gpu"]),
-            used_cpu=float(numbers["used_cpu"]),
-            used_mem=int(numbers["used_mem"]),
-            used_gpu=int(numbers["used_gpu"]),
+            name=str(name),
+            group=str(group or "default"),
+            cpu=float(cpu),
+            mem=int(mem),
+            gpu=len(devices) if devices is not None else int(gpu),
+            used_cpu=float(used_cpu),
+            used_mem=int(used_mem),
+            used_gpu=int(used_gpu),
             gpu_devices=devices,
-            gpu_in_use=_indices(raw.get("gpu_in_use")) or (),
-            labels=_labels(raw.get("labels")),
+            gpu_in_use=_indices(gpu_in_use) or (),
+            labels=_labels(labels),
         )
     except (TypeError, ValueError):
         raise SpecError(
-            f"{where} ({raw.get('name')}): cpu, mem, gpu and used_* must be numbers, "
+            f"{where} ({name}): cpu, mem, gpu and used_* must be numbers, "
             f"gpu_devices and gpu_in_use lists of device indices >= 0, labels a mapping of "
-            f"strings; got {raw!r}"
+            f"strings; got {shown!r}"
         ) from None
 
 

@@ -47,11 +47,13 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.agen
     AgentRead,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
+    AGENT_NUMBERS,
     Agent,
     OutOfService,
     PlacementRequest,
     Stock,
     agent_from_read,
+    agent_of,
     assign_gpu_devices,
     place,
 )
@@ -316,19 +318,32 @@ def agents_from_reads(
     """Placement's agents, the session's containers the reads show (after ``existing``)
     and per-agent inventory (images, paths) of ``declared`` agents (bai_session_plan's
     ``agents``) and the agents' reads."""
-    raw_agents = list(declared)
-    found_existing = list(existing)
-    for read in reads:
-        agent = read.agent.to_dict()
-        agent["images"] = {ref: bool(found.get("present")) for ref, found in read.images.items()}
-        agent["paths"] = dict(read.paths)
-        raw_agents.append(agent)
-        found_existing.extend(read.containers)
-    found, inventory = [], {}
-    for i, raw in enumerate(raw_agents):
+    found: list[Agent] = []
+    inventory: dict[str, Stock] = {}
+    for i, raw in enumerate(declared):
         found.append(agent_from_read(raw, f"agents[{i}]"))
         inventory[str(raw["name"])] = Stock(
             {str(k): bool(v) for k, v in (raw.get("images") or {}).items()},
             {str(k): bool(v) for k, v in (raw.get("paths") or {}).items()},
         )
+    found_existing = list(existing)
+    for i, read in enumerate(reads, start=len(found)):
+        state = read.agent
+        found.append(
+            agent_of(
+                f"agents[{i}]",
+                state,
+                name=state.name,
+                group=state.group,
+                numbers=[getattr(state, key) for key in AGENT_NUMBERS],
+                gpu_devices=state.gpu_devices,
+                gpu_in_use=state.gpu_in_use,
+                labels=state.extra.get("labels"),
+            )
+        )
+        inventory[str(state.name)] = Stock(
+            {str(ref): bool(seen.get("present")) for ref, seen in read.images.items()},
+            {str(path): bool(known) for path, known in read.paths.items()},
+        )
+        found_existing.extend(read.containers)
     return found, found_existing, inventory
