@@ -8,11 +8,15 @@ order of appearance, per test), decayed usage, a pass's duration and the waits. 
 run threads against one store write in an order of their own, and differ from run to run.
 
   .venv/bin/python bench/ledger_diff/run.py REV      (e.g. origin/main, or a commit)
+
+With LEDGER_DIFF_SHOW=N, the first difference of each of the first N tests that differ is
+printed too (a unified diff of the masked texts).
 """
 
 from __future__ import annotations
 
 import collections
+import difflib
 import json
 import os
 import re
@@ -79,6 +83,18 @@ def main(rev: str) -> int:
     print(f"tests whose texts differ: {len(differ)}")
     for node in differ:
         print(f"  {node}")
+    for node in differ[: int(os.environ.get("LEDGER_DIFF_SHOW") or 0)]:
+        old_texts, new_texts = masked(before[node]), masked(after[node])
+        first = next(
+            (i for i, pair in enumerate(zip(old_texts, new_texts)) if pair[0] != pair[1]),
+            min(len(old_texts), len(new_texts)),
+        )
+        print(f"\n{node}: text {first} of {len(old_texts)} (old) / {len(new_texts)} (new)")
+        pair = [
+            texts[first].splitlines() if first < len(texts) else []
+            for texts in (old_texts, new_texts)
+        ]
+        print("\n".join(difflib.unified_diff(*pair, "old", "new", lineterm="", n=2)))
     return 0
 
 

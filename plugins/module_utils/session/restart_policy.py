@@ -29,6 +29,7 @@ from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import SpecError
 from ansible_collections.bai.cluster.plugins.module_utils.common.parse import type_name
+from ansible_collections.bai.cluster.plugins.module_utils.session.job_end import JobEnd
 from ansible_collections.bai.cluster.plugins.module_utils.session.limits import (
     check_number,
 )
@@ -103,19 +104,17 @@ def _exit_code(value: Any) -> int:
 RESTART_CAUSES = ("lost", "preempted", "gone", "oom", "signal", "exit_code")
 
 
-def restart_reason(end: Mapping[str, Any], restart_on: tuple[int, ...] | list[int] = ()) -> str:
-    """Why the end ``end`` (job.combine's result: state, exit_code, signal, failed)
-    restarts a batch session's gang, in a few words; "" when it does not count."""
+def restart_reason(end: JobEnd, restart_on: tuple[int, ...] | list[int] = ()) -> str:
+    """Why the end ``end`` (its state, exit_code, signal, failed member) restarts a
+    batch session's gang, in a few words; "" when it does not count."""
     return restart_cause(end, restart_on)[1]
 
 
-def restart_cause(
-    end: Mapping[str, Any], restart_on: tuple[int, ...] | list[int] = ()
-) -> tuple[str, str]:
+def restart_cause(end: JobEnd, restart_on: tuple[int, ...] | list[int] = ()) -> tuple[str, str]:
     """(one word of :data:`RESTART_CAUSES`, a few words) for an end that restarts the
     gang; ("", "") when it does not count."""
-    state = end.get("state")
-    if end.get("final"):  # a destroy forced by hand
+    state = end.state
+    if end.final:  # a destroy forced by hand
         return "", ""
     if state == "lost":
         return "lost", "an agent did not answer"
@@ -123,15 +122,15 @@ def restart_cause(
         return "preempted", "a drain stopped it"
     if state != "failed":
         return "", ""
-    failed = end.get("failed") or {}
-    host = failed.get("host") or "a member"
-    if failed.get("why") == "gone while the command ran":
+    host = end.failed_member("host") or "a member"
+    if end.failed_member("why") == "gone while the command ran":
         return "gone", f"{host} was gone while the command ran"
-    if failed.get("oom_killed"):
+    if end.failed_member("oom_killed"):
         return "oom", f"{host} was killed for memory (OOM)"
-    if failed.get("signal") or end.get("signal"):
-        return "signal", f"killed by {failed.get('signal') or end.get('signal')}"
-    code = end.get("exit_code")
+    signal = end.failed_member("signal") or end.signal
+    if signal:
+        return "signal", f"killed by {signal}"
+    code = end.exit_code
     if isinstance(code, int) and code in restart_on:
         return "exit_code", f"the command exited {code}, which restart_on names"
     return "", ""

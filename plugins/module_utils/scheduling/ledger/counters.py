@@ -14,8 +14,9 @@ in the same write, so a count is never ahead of or behind what the ledger record
                   (what it took to decide), and ``passes`` in all
     ``reconcile`` the last reconcile: ``at``, and ``passes`` in all
 
-Counters only grow. A ledger rebuilt from the containers' labels starts them at zero
-again, which Prometheus reads as a counter reset. Pure.
+The counters are a :class:`records.Counters`, changed only here. Counters only grow. A
+ledger rebuilt from the containers' labels starts them at zero again, which Prometheus
+reads as a counter reset. Pure.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import Ledger
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.records import (
+    Counters,
     QueueEntry,
 )
 
@@ -36,35 +38,40 @@ DESTROYED = "destroyed"
 CANCELLED = "cancelled"
 
 
-def _counters(ledger: Ledger) -> dict[str, Any]:
+def _counters(ledger: Ledger) -> Counters:
     if ledger.counters is None:
-        ledger.counters = {}
+        ledger.counters = Counters.from_dict({})  # nothing counted yet: no key written
     return ledger.counters
 
 
-def _add(table: dict[str, Any], key: str, amount: float = 1) -> None:
-    table[key] = table.get(key, 0) + amount
+def _plus(table: dict[str, float], key: str) -> dict[str, float]:
+    table[key] = table.get(key, 0) + 1
+    return table
 
 
 def count_end(ledger: Ledger, kind: str, result: str) -> None:
     """A session of type ``kind`` (batch, interactive) ended with ``result``."""
-    _add(_counters(ledger).setdefault("ends", {}), f"{kind}/{result}")
+    counters = _counters(ledger)
+    counters.ends = _plus(counters.ends, f"{kind}/{result}")
 
 
 def count_restart(ledger: Ledger, cause: str) -> None:
-    _add(_counters(ledger).setdefault("restarts", {}), cause)
+    counters = _counters(ledger)
+    counters.restarts = _plus(counters.restarts, cause)
 
 
 def count_retries(ledger: Ledger, retries: int) -> None:
     """``retries`` writes started again before the one that writes this ledger."""
     if retries > 0:
-        _add(_counters(ledger), "retries", retries)
+        counters = _counters(ledger)
+        counters.retries = (counters.retries or 0) + retries
 
 
 def observe_wait(ledger: Ledger, group: str, waited_s: float) -> None:
     """A session of resource group ``group`` was placed after ``waited_s`` in the queue
     (0 for one placed when it was submitted)."""
-    waits = _counters(ledger).setdefault("wait", {})
+    counters = _counters(ledger)
+    waits = counters.wait
     hist = waits.setdefault(group, {"buckets": [0] * (len(WAIT_BUCKETS_S) + 1), "sum": 0.0})
     buckets = list(hist.get("buckets") or ())
     buckets += [0] * (len(WAIT_BUCKETS_S) + 1 - len(buckets))
@@ -74,14 +81,20 @@ def observe_wait(ledger: Ledger, group: str, waited_s: float) -> None:
         sum=round(float(hist.get("sum") or 0) + max(waited_s, 0.0), 3),
         count=int(hist.get("count") or 0) + 1,
     )
+    counters.wait = waits
 
 
 def note_pass(ledger: Ledger, which: str, now: float, seconds: float | None = None) -> None:
     """A scheduler pass (``schedule``) or a reconcile (``reconcile``) ran at ``now``."""
-    record = _counters(ledger).setdefault(which, {})
+    counters = _counters(ledger)
+    record = counters.schedule if which == "schedule" else counters.reconcile
     record.update(at=now, passes=int(record.get("passes") or 0) + 1)
     if seconds is not None:
         record["seconds"] = round(seconds, 6)
+    if which == "schedule":
+        counters.schedule = record
+    else:
+        counters.reconcile = record
 
 
 def queued_since(entry: QueueEntry) -> float:
@@ -95,13 +108,13 @@ def queued_since(entry: QueueEntry) -> float:
 
 def read(ledger: Ledger) -> dict[str, Any]:
     """The counters as the metrics read them (every key there, empty when never counted)."""
-    found = dict(ledger.counters or {})
+    found = ledger.counters or Counters()
     return {
-        "ends": dict(found.get("ends") or {}),
-        "restarts": dict(found.get("restarts") or {}),
-        "wait": dict(found.get("wait") or {}),
+        "ends": dict(found.ends or {}),
+        "restarts": dict(found.restarts or {}),
+        "wait": dict(found.wait or {}),
         "wait_buckets_s": list(WAIT_BUCKETS_S),
-        "retries": int(found.get("retries") or 0),
-        "schedule": dict(found.get("schedule") or {}),
-        "reconcile": dict(found.get("reconcile") or {}),
+        "retries": int(found.retries or 0),
+        "schedule": dict(found.schedule or {}),
+        "reconcile": dict(found.reconcile or {}),
     }

@@ -49,6 +49,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.reco
     CREATING,
     READY,
     Availability,
+    Counters,
     Ended,
     Forsaken,
     KeptRead,
@@ -61,6 +62,7 @@ __all__ = [
     "READY",
     "VERSION",
     "Availability",
+    "Counters",
     "Ended",
     "Forsaken",
     "KeptRead",
@@ -123,8 +125,8 @@ class Ledger:
     :class:`Reservation`, an agent's kept read a :class:`KeptRead`, a queue entry a
     :class:`QueueEntry`, an ended session an :class:`Ended`, a forced destroy's
     leftovers a :class:`Forsaken` and an agent held out of service an
-    :class:`Availability` (records.py); the other records inside (the counters, the
-    usage) are the JSON objects as read.
+    :class:`Availability` and the counters :class:`Counters` (records.py); the usage is
+    the JSON object as read.
     """
 
     sessions: dict[str, Reservation] = field(default_factory=dict)
@@ -137,7 +139,7 @@ class Ledger:
     aliases: list[str] | None = None  # identities of ledgers this one adopted
     availability: dict[str, Availability] | None = None  # identity -> record (availability.py)
     clock: float | None = None  # the ledger's time at its last write
-    counters: dict[str, Any] | None = None  # what the scheduler did over time (counters.py)
+    counters: Counters | None = None  # what the scheduler did over time (counters.py)
     usage: dict[str, dict[str, float]] | None = None  # owner -> decayed units (fair_usage.py)
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -178,7 +180,7 @@ class Ledger:
             aliases=found.get("aliases"),
             availability=_records(found, "availability", Availability),
             clock=found.get("clock"),
-            counters=found.get("counters"),
+            counters=Counters.from_dict(found["counters"]) if "counters" in found else None,
             usage=found.get("usage"),
             extra=extra,
         )
@@ -196,6 +198,8 @@ class Ledger:
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
+        if self.counters is not None:
+            out["counters"] = self.counters.to_dict()
         for key in _RECORDS:
             records = getattr(self, key)
             if records is not None:

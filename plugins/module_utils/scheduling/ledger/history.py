@@ -3,35 +3,32 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import (
     Ended,
     Ledger,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.session.job_end import JobEnd
 
 # The ends the ledger remembers (the newest): what `session show` and `session logs` find
 # once a batch session is gone. About 400 bytes each in the swarm store.
 MAX_ENDED = 200
-_ENDED_KEYS = ("state", "exit_code", "signal", "failed", "started", "ended", "reason", "members")
-# A session that restarted (scheduling/steps/restarts.py): its last attempt's number, and the
-# ends of the earlier ones.
-_RESTART_KEYS = ("attempt", "attempts")
 
 
 def record_end(
     ledger: Ledger,
     name: str,
     session_id: str,
-    end: Mapping[str, Any],
+    end: JobEnd,
     now: float,
     owner: str = "",
 ) -> None:
-    """Remember how batch session ``name`` (``session_id``) of ``owner`` ended - ``end`` is
-    job.combine's result: its state, exit code, the member that failed, when it started and
-    ended, and each member's agent (where its output is kept) - at ``now``, keeping only
-    the newest MAX_ENDED."""
+    """Remember how batch session ``name`` (``session_id``) of ``owner`` ended - ``end``:
+    its state, exit code, the member that failed, when it started and ended, each
+    member's agent (where its output is kept) and, for a gang that restarted, its last
+    attempt's number and the ends of the earlier ones - at ``now``, keeping only the
+    newest MAX_ENDED."""
     if ledger.ended is None:
         ledger.ended = {}
     ended = ledger.ended
@@ -41,8 +38,9 @@ def record_end(
             "session_id": session_id,
             "removed_at": now,
             "owner": owner,
-            **{key: end.get(key) for key in _ENDED_KEYS},
-            **{key: end[key] for key in _RESTART_KEYS if end.get(key)},
+            **end.picked(),
+            **({"attempt": end.attempt} if end.attempt else {}),
+            **({"attempts": list(end.attempts)} if end.attempts else {}),
         }
     )
     for old in sorted(ended, key=lambda sid: float(ended[sid].removed_at))[:-MAX_ENDED]:

@@ -1,7 +1,7 @@
 """The ledger's records: a session's reservation in ``sessions`` (with its kernels), a
 queued session in ``queue``, how a batch session ended in ``ended``, a forced destroy's
 leftovers in ``forsaken``, an agent's kept read in ``agents``, an agent held out of
-service in ``availability`` (and in the agent's own file).
+service in ``availability`` (and in the agent's own file), and the ``counters``.
 
 A field reads as the key did: None (or the empty value) when the document does not have
 it. Only its owners change a reservation, through the methods here: reservations.py
@@ -242,3 +242,19 @@ class Availability(Record):
     reason: str = ""
     at: float | None = None
     purpose: str | None = None
+
+
+@dataclass(kw_only=True)
+class Counters(Record):
+    """What the scheduler did over time, for the metrics (counters.py counts into it and
+    says what each field holds). A counter only grows; one never counted is not in the
+    document."""
+
+    KIND: ClassVar[str] = "counters"
+
+    ends: dict[str, float] = field(default_factory=dict)  # "TYPE/RESULT" -> sessions
+    restarts: dict[str, float] = field(default_factory=dict)  # cause -> gangs
+    wait: dict[str, dict[str, Any]] = field(default_factory=dict)  # group -> histogram
+    retries: float = 0  # ledger writes started again
+    schedule: dict[str, Any] = field(default_factory=dict)  # the last scheduler pass
+    reconcile: dict[str, Any] = field(default_factory=dict)  # the last reconcile

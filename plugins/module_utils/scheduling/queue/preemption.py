@@ -31,7 +31,7 @@ Pure: no Ansible, no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +57,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue.queue
     Decision,
     Waiting,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.session.job_end import JobEnd
 
 # The end of a preempted batch session (jobs/job.py's PREEMPTED).
 PREEMPTED = "preempted"
@@ -108,24 +109,19 @@ _TURNED = ("succeeded", "failed")
 
 
 def victim_end(
-    entry: Reservation | None, ended: Mapping[str, Any] | None, session_id: str | None
-) -> dict[str, Any] | None:
+    entry: Reservation | None, ended: JobEnd | None, session_id: str | None
+) -> JobEnd | None:
     """How a session ended, as the ledger records it: a marked victim's end (of that
     ``session_id``) that came after the mark is ``preempted`` for the session it made
     room for - so its gang queues again through its restarts; any other as given."""
     mark = (entry.preempted_by if entry else None) or {}
     if not ended or not mark or entry is None or entry.session_id != session_id:
-        return dict(ended) if ended else None
-    at = ended.get("ended")
+        return ended
+    at = ended.ended
     after = not isinstance(at, (int, float)) or float(at) >= float(mark.get("at") or 0)
-    if ended.get("state") not in _TURNED or not after:
-        return dict(ended)
-    return {
-        **ended,
-        "state": PREEMPTED,
-        "terminal": True,
-        "reason": f"preempted for {mark.get('session')}",
-    }
+    if ended.state not in _TURNED or not after:
+        return ended
+    return ended.preempted(f"preempted for {mark.get('session')}")
 
 
 def under_way(ledger: Ledger, now: float, stale_s: float) -> list[str]:

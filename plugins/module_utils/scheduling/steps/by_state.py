@@ -50,6 +50,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.sched
     queued_view,
     scheduled,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.session.job_end import JobEnd
 
 
 def _ignore(_message: str) -> None:
@@ -139,10 +140,10 @@ def released(request: LedgerRequest, ledger: Ledger, now: float) -> dict[str, An
     name = str(request.name)
     held = ledger.sessions.get(name)
     # A session a preemption stopped ended preempted, whatever its command did once warned.
-    given = preemption.victim_end(held, request.ended, request.session_id)
+    given = preemption.victim_end(held, JobEnd.of(request.ended), request.session_id)
     # A preempted attempt (a preemption, or a forced drain) is not its owner's doing: its
     # usage is not charged to their fair share.
-    preempted = (given or {}).get("state") == preemption.PREEMPTED
+    preempted = given is not None and given.state == preemption.PREEMPTED
     if given and request.session_id:
         # A batch session whose end its restart policy counts: queued again, at the head
         # (a part left on agents that did not answer stopped by itself: fencing.py).
@@ -179,13 +180,13 @@ def released(request: LedgerRequest, ledger: Ledger, now: float) -> dict[str, An
     if released and not preempted and held is not None:
         fair_usage.charge_end(ledger, held, now)
     if given and request.session_id:
-        end = {**given, "attempt": len(earlier), "attempts": earlier}
+        end = given.with_attempts(len(earlier), earlier)
         history.record_end(ledger, name, request.session_id, end, now, owner)
     if released or (given and not known):
         # Counted once: a destroy run again finds nothing left to release or record.
-        ended = given or {}
-        kind = str((held.type if held else None) or ("batch" if ended else "interactive"))
-        counters.count_end(ledger, kind, str(ended.get("state") or counters.DESTROYED))
+        kind = str((held.type if held else None) or ("batch" if given else "interactive"))
+        state = given.state if given else None
+        counters.count_end(ledger, kind, str(state or counters.DESTROYED))
     return {
         "changed": released or bool(given and request.session_id),
         "waiting": len(queue_.queue_of(ledger)),

@@ -21,7 +21,8 @@ a rebuild from the labels resets it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import WAIT_RESTART
@@ -35,6 +36,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.docu
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.kept_reads import (
     forget_in_record,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.session.job_end import END_KEYS, JobEnd
 from ansible_collections.bai.cluster.plugins.module_utils.session.model import SessionSpec
 from ansible_collections.bai.cluster.plugins.module_utils.session.restart_policy import (
     restart_cause,
@@ -42,7 +44,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.session.restart_policy
 
 # What the ledger keeps of each earlier attempt's end (about 300 bytes each; at most
 # session_restarts of them, 100).
-_ATTEMPT_KEYS = ("state", "exit_code", "signal", "failed", "started", "ended", "members")
+_ATTEMPT_KEYS = tuple(key for key in END_KEYS if key != "reason")
 
 
 def keep_policy(
@@ -73,7 +75,7 @@ def restart(
     ledger: Ledger,
     name: str,
     session_id: str,
-    end: Mapping[str, Any],
+    end: JobEnd,
     now: float,
     left_on: Sequence[str] = (),
 ) -> QueueEntry | None:
@@ -100,11 +102,11 @@ def restart(
         why = f"preempted for {by}"
     record = {
         "attempt": attempt,
-        **{key: end.get(key) for key in _ATTEMPT_KEYS},
+        **end.picked(_ATTEMPT_KEYS),
         # Where each member ran (its output is kept there), also those not heard from.
         "members": {
             **{str(k.host): str(k.agent) for k in entry.kernels or ()},
-            **(end.get("members") or {}),
+            **(end.members or {}),
         },
         "removed_at": now,
         "restarted_because": why,
@@ -139,16 +141,16 @@ def restart(
     return queued
 
 
-def last_end(queued: QueueEntry) -> dict[str, Any] | None:
+def last_end(queued: QueueEntry) -> JobEnd | None:
     """A gang cancelled while it waited to start again (its queue entry): how its last
     attempt ended, with the ones before it, for the ledger's history; None for any other
     queued session."""
     earlier = attempts_of(queued)
     if not earlier or not queued.session_id:
         return None
-    last = earlier[-1]
-    return {
-        **last,
-        "reason": f"{last.get('state')}; cancelled before it started again",
-        "attempts": earlier[:-1],
-    }
+    last = JobEnd.of(earlier[-1]) or JobEnd()
+    return replace(
+        last,
+        reason=f"{last.state}; cancelled before it started again",
+        attempts=tuple(earlier[:-1]),
+    )

@@ -20,6 +20,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.jobs import job
 from ansible_collections.bai.cluster.plugins.module_utils.jobs.job import Member, result
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import document, history
 from ansible_collections.bai.cluster.plugins.module_utils.session import kinds
+from ansible_collections.bai.cluster.plugins.module_utils.session.job_end import JobEnd
 from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
     normalize_spec,
     spec_hash,
@@ -260,7 +261,8 @@ def test_ended_sessions_are_complete_batch_sessions_with_nothing_running():
 # --- the ledger remembers ends ----------------------------------------------------------
 def test_the_ledger_remembers_the_newest_ends():
     ledger = document.empty()
-    end = {"state": "failed", "exit_code": 7, "members": {"main1": "agent1"}, "extra": 1}
+    end = JobEnd.of({"state": "failed", "exit_code": 7, "members": {"main1": "agent1"}, "extra": 1})
+    assert end is not None
     for i in range(history.MAX_ENDED + 5):
         history.record_end(ledger, "train" if i % 2 else "other", f"id{i}", end, float(i))
     assert len(ledger.ended) == history.MAX_ENDED

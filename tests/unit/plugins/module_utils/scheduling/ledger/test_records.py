@@ -7,8 +7,12 @@ import json
 
 import pytest
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import LedgerError
-from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import document
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import (
+    counters,
+    document,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.records import (
+    Counters,
     Ended,
     Forsaken,
     KeptRead,
@@ -189,6 +193,9 @@ _KEYS = st.sampled_from(
         "agent",
         "stored_at",
         "declared",
+        "ends",
+        "wait",
+        "retries",
     ]
 )
 
@@ -200,7 +207,7 @@ def test_any_object_without_kernels_round_trips_byte_for_byte(data):
     assert json.dumps(Reservation.from_dict(data).to_dict(), sort_keys=True) == text
 
 
-@pytest.mark.parametrize("kind", [QueueEntry, Ended, Forsaken, KeptRead])
+@pytest.mark.parametrize("kind", [QueueEntry, Ended, Forsaken, KeptRead, Counters])
 @given(data=st.dictionaries(_KEYS | st.text(), _JSON, max_size=8))
 def test_any_other_record_object_round_trips_byte_for_byte(kind, data):
     if kind is KeptRead:
@@ -220,3 +227,24 @@ def test_a_kept_read_and_its_agent_round_trip_byte_for_byte(agent, data):
     assert json.dumps(KeptRead.from_dict(data).to_dict(), sort_keys=True) == text
     with pytest.raises(LedgerError, match="read's agent that is not an object"):
         KeptRead.from_dict({"agent": None})
+
+
+def test_the_counters_read_as_a_record_and_write_back_what_they_read_and_counted():
+    data = {"version": 1, "sessions": {}, "counters": {"ends": {"batch/failed": 2}, "zz": 1}}
+    text = json.dumps(data, sort_keys=True)
+    ledger = document.Ledger.from_dict(json.loads(text))
+    assert isinstance(ledger.counters, Counters) and ledger.counters.extra == {"zz": 1}
+    assert json.dumps(ledger.to_dict(), sort_keys=True) == text
+    counters.count_end(ledger, "batch", "failed")
+    counters.count_retries(ledger, 2)
+    counters.note_pass(ledger, "reconcile", 5.0)
+    assert ledger.to_dict()["counters"] == {
+        "ends": {"batch/failed": 3},
+        "retries": 2,
+        "reconcile": {"at": 5.0, "passes": 1},
+        "zz": 1,
+    }
+    assert counters.read(document.empty())["ends"] == {}
+    fresh = document.empty()  # what was never counted stays out of the document
+    counters.count_restart(fresh, "lost")
+    assert fresh.to_dict()["counters"] == {"restarts": {"lost": 1}}

@@ -23,6 +23,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue.backf
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue.queue_order import (
     parse_queue_policy,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.session.job_end import JobEnd
 from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
     expand_kernels,
     normalize_spec,
@@ -225,13 +226,14 @@ MARKED = Reservation.from_dict(
     ],
 )
 def test_a_marked_victim_s_end_after_the_mark_is_preempted(ended, state):
-    got = preemption.victim_end(MARKED, ended, "s1")
-    assert got is not None and got["state"] == state, got
+    end = JobEnd.of(ended)
+    got = preemption.victim_end(MARKED, end, "s1")
+    assert got is not None and got.state == state, got
     if state == "preempted":
-        assert got["reason"] == "preempted for high" and got["terminal"] is True
+        assert got.reason == "preempted for high" and got.ended == ended["ended"]
     # Unmarked, or another instance of the name: as given.
-    assert preemption.victim_end(Reservation.from_dict({"session_id": "s1"}), ended, "s1") == ended
-    assert preemption.victim_end(MARKED, ended, "s2") == ended
+    assert preemption.victim_end(Reservation.from_dict({"session_id": "s1"}), end, "s1") == end
+    assert preemption.victim_end(MARKED, end, "s2") == end
 
 
 def test_a_failed_attempt_is_charged_where_a_preempted_one_is_not(tmp_path):

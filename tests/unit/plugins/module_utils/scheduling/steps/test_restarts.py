@@ -13,6 +13,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.errors import S
 from ansible_collections.bai.cluster.plugins.module_utils.common.labels import LABEL_RESTART_COUNT
 from ansible_collections.bai.cluster.plugins.module_utils.jobs.attempts import kept_name, logs_where
 from ansible_collections.bai.cluster.plugins.module_utils.session.env import cluster_env
+from ansible_collections.bai.cluster.plugins.module_utils.session.job_end import JobEnd
 from ansible_collections.bai.cluster.plugins.module_utils.session.restart_policy import (
     parse_restart_policy,
     restart_reason,
@@ -103,7 +104,7 @@ def test_a_bad_policy_is_refused_with_what_it_takes(given, kind, words):
     ],
 )
 def test_which_ends_restart_the_gang(ended, codes, counts):
-    reason = restart_reason(ended, codes)
+    reason = restart_reason(JobEnd.of(ended) or JobEnd(), codes)
     assert (counts in reason) if counts else reason == ""
 
 
