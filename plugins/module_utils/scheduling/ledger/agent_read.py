@@ -46,8 +46,9 @@ class AgentRead:
     hint: bool = False  # a hint: declared capacity, no read
 
     @classmethod
-    def of(cls, result: Mapping[str, Any]) -> AgentRead:
-        """The read of a bai_agent_info result; SpecError when it has no ``agent``."""
+    def of(cls, result: Mapping[str, Any], read_at: float | None = None) -> AgentRead:
+        """The read of a bai_agent_info result (timed ``read_at`` where given: the
+        ledger's clock, kept_reads.this_run); SpecError when it has no ``agent``."""
         if "agent" not in result:
             raise SpecError(
                 "agent_info: an item has no 'agent' key; pass the registered results of "
@@ -58,7 +59,7 @@ class AgentRead:
         return cls(
             str(agent.name),
             str(agent.id or ""),
-            float(get("read_at") or 0),
+            float(get("read_at") or 0) if read_at is None else read_at,
             agent,
             get("sessions"),
             tuple(ContainerRow.of(row) for row in get("containers") or ()),

@@ -74,7 +74,7 @@ __all__ = [
 VERSION = 1
 # A session's containers exist before its reservation is marked ready, so a read of an
 # agent taken after that moment shows them. Both are timed by the ledger host's clock
-# alone (on_ledger_clock), never an agent's; this margin absorbs steps of that one clock.
+# alone (kept_reads.this_run), never an agent's; this margin absorbs steps of that one clock.
 # Within it a ready session counts by its reservation.
 STALE_MARGIN_S = 5.0
 

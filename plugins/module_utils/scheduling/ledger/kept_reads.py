@@ -10,7 +10,7 @@ session of the ledger counts on it by its reservation, whatever its state (usage
 and a placement that finds no room with kept reads asks for fresh ones before it says
 PENDING. A removed session leaves the kept reads (:func:`forget_session`).
 
-A fresh read is timed by the ledger's clock (:func:`on_ledger_clock`), never an agent's.
+A fresh read is timed by the ledger's clock (:func:`this_run`), never an agent's.
 """
 
 from __future__ import annotations
@@ -56,25 +56,28 @@ def overdue_agents(ledger: Ledger, now: float) -> list[str]:
     return sorted(out)
 
 
-def this_run(results: Sequence[Mapping[str, Any]]) -> list[AgentRead]:
-    """The reads a create was given (bai_agent_info results, not skipped), each on the
-    ledger's clock (:func:`on_ledger_clock`); SpecError for one without an agent."""
-    return [AgentRead.of(on_ledger_clock(r)) for r in results if not r.get("skipped")]
+def this_run(
+    results: Sequence[Mapping[str, Any]], *, answered_only: bool = False
+) -> list[AgentRead]:
+    """The reads this run was given (bai_agent_info results; skipped ones left out), each
+    timed by the ledger's clock: its ``read_after``, the ledger's time when this run asked
+    for the read (so no later than the read itself), never the agent's own ``read_at``,
+    which another host's clock gave. A read without it counts as one of unknown age (0):
+    it never proves a session gone, nor settled. A result without an agent is a SpecError
+    (a create's), or, ``answered_only`` (a reconcile's), left out with those that failed."""
+    out = []
+    for result in results:
+        if result.get("skipped"):
+            continue
+        if answered_only and (result.get("failed") or "agent" not in result):
+            continue
+        out.append(AgentRead.of(result, read_at=float(result.get("read_after") or 0)))
+    return out
 
 
-def fresh_reads(reads: Sequence[Mapping[str, Any]]) -> dict[str, AgentRead]:
-    """This run's own reads of the agents (bai_agent_info results), by agent name."""
-    mine = (r for r in reads if not r.get("kept") and not r.get("skipped") and "agent" in r)
-    return {read.name: read for read in map(AgentRead.of, mine)}
-
-
-def on_ledger_clock(result: Mapping[str, Any]) -> dict[str, Any]:
-    """A fresh agent read (a bai_agent_info result) timed by the ledger's clock: its
-    ``read_after``, the ledger's time when this run asked for the read (so no later than
-    the read itself), never the agent's own ``read_at``, which another host's clock gave.
-    A read without it counts as one of unknown age (0): it never proves a session gone,
-    nor settled."""
-    return {**result, "read_at": float(result.get("read_after") or 0)}
+def fresh_reads(reads: Sequence[AgentRead]) -> dict[str, AgentRead]:
+    """This run's own reads of the agents (not the kept ones it was handed), by name."""
+    return {read.name: read for read in reads if not read.kept}
 
 
 def remember(

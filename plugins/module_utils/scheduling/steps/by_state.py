@@ -318,12 +318,8 @@ def reconciled(
     request: LedgerRequest, ledger: Ledger, now: float, ids: Sequence[str]
 ) -> dict[str, Any]:
     """The ledger made to agree with the agents' reads."""
-    reads = [
-        kept_reads.on_ledger_clock(r)
-        for r in request.agent_info or []
-        if not r.get("skipped") and not r.get("failed") and "agent" in r
-    ]
-    names = {str(r["agent"].get("name")) for r in reads}
+    reads = kept_reads.this_run(request.agent_info or [], answered_only=True)
+    names = {read.name for read in reads}
     # Its reads skip GPU detection, so they are not kept as the agents' records; reconcile()
     # forgets the sessions it dropped or removed.
     inventory = list(request.inventory) if request.agents is not None else sorted(names)

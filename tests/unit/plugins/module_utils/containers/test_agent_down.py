@@ -21,7 +21,7 @@ from ansible_collections.bai.cluster.plugins.modules import bai_session_ledger, 
 from ansible_collections.bai.cluster.plugins.plugin_utils import ledger_text
 from availability_fake import ledger_args, read
 from docker_fake import FakeEngine, run_module
-from ledger_fake import info, place
+from ledger_fake import info, place, reads_of
 
 
 def test_a_create_passes_over_an_agent_it_could_not_read(tmp_path):
@@ -113,7 +113,9 @@ def test_a_forced_destroy_leaves_the_part_it_could_not_reach_to_reconcile():
         },
     }
     back = {**info("a2", cpu=2, read_at=3000.0), "containers": [leftover], "read_after": 2999.0}
-    done_ = reconcile.reconcile(ledger, fresh_reads([back]), now=3000.0, every_agent_read=False)
+    done_ = reconcile.reconcile(
+        ledger, fresh_reads(reads_of([back])), now=3000.0, every_agent_read=False
+    )
     assert done_.forsaken == ["s"] and done_.adopted == []
     assert done_.remove == [
         {"agent": "a2", "session": "s", "session_id": sid, "containers": 1, "forced": True}
@@ -123,7 +125,7 @@ def test_a_forced_destroy_leaves_the_part_it_could_not_reach_to_reconcile():
     )
     # Once a2 runs nothing of it, the ledger forgets it.
     empty = {**info("a2", cpu=2, read_at=4000.0), "read_after": 3999.0}
-    reconcile.reconcile(ledger, fresh_reads([empty]), now=4000.0, every_agent_read=True)
+    reconcile.reconcile(ledger, fresh_reads(reads_of([empty])), now=4000.0, every_agent_read=True)
     assert ledger.forsaken == {}
 
 

@@ -281,11 +281,13 @@ def test_an_agent_clock_ahead_never_drops_a_live_session():
     place(ledger, "s1", [info("a1", cpu=8)], size=2, resources={"cpu": 2})
     sid = ledger.sessions["s1"].session_id
     reservations.mark_ready(ledger, "s1", sid, 1000.0)
-    timed = kept_reads.on_ledger_clock({**skewed, "read_after": 999.0})
-    assert usage.drop_stale(ledger, reads_of([timed])) == []
-    assert usage.adjust(reads_of([timed]), ledger)[0].agent.used_cpu == 4.0
-    unknown = kept_reads.on_ledger_clock(skewed)  # no read_after: a read of unknown age
-    assert usage.drop_stale(ledger, reads_of([unknown])) == []
+    timed = kept_reads.this_run([{**skewed, "read_after": 999.0}])
+    assert timed[0].read_at == 999.0
+    assert usage.drop_stale(ledger, timed) == []
+    assert usage.adjust(timed, ledger)[0].agent.used_cpu == 4.0
+    unknown = kept_reads.this_run([skewed])  # no read_after: a read of unknown age
+    assert unknown[0].read_at == 0
+    assert usage.drop_stale(ledger, unknown) == []
 
 
 def test_the_agents_of_an_overdue_reservation_are_read_once_after_it_expired():

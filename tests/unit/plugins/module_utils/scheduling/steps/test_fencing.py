@@ -32,6 +32,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps impor
     restarts,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.session.job_end import JobEnd
+from ledger_fake import reads_of
 
 SID = "sid-1"
 
@@ -83,7 +84,7 @@ def read(agent, *rows):
 
 def fresh(*reads):
     """The reads by agent, as reconcile gives them to fencing."""
-    return kept_reads.fresh_reads(list(reads))
+    return kept_reads.fresh_reads(reads_of(reads))
 
 
 @pytest.mark.parametrize(
@@ -132,7 +133,7 @@ def test_reconcile_removes_an_earlier_attempts_leftovers_and_only_those():
         {**read("a2", row("exited", "Exited (1) 3 minutes ago", 0, "sub1")), "read_at": 1},
     ]
     reads[1]["read_after"] = 0
-    done = reconcile.reconcile(ledger, fresh_reads(reads), now=2.0, every_agent_read=True)
+    done = reconcile.reconcile(ledger, fresh_reads(reads_of(reads)), now=2.0, every_agent_read=True)
     (gone,) = done.remove
     assert (gone["agent"], gone["session_id"], gone["before_attempt"]) == ("a2", SID, 1)
     assert "job" in ledger.sessions and not done.dropped and not done.incomplete

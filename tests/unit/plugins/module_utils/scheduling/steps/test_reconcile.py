@@ -16,6 +16,7 @@ from ledger_fake import (
     info,
     place,
     read_with,
+    reads_of,
     row,
 )
 
@@ -28,7 +29,9 @@ def test_reconcile_rebuilds_a_lost_ledger_from_the_labels():
         read_with("a1", [row("full", "id-f", "main1", devices="0"), row("part", "id-p", "main1")]),
         read_with("a2", [row("full", "id-f", "sub1", agent="a2")]),
     ]
-    done = reconcile.reconcile(ledger, fresh_reads(reads), now=2000.0, every_agent_read=True)
+    done = reconcile.reconcile(
+        ledger, fresh_reads(reads_of(reads)), now=2000.0, every_agent_read=True
+    )
     assert done.adopted == ["full"] and done.dropped == []
     assert done.remove == [
         {"agent": "a1", "session": "part", "session_id": "id-p", "containers": 1}
@@ -41,7 +44,7 @@ def test_reconcile_rebuilds_a_lost_ledger_from_the_labels():
     ]
     assert roster.given_out(ledger)["a1"] == {"cpu": 1.0, "mem": GI, "gpu_devices": [0]}
     again = reconcile.reconcile(
-        ledger, fresh_reads(reads[:1] + reads[1:]), now=2001.0, every_agent_read=True
+        ledger, fresh_reads(reads_of(reads[:1] + reads[1:])), now=2001.0, every_agent_read=True
     )
     assert again.adopted == [] and "full" in ledger.sessions  # idempotent
 
@@ -49,7 +52,9 @@ def test_reconcile_rebuilds_a_lost_ledger_from_the_labels():
 def test_reconcile_removes_nothing_unknown_when_an_agent_was_not_read():
     ledger = document.empty()
     reads = [read_with("a1", [row("part", "id-p", "main1")])]
-    done = reconcile.reconcile(ledger, fresh_reads(reads), now=2000.0, every_agent_read=False)
+    done = reconcile.reconcile(
+        ledger, fresh_reads(reads_of(reads)), now=2000.0, every_agent_read=False
+    )
     assert done.remove == [] and done.spared == ["part"]
 
 
@@ -71,7 +76,7 @@ def test_reconcile_settles_each_kind_of_reservation():
         row("dead", dead.session_id, "main1"),
     ]
     done = reconcile.reconcile(
-        ledger, fresh_reads([read_with("a1", rows)]), now=2000.0, every_agent_read=False
+        ledger, fresh_reads(reads_of([read_with("a1", rows)])), now=2000.0, every_agent_read=False
     )
     assert done.dropped == ["dead", "gone"]  # dead: part of it removed, then dropped
     assert done.adopted == ["whole"]  # expired, complete: its create died after making it
@@ -88,7 +93,7 @@ def test_reconcile_keeps_a_session_confirmed_while_it_read_the_agents():
     place(ledger, "new", [info("a1")], now=1000.0, size=1)
     reservations.mark_ready(ledger, "new", ledger.sessions["new"].session_id, 1999.0)
     done = reconcile.reconcile(
-        ledger, fresh_reads([read_with("a1", [])]), now=2000.0, every_agent_read=True
+        ledger, fresh_reads(reads_of([read_with("a1", [])])), now=2000.0, every_agent_read=True
     )
     assert done.in_flight == ["new"] and "new" in ledger.sessions
 
@@ -100,7 +105,7 @@ def test_reconcile_leaves_an_unknown_session_whose_name_another_holds():
     reservations.mark_ready(ledger, "s", sid, 1000.0)
     rows = [row("s", sid, "main1", size=1), row("s", "other", "main1", size=1)]
     done = reconcile.reconcile(
-        ledger, fresh_reads([read_with("a1", rows)]), now=2000.0, every_agent_read=True
+        ledger, fresh_reads(reads_of([read_with("a1", rows)])), now=2000.0, every_agent_read=True
     )
     assert done.conflicts == ["s"] and ledger.sessions["s"].session_id == sid
     assert ledger_text.reconcile_lines(done._asdict())[0].startswith("not adopted")
@@ -141,7 +146,9 @@ def test_reconcile_starts_what_a_restart_left_stopped_of_a_running_interactive_s
         ),
         read_with("a2", [stopped(row("span", ids["span"], "sub1", agent="a2"), "created")]),
     ]
-    done = reconcile.reconcile(ledger, fresh_reads(reads), now=2000.0, every_agent_read=True)
+    done = reconcile.reconcile(
+        ledger, fresh_reads(reads_of(reads)), now=2000.0, every_agent_read=True
+    )
     assert done.stopped == [
         {"agent": "a2", "session": "span", "session_id": ids["span"], "containers": ["span-sub1"]}
     ]
