@@ -102,7 +102,7 @@ def queued_since(entry: QueueEntry) -> float:
     start again, the end of its last attempt."""
     attempts = entry.attempts or ()
     if entry.attempt and attempts:
-        return float(attempts[-1].get("removed_at") or entry.submitted_at)
+        return float(attempts[-1].removed_at or entry.submitted_at)
     return float(entry.submitted_at)
 
 

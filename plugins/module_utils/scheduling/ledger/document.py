@@ -48,6 +48,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.json
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.records import (
     CREATING,
     READY,
+    Attempt,
     Availability,
     Counters,
     Ended,
@@ -61,6 +62,7 @@ __all__ = [
     "CREATING",
     "READY",
     "VERSION",
+    "Attempt",
     "Availability",
     "Counters",
     "Ended",

@@ -46,11 +46,41 @@ class Kernel(Record):
 
 
 @dataclass(kw_only=True)
+class Attempt(Record):
+    """An earlier attempt of a gang that restarted (steps/restarts.py makes it): its
+    number, how it ended (session/job_end.py's fields, as given), where each member ran
+    (its output is kept there), when it was removed, why it started again, and the agents
+    that did not answer then (``left_on``)."""
+
+    KIND: ClassVar[str] = "attempt"
+
+    attempt: int = 0
+    state: str | None = None
+    exit_code: int | None = None
+    signal: str | None = None
+    failed: Any = None
+    started: Any = None
+    ended: Any = None
+    members: dict[str, str] | None = None
+    removed_at: float | None = None
+    restarted_because: str | None = None
+    left_on: list[str] | None = None
+
+
+def _attempts() -> tuple[Any, Any]:
+    """The NESTED pair of a record's ``attempts`` (a list of :class:`Attempt`)."""
+    load, dump = records_of(Attempt)
+    return (lambda raw: None if raw is None else load(raw)), (
+        lambda value: None if value is None else dump(value)
+    )
+
+
+@dataclass(kw_only=True)
 class Reservation(Record):
     """A session's reservation (document.py; reservations.py makes and ends it)."""
 
     KIND: ClassVar[str] = "reservation"
-    NESTED: ClassVar[Mapping[str, Any]] = {"kernels": records_of(Kernel)}
+    NESTED: ClassVar[Mapping[str, Any]] = {"kernels": records_of(Kernel), "attempts": _attempts()}
 
     name: str = ""
     session_id: str = ""
@@ -73,7 +103,7 @@ class Reservation(Record):
     spec: dict[str, Any] | None = None
     authorized_keys: list[str] | None = None
     attempt: int | None = None
-    attempts: list[dict[str, Any]] | None = None
+    attempts: list[Attempt] | None = None
 
     @property
     def agents(self) -> set[str]:
@@ -103,7 +133,7 @@ class Reservation(Record):
         spec: SessionSpec,
         authorized_keys: Sequence[str],
         attempt: int,
-        attempts: Sequence[Mapping[str, Any]],
+        attempts: Sequence[Attempt],
     ) -> None:
         """What placing it again needs: its request (kept in its canonical form), the
         people's keys, its attempt and the ends of the attempts before it."""
@@ -112,7 +142,7 @@ class Reservation(Record):
             self.authorized_keys = list(authorized_keys)
         self.attempt = attempt
         if attempts:
-            self.attempts = [dict(a) for a in attempts]
+            self.attempts = list(attempts)
 
 
 @dataclass(kw_only=True)
@@ -123,6 +153,7 @@ class QueueEntry(Record):
     pass, and a lease while a scheduler pass starts it."""
 
     KIND: ClassVar[str] = "queue entry"
+    NESTED: ClassVar[Mapping[str, Any]] = {"attempts": _attempts()}
 
     name: str = ""
     spec: dict[str, Any] = field(default_factory=dict)
@@ -140,7 +171,7 @@ class QueueEntry(Record):
     # A batch session's gang waiting to start again (restarts.py).
     session_id: str | None = None
     attempt: int | None = None
-    attempts: list[dict[str, Any]] | None = None
+    attempts: list[Attempt] | None = None
     # Its spec parsed (queue/entries.py), once: never in the document.
     parsed: Any = field(
         default=None, init=False, repr=False, compare=False, metadata={"json": False}
@@ -171,6 +202,7 @@ class Ended(Record):
     `session logs` find once it is gone. The end's fields are job.combine's, as given."""
 
     KIND: ClassVar[str] = "ended session"
+    NESTED: ClassVar[Mapping[str, Any]] = {"attempts": _attempts()}
 
     name: str = ""
     session_id: str = ""
@@ -186,7 +218,7 @@ class Ended(Record):
     members: Any = None  # each member's agent, where its output is kept
     # A session that restarted: its last attempt's number, the ends of the earlier ones.
     attempt: int | None = None
-    attempts: list[dict[str, Any]] | None = None
+    attempts: list[Attempt] | None = None
 
 
 @dataclass(kw_only=True)

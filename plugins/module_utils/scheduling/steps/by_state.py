@@ -174,7 +174,7 @@ def released(request: LedgerRequest, ledger: Ledger, now: float) -> dict[str, An
         return {"changed": True, "cancelled": True, "waiting": len(queue_.queue_of(ledger))}
     owner = str(held.owner or "") if held else ""
     mine = held is not None and held.session_id == request.session_id
-    earlier = [dict(a) for a in held.attempts or ()] if held and mine else []
+    earlier = [a.to_dict() for a in held.attempts or ()] if held and mine else []
     known = bool(request.session_id and request.session_id in (ledger.ended or {}))
     released = reservations.release(ledger, name, request.session_id)
     if released and not preempted and held is not None:

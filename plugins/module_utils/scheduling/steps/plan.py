@@ -300,34 +300,36 @@ def agents_from_info(
     agent_info: Sequence[Mapping[str, Any]] | None,
 ) -> tuple[list[Agent] | None, list[ContainerRow], dict[str, Stock]]:
     """Agents, the containers of the session found on them and per-agent inventory
-    (images, paths), from bai_session_plan's ``agents``/``existing`` options and the
-    registered results of bai_agent_info (``agent_info``). Agents is None when neither
-    ``agents`` nor ``agent_info`` is given (validation only)."""
+    (images, paths), from bai_session_plan's ``agents``/``existing`` options (the agents
+    first) and the registered results of bai_agent_info (``agent_info``). Agents is None
+    when neither ``agents`` nor ``agent_info`` is given (validation only)."""
     rows = [ContainerRow.of(row) for row in existing or ()]
     if agents is None and agent_info is None:
         return None, rows, {}
-    reads = [AgentRead.of(r) for r in agent_info or [] if not r.get("skipped")]
-    return agents_from_reads(reads, agents or (), rows)
-
-
-def agents_from_reads(
-    reads: Sequence[AgentRead],
-    declared: Sequence[Mapping[str, Any]] = (),
-    existing: Sequence[ContainerRow] = (),
-) -> tuple[list[Agent], list[ContainerRow], dict[str, Stock]]:
-    """Placement's agents, the session's containers the reads show (after ``existing``)
-    and per-agent inventory (images, paths) of ``declared`` agents (bai_session_plan's
-    ``agents``) and the agents' reads."""
     found: list[Agent] = []
     inventory: dict[str, Stock] = {}
-    for i, raw in enumerate(declared):
+    for i, raw in enumerate(agents or ()):
         found.append(agent_from_read(raw, f"agents[{i}]"))
         inventory[str(raw["name"])] = Stock(
             {str(k): bool(v) for k, v in (raw.get("images") or {}).items()},
             {str(k): bool(v) for k, v in (raw.get("paths") or {}).items()},
         )
+    reads = [AgentRead.of(r) for r in agent_info or [] if not r.get("skipped")]
+    read, rows, stock = agents_from_reads(reads, rows, first=len(found))
+    inventory.update(stock)
+    return found + read, rows, inventory
+
+
+def agents_from_reads(
+    reads: Sequence[AgentRead], existing: Sequence[ContainerRow] = (), *, first: int = 0
+) -> tuple[list[Agent], list[ContainerRow], dict[str, Stock]]:
+    """Placement's agents of the agents' reads, the session's containers the reads show
+    (after ``existing``) and per-agent inventory (images, paths). ``first``: the index of
+    the first read among all the agents, for a message (``agents[N]``)."""
+    found: list[Agent] = []
+    inventory: dict[str, Stock] = {}
     found_existing = list(existing)
-    for i, read in enumerate(reads, start=len(found)):
+    for i, read in enumerate(reads, start=first):
         state = read.agent
         found.append(
             agent_of(

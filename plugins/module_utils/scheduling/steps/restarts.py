@@ -36,6 +36,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.docu
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.kept_reads import (
     forget_in_record,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.records import Attempt
 from ansible_collections.bai.cluster.plugins.module_utils.session.job_end import END_KEYS, JobEnd
 from ansible_collections.bai.cluster.plugins.module_utils.session.model import SessionSpec
 from ansible_collections.bai.cluster.plugins.module_utils.session.restart_policy import (
@@ -66,9 +67,9 @@ def keep_policy(
     )
 
 
-def attempts_of(queued: QueueEntry | None) -> list[dict[str, Any]]:
+def attempts_of(queued: QueueEntry | None) -> list[Attempt]:
     """The earlier attempts of a queued session's entry, oldest first."""
-    return [dict(a) for a in (queued.attempts if queued else None) or ()]
+    return list((queued.attempts if queued else None) or ())
 
 
 def restart(
@@ -127,7 +128,7 @@ def restart(
         "wait": WAIT_RESTART,
         "session_id": session_id,
         "attempt": attempt + 1,
-        "attempts": [*(dict(a) for a in entry.attempts or ()), record],
+        "attempts": [*(a.to_dict() for a in entry.attempts or ()), record],
     }
     if entry.authorized_keys:
         raw["authorized_keys"] = list(entry.authorized_keys)
@@ -148,9 +149,9 @@ def last_end(queued: QueueEntry) -> JobEnd | None:
     earlier = attempts_of(queued)
     if not earlier or not queued.session_id:
         return None
-    last = JobEnd.of(earlier[-1]) or JobEnd()
+    last = JobEnd.of(earlier[-1].to_dict()) or JobEnd()
     return replace(
         last,
         reason=f"{last.state}; cancelled before it started again",
-        attempts=tuple(earlier[:-1]),
+        attempts=tuple(a.to_dict() for a in earlier[:-1]),
     )

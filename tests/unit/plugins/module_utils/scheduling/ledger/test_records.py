@@ -12,6 +12,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger impo
     document,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.records import (
+    Attempt,
     Counters,
     Ended,
     Forsaken,
@@ -126,6 +127,7 @@ def test_ended_and_forsaken_sessions_read_as_records_and_write_the_same_text():
     text = json.dumps(data, sort_keys=True)
     ledger = document.Ledger.from_dict(json.loads(text))
     assert isinstance(ledger.ended["sid-0"], Ended) and ledger.ended["sid-0"].exit_code == 0
+    assert ledger.ended["sid-0"].attempts == [Attempt.from_dict({"attempt": 0, "state": "lost"})]
     assert ledger.ended["sid-0"].extra == {"zz": 1} and ledger.ended["sid-0"].state is None
     assert isinstance(ledger.forsaken["sid-9"], Forsaken)
     assert ledger.forsaken["sid-9"].agents == ["a2"] and ledger.forsaken["sid-9"].at == 998
@@ -207,7 +209,7 @@ def test_any_object_without_kernels_round_trips_byte_for_byte(data):
     assert json.dumps(Reservation.from_dict(data).to_dict(), sort_keys=True) == text
 
 
-@pytest.mark.parametrize("kind", [QueueEntry, Ended, Forsaken, KeptRead, Counters])
+@pytest.mark.parametrize("kind", [QueueEntry, Ended, Forsaken, KeptRead, Counters, Attempt])
 @given(data=st.dictionaries(_KEYS | st.text(), _JSON, max_size=8))
 def test_any_other_record_object_round_trips_byte_for_byte(kind, data):
     if kind is KeptRead:

@@ -117,7 +117,7 @@ def test_the_restart_keeps_the_kept_read_of_the_agent_that_did_not_answer():
 
     ledger = Ledger(sessions={"job": entry()}, agents={"a1": kept(), "a2": kept()})
     queued = restarts.restart(ledger, "job", SID, JobEnd(state="lost"), 10.0, left_on=["a2"])
-    assert queued is not None and queued.attempts[0]["left_on"] == ["a2"]
+    assert queued is not None and queued.attempts and queued.attempts[0].left_on == ["a2"]
     assert SID not in ledger.agents["a1"].sessions  # released where it was removed
     assert SID in ledger.agents["a2"].sessions  # still counted where it may run
     # ... but no longer makes a2 a holder of job: a create need not wait for a2.
