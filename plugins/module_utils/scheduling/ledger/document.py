@@ -174,13 +174,13 @@ class Ledger:
             sessions={
                 name: Reservation.from_dict(entry) for name, entry in data["sessions"].items()
             },
-            agents=_records(found, "agents", KeptRead),
-            queue=_records(found, "queue", QueueEntry),
+            agents=_records(found.get("agents"), KeptRead),
+            queue=_records(found.get("queue"), QueueEntry),
             queue_seq=found.get("queue_seq"),
-            ended=_records(found, "ended", Ended),
-            forsaken=_records(found, "forsaken", Forsaken),
+            ended=_records(found.get("ended"), Ended),
+            forsaken=_records(found.get("forsaken"), Forsaken),
             aliases=found.get("aliases"),
-            availability=_records(found, "availability", Availability),
+            availability=_records(found.get("availability"), Availability),
             clock=found.get("clock"),
             counters=Counters.from_dict(found["counters"]) if "counters" in found else None,
             usage=found.get("usage"),
@@ -209,11 +209,12 @@ class Ledger:
         return out
 
 
-def _records(found: dict[str, Any], key: str, kind: type[_R]) -> dict[str, _R] | None:
-    """The typed records of optional key ``key`` (None when the document has not got it)."""
-    if key not in found:
+def _records(table: Any, kind: type[_R]) -> dict[str, _R] | None:
+    """The typed records of an optional key's ``table`` (None: the document has not got
+    it; a mapping when it has, checked by from_dict)."""
+    if table is None:
         return None
-    return {name: kind.from_dict(raw) for name, raw in found[key].items()}
+    return {name: kind.from_dict(raw) for name, raw in table.items()}
 
 
 def empty() -> Ledger:
