@@ -116,12 +116,14 @@ def ansible(
     env: dict[str, str] | None = None,
     cwd: Path = REPO,
     timeout: int = 900,
+    prefix: tuple[str, ...] = (),
 ) -> subprocess.CompletedProcess[str]:
     """Run the venv's ``tool`` (``ansible-playbook``, ``ansible``...) with this
     repository's ansible.cfg and Ansible's default text output (for the tests that read
-    the recap or a task's lines); never raises on failure."""
+    the recap or a task's lines), under ``prefix`` where given (another network
+    namespace); never raises on failure."""
     full_env = {**_ansible_env(), "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), **(env or {})}
-    return _run([str(VENV_BIN / tool), *args], full_env, cwd, timeout)
+    return _run([*prefix, str(VENV_BIN / tool), *args], full_env, cwd, timeout)
 
 
 def _log_time(argv: list[str], began: float, cpu: os.times_result) -> None:
@@ -193,6 +195,35 @@ def start_playbook(
     )
 
 
+def create_at_once(
+    names: list[str],
+    resources: dict[str, Any],
+    *,
+    each: Any = lambda _index: {},
+    timeout: int = 900,
+    inventory: str | None = None,
+    **variables: Any,
+) -> list[PlaybookRun]:
+    """session_create.yml for each of ``names`` (size 1, ``resources``), all started at
+    once and waited for: their runs, in order. ``each(i)`` adds variables to the i-th
+    create (which manager it goes through); ``variables`` are ``session_KEY`` for all."""
+    procs = [
+        start_playbook(
+            "session_create.yml",
+            extra_vars={
+                "session_name": name,
+                "session_size": 1,
+                "session_resources": resources,
+                **{f"session_{key}": value for key, value in variables.items()},
+                **each(i),
+            },
+            inventory=inventory,
+        )
+        for i, name in enumerate(names)
+    ]
+    return [finish_playbook(proc, timeout=timeout) for proc in procs]
+
+
 def finish_playbook(proc: subprocess.Popen, timeout: int = 900) -> PlaybookRun:
     out, err = proc.communicate(timeout=timeout)
     return PlaybookRun(list(proc.args[1:]), proc.returncode, out, err, _parse(out))
@@ -205,9 +236,9 @@ def bai_cli(tmp: Path | None, *argv: str, timeout: int = 300) -> subprocess.Comp
     return _run([str(VENV_BIN / "bai-cluster"), *argv], env, REPO, timeout)
 
 
-def virtual_agents(tmp_path: Path, agents: tuple[str, ...], cpu: int) -> Path:
+def virtual_agents(tmp_path: Path, agents: tuple[str, ...], cpu: int, mem: str = "2g") -> Path:
     """An inventory of virtual agents (``bai_agent_id`` slots of this machine's engine) of
-    ``cpu`` CPUs and 2g each, with the test's own file ledger."""
+    ``cpu`` CPUs and ``mem`` each, with the test's own file ledger."""
     path = tmp_path / "queue.yml"
     ledger = tmp_path / "ledger.json"
     path.write_text(
@@ -227,7 +258,7 @@ def virtual_agents(tmp_path: Path, agents: tuple[str, ...], cpu: int) -> Path:
                             "vars": {
                                 "ansible_connection": "local",
                                 "ansible_python_interpreter": "{{ ansible_playbook_python }}",
-                                "bai_agent_resources": {"cpu": cpu, "mem": "2g", "gpu": 0},
+                                "bai_agent_resources": {"cpu": cpu, "mem": mem, "gpu": 0},
                             },
                         }
                     },
@@ -236,6 +267,23 @@ def virtual_agents(tmp_path: Path, agents: tuple[str, ...], cpu: int) -> Path:
         )
     )
     return path
+
+
+def labels_of(docker_client, name: str) -> list[dict]:
+    """The labels of every container (any state) of session ``name`` on this engine."""
+    found = docker_client.containers.list(all=True, filters={"label": f"{LABEL_SESSION}={name}"})
+    return [c.labels for c in found]
+
+
+@pytest.fixture
+def gone(docker_client, tmp_path):
+    """Names of sessions (inventories/local) the test makes: those still there after it
+    are destroyed."""
+    names: list[str] = []
+    yield names
+    for name in names:
+        if labels_of(docker_client, name):
+            bai_cli(tmp_path, "-i", "inventories/local", "session", "destroy", name)
 
 
 def cli_ok(tmp: Path, inventory: Path, *argv: str) -> None:

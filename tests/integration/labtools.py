@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import docker
@@ -98,6 +100,38 @@ class Lab:
     @property
     def manager(self):
         return self["manager"]
+
+
+# Each lab host's management address (bai_admin_cidrs: this machine reaches it there).
+ADDRESS = {
+    "webserver": "10.210.2.10",
+    "manager": "10.210.2.11",
+    "manager2": "10.210.2.13",
+    "manager3": "10.210.2.14",
+    "appproxy": "10.210.3.12",
+    "agent1": "10.210.3.21",
+    "agent2": "10.210.3.22",
+}
+SHARED = "/srv/bai-data"  # the agents' shared data volume (the same on every agent)
+
+
+@contextmanager
+def data_folder(lab: Lab, name: str) -> Iterator[str]:
+    """A folder ``name`` in the agents' shared data volume, anyone may write; removed after."""
+    path = f"{SHARED}/{name}"
+    code, out = on_agent(lab["agent1"], "bash", "-c", f"mkdir -p {path} && chmod 777 {path}")
+    assert code == 0, out
+    try:
+        yield path
+    finally:
+        on_agent(lab["agent1"], "rm", "-rf", path)
+
+
+def node_exec(client, node: str, *argv: str) -> tuple[int, str]:
+    """Run argv on lab node ``node`` (its container, through ``client``); (exit code,
+    output as it came)."""
+    code, out = client.containers.get(container_name(node)).exec_run(list(argv))
+    return code, out.decode(errors="replace")
 
 
 def on_agent(node, *argv):
@@ -257,6 +291,16 @@ def recap(output: str) -> dict[str, dict[str, int]]:
     for m in re.finditer(r"^(\S+)\s+:\s+((?:\w+=\d+\s*)+)$", output, re.M):
         rows[m.group(1)] = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(2))}
     return rows
+
+
+def task_results(output: str, task: str) -> list[str]:
+    """The status words (ok, changed, skipping, failed...) printed under TASK [task]."""
+    block = (
+        output.split(f"TASK [{task}]", 1)[1].split("TASK [", 1)[0]
+        if f"TASK [{task}]" in output
+        else ""
+    )
+    return re.findall(r"^(\w+): \[", block, re.M)
 
 
 def one_line(output: str) -> str:

@@ -16,22 +16,11 @@ from __future__ import annotations
 import time
 
 import pytest
+from usr1_trap import TRAP, arrivals, members, run_in
 
 pytestmark = pytest.mark.integration
 
 LOCAL = "inventories/local"
-LABEL_SESSION = "ai.backend.cluster.session"
-TRAP = "trap 'date +%s.%N >> /tmp/got-usr1' USR1; : > /tmp/armed; while :; do sleep 0.1; done"
-
-
-def run_in(container, command: str) -> tuple[int, str]:
-    code, out = container.exec_run(["bash", "-c", command], user="work")
-    return code, out.decode(errors="replace").strip()
-
-
-def members(docker_client, name: str) -> dict[str, object]:
-    found = docker_client.containers.list(filters={"label": f"{LABEL_SESSION}={name}"})
-    return {c.labels["ai.backend.cluster.host"]: c for c in found}
 
 
 def arm(found: dict) -> None:
@@ -92,13 +81,7 @@ def test_the_end_signal_reaches_every_member_once_and_the_deadline_is_in_every_c
         assert done["end_signals"] == {"it-warn": "USR1"}, done
         assert done["end_signal_failed"] == {} and done["lifetime_up"] == [], done
 
-        got = {}
-        deadline = time.monotonic() + 10
-        for host, container in found["it-warn"].items():
-            while (answer := run_in(container, "cat /tmp/got-usr1"))[0] != 0:
-                assert time.monotonic() < deadline, f"{host} of it-warn never got USR1"
-                time.sleep(0.2)
-            got[host] = float(answer[1])
+        got = arrivals(found["it-warn"], "it-warn")
         skew = max(got.values()) - min(got.values())
         print(f"\nthe end signal reached it-warn's 2 members within {1000 * skew:.0f} ms")
         assert skew < 1.0, got

@@ -85,6 +85,17 @@ def layout(placed):
     return agent, bridge[0], bridge[1], here[0], away[0], placed[away[0]]
 
 
+def held(outcome, what: str) -> None:
+    """A churn probe that held: 100 networks made meanwhile, 300 tries, no leak, and the
+    controls (TCP and UDP to the session's own member) through."""
+    print(f"isolation churn ({what}): {outcome.line()}")
+    assert outcome.networks >= 100, outcome.line()
+    assert outcome.tries >= 300, outcome.line()
+    assert outcome.leaks == 0, (outcome.line(), outcome.detail)
+    assert outcome.control_open == outcome.control_tries > 0, (outcome.line(), outcome.detail)
+    assert outcome.control_udp > 0, outcome.detail
+
+
 def test_a_bridge_session_cannot_reach_an_overlay_session_on_its_agent(lab, placed):
     """With networks made and the host firewall reloaded on that agent all the while."""
     agent, main1, sub1, overlay_here, _away, _other = layout(placed)
@@ -96,12 +107,7 @@ def test_a_bridge_session_cannot_reach_an_overlay_session_on_its_agent(lab, plac
         foreign=[overlay_here],
         addresses={overlay_here: gwbridge_address(lab, agent, overlay_here)},
     )
-    print(f"isolation churn ({agent}, bridge -> overlay, firewall reloads): {outcome.line()}")
-    assert outcome.networks >= 100, outcome.line()
-    assert outcome.tries >= 300, outcome.line()
-    assert outcome.leaks == 0, (outcome.line(), outcome.detail)
-    assert outcome.control_open == outcome.control_tries > 0, (outcome.line(), outcome.detail)
-    assert outcome.control_udp > 0, outcome.detail
+    held(outcome, f"{agent}, bridge -> overlay, firewall reloads")
 
 
 def test_an_overlay_session_cannot_reach_a_bridge_session_on_its_agent(lab, placed):
@@ -115,12 +121,7 @@ def test_an_overlay_session_cannot_reach_a_bridge_session_on_its_agent(lab, plac
         foreign=[main1],
         where={away: engine_of(lab, other)},
     )
-    print(f"isolation churn ({agent}, overlay -> bridge): {outcome.line()}")
-    assert outcome.networks >= 100, outcome.line()
-    assert outcome.tries >= 300, outcome.line()
-    assert outcome.leaks == 0, (outcome.line(), outcome.detail)
-    assert outcome.control_open == outcome.control_tries > 0, (outcome.line(), outcome.detail)
-    assert outcome.control_udp > 0, outcome.detail
+    held(outcome, f"{agent}, overlay -> bridge")
 
 
 def test_without_the_table_the_same_probe_finds_leaks(lab, placed):

@@ -19,8 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
-from conftest import finish_playbook, start_playbook
+from conftest import finish_playbook, start_playbook, virtual_agents
 from labtools import LABEL_SESSION
 
 pytestmark = pytest.mark.integration
@@ -176,25 +175,7 @@ def test_four_virtual_agents_on_one_engine_each_count_their_own(
     agent takes one session, the fifth is PENDING. Were the agents to count every
     container on the engine, the second create would already find all of them full."""
     agents = [f"va{i}" for i in range(1, 5)]
-    inventory = tmp_path / "virtual.yml"
-    inventory.write_text(
-        yaml.safe_dump(
-            {
-                "all": {
-                    "children": {
-                        "agents": {
-                            "hosts": {name: {"bai_agent_id": name} for name in agents},
-                            "vars": {
-                                "ansible_connection": "local",
-                                "ansible_python_interpreter": "{{ ansible_playbook_python }}",
-                                "bai_agent_resources": {"cpu": 2, "mem": "4g", "gpu": 0},
-                            },
-                        }
-                    }
-                }
-            }
-        )
-    )
+    inventory = virtual_agents(tmp_path, tuple(agents), cpu=2, mem="4g")
     names = [f"it-va{i}" for i in range(5)]
     procs = {
         name: start(name, ledger, None, str(inventory), size=2, resources={"cpu": 1, "mem": "256m"})

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import bai_cli
+from conftest import bai_cli, labels_of
 from labtools import LABEL_SESSION, wait_for
 
 pytestmark = pytest.mark.integration
@@ -28,24 +28,10 @@ LIFETIME = 30
 COMMAND = "trap 'echo got SIGTERM; exit 143' TERM; echo started; while true; do sleep 1; done"
 
 
-def labels_of(docker_client, name: str) -> list[dict]:
-    found = docker_client.containers.list(all=True, filters={"label": f"{LABEL_SESSION}={name}"})
-    return [c.labels for c in found]
-
-
 def cli(tmp: Path, *argv: str) -> dict | list | str:
     run = bai_cli(tmp, "-i", LOCAL, "--json", *argv)
     assert run.returncode == 0, run.stderr
     return json.loads(run.stdout) if run.stdout.strip().startswith(("{", "[")) else run.stdout
-
-
-@pytest.fixture
-def gone(docker_client, tmp_path):
-    names: list[str] = []
-    yield names
-    for name in names:
-        if labels_of(docker_client, name):
-            bai_cli(tmp_path, "-i", LOCAL, "session", "destroy", name)
 
 
 def test_a_batch_sessions_lifetime_ends_it_with_sigterm_then_reconcile_removes_it(

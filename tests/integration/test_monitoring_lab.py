@@ -24,21 +24,13 @@ import time
 
 import pytest
 from conftest import REPO, PrometheusAPI, bai_cli
-from labtools import in_session, on_agent, probe, sweep, wait_for
+from labtools import ADDRESS, in_session, on_agent, probe, sweep, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
 # The monitoring host's management address: this machine reaches it (bai_admin_cidrs).
 PROMETHEUS = "http://10.210.2.11:9090"
-EXPORTERS = {
-    "webserver": "10.210.2.10",
-    "manager": "10.210.2.11",
-    "manager2": "10.210.2.13",
-    "manager3": "10.210.2.14",
-    "appproxy": "10.210.3.12",
-    "agent1": "10.210.3.21",
-    "agent2": "10.210.3.22",
-}
+EXPORTERS = ADDRESS
 # The same hosts on the compute network, where the intruder, the app proxy and the agents
 # route to (the managers have an address there too).
 COMPUTE = {

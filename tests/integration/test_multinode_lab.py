@@ -22,6 +22,7 @@ from conftest import ansible_playbook
 from labtools import (
     AGENTS,
     count,
+    data_folder,
     in_session,
     inspect,
     on_agent,
@@ -33,18 +34,14 @@ from labtools import (
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
 NAME = "it-mn3"
-SHARED = "/srv/bai-data"
 HOSTS = ["main1", "sub1", "sub2"]
 EXTRA = spanning_session(NAME)
 
 
 @pytest.fixture(scope="module")
 def data(lab):
-    path = f"{SHARED}/{NAME}"
-    code, out = on_agent(lab["agent1"], "bash", "-c", f"mkdir -p {path} && chmod 777 {path}")
-    assert code == 0, out
-    yield path
-    on_agent(lab["agent1"], "rm", "-rf", path)
+    with data_folder(lab, NAME) as path:
+        yield path
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import bai_cli
-from labtools import LABEL_SESSION, wait_for
+from conftest import bai_cli, labels_of
+from labtools import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -25,22 +25,8 @@ COMMAND = (
 )
 
 
-def labels_of(docker_client, name: str) -> list[dict]:
-    found = docker_client.containers.list(all=True, filters={"label": f"{LABEL_SESSION}={name}"})
-    return [c.labels for c in found]
-
-
 def output(tmp: Path, name: str) -> list[str]:
     return bai_cli(tmp, "-i", LOCAL, "session", "logs", name).stdout.splitlines()
-
-
-@pytest.fixture
-def gone(docker_client, tmp_path):
-    names: list[str] = []
-    yield names
-    for name in names:
-        if labels_of(docker_client, name):
-            bai_cli(tmp_path, "-i", LOCAL, "session", "destroy", name)
 
 
 def test_a_forced_drain_warns_the_session_then_stops_it_as_preempted(docker_client, tmp_path, gone):

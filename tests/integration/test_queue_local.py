@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, VENV_BIN, ansible_playbook, bai_cli, finish_playbook, start_playbook
+from conftest import REPO, VENV_BIN, ansible_playbook, bai_cli, create_at_once
 from conftest import virtual_agents as make_inventory
 from labtools import LABEL_SESSION
 
@@ -255,20 +255,7 @@ def test_four_concurrent_queued_creates_start_once_each_from_two_controllers(
     inventory = make_inventory(tmp_path, ("qa1", "qa2"), cpu=1)
     names = [f"it-qc{i}" for i in range(4)]
     ledger = yaml.safe_load(inventory.read_text())["all"]["vars"]["bai_ledger_path"]
-    procs = [
-        start_playbook(
-            "session_create.yml",
-            extra_vars={
-                "session_name": name,
-                "session_size": 1,
-                "session_resources": {"cpu": 1, "mem": "128m"},
-                "session_queue": True,
-            },
-            inventory=str(inventory),
-        )
-        for name in names
-    ]
-    runs = [finish_playbook(proc) for proc in procs]
+    runs = create_at_once(names, {"cpu": 1, "mem": "128m"}, inventory=str(inventory), queue=True)
     ids: dict[str, set[str]] = {}
     try:
         assert all(run.rc == 0 for run in runs), [r.failures for r in runs if r.rc]

@@ -13,22 +13,18 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from labtools import AGENTS, count, in_session, inspect, on_agent, started, sweep
+from labtools import AGENTS, count, data_folder, in_session, inspect, on_agent, started, sweep
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
 NAME = "it-lab3"
-SHARED = "/srv/bai-data"
 
 
 @pytest.fixture(scope="module")
 def data(lab):
     """A folder in the agents' shared data volume (the same on every agent)."""
-    path = f"{SHARED}/{NAME}"
-    code, out = on_agent(lab["agent1"], "bash", "-c", f"mkdir -p {path} && chmod 777 {path}")
-    assert code == 0, out
-    yield path
-    on_agent(lab["agent1"], "rm", "-rf", path)
+    with data_folder(lab, NAME) as path:
+        yield path
 
 
 @pytest.fixture(scope="module")

@@ -13,25 +13,12 @@ from __future__ import annotations
 import time
 
 import pytest
+from usr1_trap import TRAP_ONCE, arrivals, members, run_in
 
 pytestmark = pytest.mark.integration
 
 LOCAL = "inventories/local"
-LABEL_SESSION = "ai.backend.cluster.session"
 NAME = "it-sig"
-TRAP = (
-    "trap 'date +%s.%N > /tmp/got-usr1; exit 0' USR1; : > /tmp/armed; while :; do sleep 0.1; done"
-)
-
-
-def run_in(container, command: str) -> tuple[int, str]:
-    code, out = container.exec_run(["bash", "-c", command], user="work")
-    return code, out.decode(errors="replace").strip()
-
-
-def members(docker_client) -> dict[str, object]:
-    found = docker_client.containers.list(filters={"label": f"{LABEL_SESSION}={NAME}"})
-    return {c.labels["ai.backend.cluster.host"]: c for c in found}
 
 
 def test_a_signal_reaches_every_member_at_once_and_spares_ssh(run_playbook, docker_client):
@@ -43,10 +30,10 @@ def test_a_signal_reaches_every_member_at_once_and_spares_ssh(run_playbook, dock
     made = run_playbook("session_create.yml", extra_vars=extra, inventory=LOCAL)
     try:
         assert made.rc == 0, made
-        found = members(docker_client)
+        found = members(docker_client, NAME)
         assert sorted(found) == ["main1", "sub1", "sub2"], found
         for container in found.values():
-            container.exec_run(["bash", "-c", TRAP], user="work", detach=True)
+            container.exec_run(["bash", "-c", TRAP_ONCE], user="work", detach=True)
         # Its remote command ignores USR1: the login ends only if the ssh client got it.
         login = "ssh -o BatchMode=yes sub1 \"trap '' USR1; sleep 120\" >/dev/null 2>&1 &"
         found["main1"].exec_run(["bash", "-c", login], user="work", detach=True)
@@ -70,13 +57,7 @@ def test_a_signal_reaches_every_member_at_once_and_spares_ssh(run_playbook, dock
         ], stats
         assert all(m["processes"] >= 1 for m in stats["members"].values()), stats
 
-        got = {}
-        deadline = time.monotonic() + 10
-        for host, container in found.items():
-            while (answer := run_in(container, "cat /tmp/got-usr1"))[0] != 0:
-                assert time.monotonic() < deadline, f"{host} never got USR1"
-                time.sleep(0.2)
-            got[host] = float(answer[1])
+        got = arrivals(found, NAME)
         skew = max(got.values()) - min(got.values())
         print(f"\nUSR1 reached the 3 members within {1000 * skew:.0f} ms of each other")
         assert skew < 1.0, got

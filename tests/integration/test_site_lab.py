@@ -8,15 +8,12 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
-import docker
 import pytest
-from labtools import changed_hosts
+from conftest import ansible
+from labtools import changed_hosts, on_agent, one_line, recap
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
@@ -26,47 +23,8 @@ ENGINE_HOSTS = ["manager", "manager2", "manager3", "agent1", "agent2"]
 POOL = {"base": "10.200.0.0/14", "size": 24}
 
 
-def playbook(
-    *args: str, cwd: Path = ROOT, prefix: tuple[str, ...] = ()
-) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
-    cmd = [*prefix, str(Path(sys.executable).parent / "ansible-playbook"), *args]
-    return subprocess.run(
-        cmd, cwd=cwd, env=env, text=True, capture_output=True, timeout=600, check=False
-    )
-
-
-def recap(output: str) -> dict[str, dict[str, int]]:
-    """Parse PLAY RECAP lines into {host: {ok: n, changed: n, failed: n, ...}}."""
-    rows = {}
-    for m in re.finditer(r"^(\S+)\s+:\s+((?:\w+=\d+\s*)+)$", output, re.M):
-        rows[m.group(1)] = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(2))}
-    return rows
-
-
-def task_results(output: str, task: str) -> list[str]:
-    """The status words (ok, changed, skipping, failed...) printed under TASK [task]."""
-    block = (
-        output.split(f"TASK [{task}]", 1)[1].split("TASK [", 1)[0]
-        if f"TASK [{task}]" in output
-        else ""
-    )
-    return re.findall(r"^(\w+): \[", block, re.M)
-
-
-def one_line(output: str) -> str:
-    """Ansible wraps long messages; compare against the text with whitespace collapsed."""
-    return " ".join(output.replace("''", "'").split())
-
-
-def node_exec(client: docker.DockerClient, node: str, cmd: str) -> tuple[int, str]:
-    res = client.containers.get(f"bai-lab-{node}").exec_run(["sh", "-c", cmd])
-    return res.exit_code, res.output.decode()
-
-
-@pytest.fixture(scope="module")
-def client() -> docker.DockerClient:
-    return docker.from_env()
+def playbook(*args: str, prefix: tuple[str, ...] = ()):
+    return ansible("ansible-playbook", *args, prefix=prefix, timeout=600)
 
 
 @pytest.fixture(scope="module")
@@ -103,8 +61,8 @@ def test_second_converge_changes_nothing(converged):
 
 
 @pytest.mark.parametrize("node", ENGINE_HOSTS)
-def test_daemon_json_is_the_roles_and_the_engine_runs_with_it(converged, client, node):
-    rc, out = node_exec(client, node, "cat /etc/docker/daemon.json")
+def test_daemon_json_is_the_roles_and_the_engine_runs_with_it(converged, lab, node):
+    rc, out = on_agent(lab[node], "cat", "/etc/docker/daemon.json")
     assert rc == 0, out
     config = json.loads(out)
     assert config["default-address-pools"] == [POOL]
@@ -113,21 +71,25 @@ def test_daemon_json_is_the_roles_and_the_engine_runs_with_it(converged, client,
     assert config["log-opts"] == {"max-size": "10m", "max-file": "3"}
     assert "live-restore" not in config  # Swarm refuses it
     assert "mtu" not in config and "runtimes" not in config  # null / empty: left out
-    rc, out = node_exec(client, node, "docker info --format '{{json .}}'")
+    rc, out = on_agent(lab[node], "docker", "info", "--format", "{{json .}}")
     assert rc == 0, out
     info = json.loads(out)
     assert info["ServerVersion"] and info["LoggingDriver"] == "json-file"
     # The default bridge is addressed from the pool and has icc off.
-    rc, out = node_exec(client, node, "docker network inspect bridge --format '{{json .}}'")
+    rc, out = on_agent(
+        lab[node], "docker", "network", "inspect", "bridge", "--format", "{{json .}}"
+    )
     bridge = json.loads(out)
     subnet = ipaddress.ip_network(bridge["IPAM"]["Config"][0]["Subnet"])
     assert subnet.subnet_of(ipaddress.ip_network(POOL["base"])), subnet
     assert bridge["Options"]["com.docker.network.bridge.enable_icc"] == "false"
 
 
-def test_python_docker_sdk_is_on_the_agents(converged, client):
+def test_python_docker_sdk_is_on_the_agents(converged, lab):
     for node in ["agent1", "agent2"]:
-        rc, out = node_exec(client, node, "python3 -c 'import docker; print(docker.__version__)'")
+        rc, out = on_agent(
+            lab[node], "sh", "-c", "python3 -c 'import docker; print(docker.__version__)'"
+        )
         assert rc == 0, (node, out)
 
 
@@ -188,9 +150,9 @@ def test_preflight_rejects_a_bad_inventory_with_a_message_that_says_what_to_chan
         assert fragment in text, (fragment, res.stdout[-3000:])
 
 
-def test_docker_engine_refuses_pools_that_overlap_a_zone_before_touching_a_host(converged, client):
+def test_docker_engine_refuses_pools_that_overlap_a_zone_before_touching_a_host(converged, lab):
     before = {
-        node: node_exec(client, node, "cat /etc/docker/daemon.json")[1] for node in ENGINE_HOSTS
+        node: on_agent(lab[node], "cat", "/etc/docker/daemon.json")[1] for node in ENGINE_HOSTS
     }
     extra = {"docker_engine_address_pools": [{"base": "10.210.0.0/16", "size": 24}]}
     res = playbook("site.yml", "--tags", "docker_engine", "-e", json.dumps(extra))
@@ -200,6 +162,6 @@ def test_docker_engine_refuses_pools_that_overlap_a_zone_before_touching_a_host(
     assert "group_vars/all.yml" in text
     assert all(r["changed"] == 0 for r in recap(res.stdout).values())
     after = {
-        node: node_exec(client, node, "cat /etc/docker/daemon.json")[1] for node in ENGINE_HOSTS
+        node: on_agent(lab[node], "cat", "/etc/docker/daemon.json")[1] for node in ENGINE_HOSTS
     }
     assert after == before

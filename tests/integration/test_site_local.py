@@ -11,7 +11,8 @@ import sys
 
 import pytest
 import yaml
-from test_site_lab import ROOT, one_line, playbook, recap, task_results
+from labtools import one_line, recap, task_results
+from test_site_lab import ROOT, playbook
 
 pytestmark = [pytest.mark.integration]
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, VENV_BIN
-from labtools import count, in_session, on_agent, spanning_session, sweep
+from labtools import ADDRESS, count, in_session, on_agent, spanning_session, sweep
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
@@ -29,15 +29,6 @@ INVENTORY = "inventories/lab-ssh"
 SITE = str(REPO / "site.yml")
 USER = "bai-admin"
 KEYS = Path.home() / ".ssh" / "bai-lab"
-ADDRESS = {
-    "webserver": "10.210.2.10",
-    "manager": "10.210.2.11",
-    "manager2": "10.210.2.13",
-    "manager3": "10.210.2.14",
-    "appproxy": "10.210.3.12",
-    "agent1": "10.210.3.21",
-    "agent2": "10.210.3.22",
-}
 SSH_CHECK = "Check that Ansible's own SSH connection stays allowed"
 
 

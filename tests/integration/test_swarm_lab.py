@@ -12,14 +12,14 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
-import re
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 import docker
 import pytest
+from conftest import ansible
+from labtools import node_exec, recap
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 
@@ -31,25 +31,8 @@ TEST_LABEL = "ai.backend.test=swarm-lab"
 REGISTRY_PORT = 5000
 
 
-def playbook(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
-    cmd = [str(Path(sys.executable).parent / "ansible-playbook"), *args]
-    return subprocess.run(
-        cmd, cwd=ROOT, env=env, text=True, capture_output=True, timeout=600, check=False
-    )
-
-
-def recap(output: str) -> dict[str, dict[str, int]]:
-    """PLAY RECAP lines -> {host: {ok: n, changed: n, failed: n, ...}}."""
-    rows = {}
-    for m in re.finditer(r"^(\S+)\s+:\s+((?:\w+=\d+\s*)+)$", output, re.M):
-        rows[m.group(1)] = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(2))}
-    return rows
-
-
-def node_exec(client: docker.DockerClient, node: str, *argv: str) -> tuple[int, str]:
-    res = client.containers.get(f"bai-lab-{node}").exec_run(list(argv))
-    return res.exit_code, res.output.decode()
+def playbook(*args: str):
+    return ansible("ansible-playbook", *args, timeout=600)
 
 
 def node_json(client: docker.DockerClient, node: str, *argv: str):

@@ -31,7 +31,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger impo
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import (
     ledger_store as store_,
 )
-from conftest import bai_cli, finish_playbook, start_playbook
+from conftest import bai_cli, create_at_once, finish_playbook, start_playbook
 from labtools import on_agent, spanning_by_memory, sweep, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
@@ -169,6 +169,18 @@ def test_create_list_show_and_destroy_work_with_the_first_manager_stopped(
     assert (code, out) == (0, ""), out
 
 
+def destroy_all(lab, names: list[str]) -> None:
+    """One destroy of all of them (a list, at once on their agents: ten destroy processes
+    at once would only contend for this machine's CPUs), then nothing of them left."""
+    gone = finish_playbook(
+        start_playbook("session_destroy.yml", extra_vars={"session_names": names}),
+        timeout=600,
+    )
+    assert gone.rc == 0, gone
+    for name in names:
+        sweep(lab, name)
+
+
 def test_ten_creates_at_once_through_three_managers_give_out_no_more_than_offered(lab, managers):
     """Ten creates of 1 CPU each, each through one of the three managers (bai_ledger_host)
     against 2 agents x 4 CPUs: exactly 8 run, 2 are PENDING; no engine runs more CPUs than
@@ -177,19 +189,12 @@ def test_ten_creates_at_once_through_three_managers_give_out_no_more_than_offere
     names = [f"it-swr{i:02d}" for i in range(10)]
     for name in names:
         sweep(lab, name)
-    procs = [
-        start_playbook(
-            "session_create.yml",
-            extra_vars={
-                "session_name": name,
-                "session_size": 1,
-                "session_resources": {"cpu": 1, "mem": "256m"},
-                "bai_ledger_host": MANAGERS[i % 3],
-            },
-        )
-        for i, name in enumerate(names)
-    ]
-    runs = [finish_playbook(p, timeout=600) for p in procs]
+    runs = create_at_once(
+        names,
+        {"cpu": 1, "mem": "256m"},
+        each=lambda i: {"bai_ledger_host": MANAGERS[i % 3]},
+        timeout=600,
+    )
     try:
         made = [n for n, r in zip(names, runs) if r.rc == 0]
         pending = [n for n, r in zip(names, runs) if r.rc != 0]
@@ -206,15 +211,7 @@ def test_ten_creates_at_once_through_three_managers_give_out_no_more_than_offere
         assert set(held) == set(made), held
         assert all(entry["state"] == document.READY for entry in held.values())
     finally:
-        # One destroy of all of them (a list, at once on their agents): ten destroy
-        # processes at once would only contend for this machine's CPUs.
-        gone = finish_playbook(
-            start_playbook("session_destroy.yml", extra_vars={"session_names": names}),
-            timeout=600,
-        )
-        assert gone.rc == 0, gone
-        for name in names:
-            sweep(lab, name)
+        destroy_all(lab, names)
     assert not set(ledger_via(managers["manager"])["sessions"]) & set(names)
 
 
@@ -242,21 +239,13 @@ def test_queued_sessions_start_once_each_from_two_managers_passes(lab, managers)
     names = [f"it-swq{i}" for i in range(4)]
     for name in names:
         sweep(lab, name)
-    procs = [
-        start_playbook(
-            "session_create.yml",
-            extra_vars={
-                "session_name": name,
-                "session_size": 1,
-                # More than half an agent's memory: one session per agent.
-                "session_resources": {"cpu": 2, "mem": "5g"},
-                "session_queue": True,
-                "bai_ledger_host": MANAGERS[i % 3],
-            },
-        )
-        for i, name in enumerate(names)
-    ]
-    runs = [finish_playbook(p, timeout=600) for p in procs]
+    runs = create_at_once(
+        names,
+        {"cpu": 2, "mem": "5g"},  # more than half an agent's memory: one session per agent
+        each=lambda i: {"bai_ledger_host": MANAGERS[i % 3]},
+        timeout=600,
+        queue=True,
+    )
     seen: dict[str, set[str]] = {}
     try:
         assert all(r.rc == 0 for r in runs), [r.failures for r in runs if r.rc]
@@ -286,13 +275,7 @@ def test_queued_sessions_start_once_each_from_two_managers_passes(lab, managers)
         assert sorted(seen) == sorted(names)
         assert "queue" not in ledger_via(managers["manager"])
     finally:
-        gone = finish_playbook(
-            start_playbook("session_destroy.yml", extra_vars={"session_names": names}),
-            timeout=600,
-        )
-        assert gone.rc == 0, gone
-        for name in names:
-            sweep(lab, name)
+        destroy_all(lab, names)
 
 
 def test_a_ledger_of_500_sessions_fits_the_swarm_store(managers):
