@@ -31,7 +31,7 @@ def test_an_end_picks_the_recorded_keys_in_order_with_values_as_given():
     picked = end.picked()
     assert list(picked) == list(END_KEYS)
     assert picked == {key: GIVEN[key] for key in END_KEYS}
-    assert type(picked["started"]) is int
+    assert isinstance(picked["started"], int)  # not made a float
     assert end.failed_member("host") == "sub1" and end.failed_member("why") is None
     assert JobEnd(state="lost").failed_member("host") is None
 
