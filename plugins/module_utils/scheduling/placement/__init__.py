@@ -9,6 +9,7 @@ device to two containers. An agent's use is read back from its containers' label
                  agent_from_read / agent_of: an agent's read (or its values) -> Agent
     domain.py    the seam: a Domain of agents, and the Rule that narrows one
     group.py     the resource-group rule
+    topology.py  the topology rule: every member inside one domain of a level (a rack)
     rules.py     RULES, the rules in the order they apply (add a rule here)
     fit.py       the strategies: all on one agent, or spread; the GPU devices given
     pending.py   what a PENDING says

@@ -13,6 +13,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement.a
     Agent,
     OutOfService,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement.domain import (
+    Domain,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement.fit import (
     capacity,
     room_key,
@@ -154,4 +157,23 @@ def multi_node_pending(
         f"group {resource_group!r} (they need {need.describe()} together; {free})"
         f"{hint}{_gpu_note(need.gpu, group)}",
         permanent=never,
+    )
+
+
+def in_no_part(missed: Sequence[tuple[Domain, Pending]]) -> Pending:
+    """The PENDING of a request that fits in none of the parts the rules left (each with
+    its own PENDING, best part first): the best part's alone when there was one part;
+    else each named part's reason, the first three, so the user sees what each domain
+    lacks. Permanent only when it is in every part."""
+    if not missed:
+        return Pending("no agent may run this session")
+    first = missed[0][1]
+    if len(missed) == 1 or not missed[0][0].name:
+        return first
+    shown = "; ".join(f"{part.name}: {exc.reason}" for part, exc in missed[:3])
+    more = f"; and {len(missed) - 3} more" if len(missed) > 3 else ""
+    return Pending(
+        f"it fits in no single one of {len(missed)} domains: {shown}{more}",
+        permanent=all(exc.permanent for _part, exc in missed),
+        kind=first.kind,
     )

@@ -37,9 +37,10 @@ def place(
 ) -> Placement:
     """Choose an agent for every kernel of ``request``, or raise ``Pending``.
 
-    The rules (rules.py) narrow the agents to the parts the request may use; in the
-    first part where it fits: single-node puts every kernel on the one agent that fits
-    their sum and keeps the most free capacity (free CPU, then free memory, then name);
+    The rules (rules.py) narrow the agents to the parts the request may use (one part,
+    or one per topology domain); in the first part where it fits: single-node puts
+    every kernel on the one agent that fits their sum and keeps the most free capacity
+    (free CPU, then free memory, then name);
     multi-node the same if one agent fits all (the result then says single-node), else
     kernels are spread, in kernel order, each to the agent with the most capacity left
     that fits it.
@@ -54,13 +55,13 @@ def place(
     away = [a for a in everything.away if a.group == request.resource_group]
     try:
         parts = rules.narrow(request, everything)
-        first: Pending | None = None
+        missed: list[tuple[Domain, Pending]] = []
         for part in parts:
             try:
                 return _place_in(request, part)
             except Pending as exc:
-                first = first or exc
-        raise first or Pending("no agent may run this session")
+                missed.append((part, exc))
+        raise pending.in_no_part(missed)
     except Pending as exc:
         if not away:
             raise

@@ -18,8 +18,11 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement.g
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement.request import (
     PlacementRequest,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement.topology import (
+    InOneDomain,
+)
 
-RULES: tuple[Rule, ...] = (InResourceGroup(),)
+RULES: tuple[Rule, ...] = (InResourceGroup(), InOneDomain())
 
 
 def narrow(request: PlacementRequest, domain: Domain) -> list[Domain]:

@@ -90,8 +90,8 @@ def test_an_agent_read_becomes_an_agent_with_its_labels():
         agent_from_read({"cpu": 1}, "agents[5]")
 
 
-def test_the_resource_group_rule_is_registered():
-    assert [rule.name for rule in rules.RULES] == ["resource_group"]
+def test_the_resource_group_and_topology_rules_are_registered_in_that_order():
+    assert [rule.name for rule in rules.RULES] == ["resource_group", "topology"]
 
 
 def test_a_registered_rule_is_followed_by_every_placement(monkeypatch):
@@ -106,7 +106,7 @@ def test_a_registered_rule_is_followed_by_every_placement(monkeypatch):
     # The plan a create makes follows it too.
     plan = planned(spec(size=3), agents)
     assert sorted(plan["agents"]) == ["b", "c"]
-    # When no rack holds it, the PENDING of the best part is said.
+    # When no rack holds it, the PENDING says what each rack lacks.
     big = PlacementRequest(tuple(expand_kernels(spec(size=5))), "multi-node", "default")
     with pytest.raises(Pending, match="do not fit across the agents"):
         place(big, agents)

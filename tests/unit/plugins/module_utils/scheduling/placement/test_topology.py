@@ -1,0 +1,129 @@
+"""The topology rule (module_utils/scheduling/placement/topology.py): a request that
+names a level has every member inside one domain of it (one rack), the tightest that
+fits, or waits with what each domain lacks; one that names none is not narrowed."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Pending
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
+    Agent,
+    PlacementRequest,
+    place,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement.topology import (
+    TOPOLOGY,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
+    expand_kernels,
+    normalize_spec,
+)
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+GI = 1024**3
+
+
+def agent(name, rack=None, cpu=4, used=0.0):
+    labels = (("rack", rack),) if rack else ()
+    return Agent(name, "default", float(cpu), 64 * GI, 0, used_cpu=float(used), labels=labels)
+
+
+def request(size, cpu=1, level="rack", mode="multi-node"):
+    spec = normalize_spec(
+        {"name": "job", "size": size, "mode": mode, "resources": {"cpu": cpu, "mem": "1g"}}
+    )
+    constraints = ((TOPOLOGY, level),) if level else ()
+    return PlacementRequest(tuple(expand_kernels(spec)), mode, "default", constraints)
+
+
+def racks_of(placement, agents):
+    by_name = {a.name: a for a in agents}
+    return {by_name[name].label("rack") for name in placement.agents}
+
+
+def test_a_gang_that_asks_for_a_rack_stays_in_one_where_unconstrained_it_would_spread():
+    agents = [agent("a1", "r1", cpu=2), agent("a2", "r2", cpu=2), agent("a3", "r2", cpu=2)]
+    spread = place(request(3, level=None), agents)
+    assert len(racks_of(spread, agents)) == 2  # today's placement: across racks
+    kept = place(request(3), agents)
+    assert racks_of(kept, agents) == {"r2"} and sorted(kept.agents) == ["a2", "a3"]
+
+
+def test_the_tightest_rack_that_fits_is_taken_so_the_roomier_one_stays_whole():
+    agents = [
+        agent("big1", "big", cpu=8),
+        agent("big2", "big", cpu=8),
+        agent("small1", "small", cpu=2),
+        agent("small2", "small", cpu=2),
+    ]
+    got = place(request(4), agents)
+    assert racks_of(got, agents) == {"small"}
+    # Once the small rack is busy, the same gang goes to the big one.
+    busy = [*agents[:2], agent("small1", "small", cpu=2, used=2), agents[3]]
+    assert racks_of(place(request(4), busy), busy) == {"big"}
+
+
+def test_a_gang_no_rack_can_hold_waits_and_says_what_each_rack_lacks():
+    agents = [agent("a1", "r1", cpu=2), agent("a2", "r2", cpu=2), agent("a3", "r3", cpu=1)]
+    with pytest.raises(Pending) as caught:
+        place(request(3), agents)
+    text = str(caught.value)
+    assert "fits in no single one of 3 domains" in text
+    assert all(f"rack {r}:" in text for r in ("r1", "r2", "r3")), text
+    assert not caught.value.permanent or "never" in text
+
+
+def test_agents_without_the_level_are_never_used_and_none_at_all_is_said():
+    agents = [agent("plain1", cpu=8), agent("a1", "r1", cpu=2)]
+    got = place(request(2), agents)
+    assert got.agents == ["a1"]
+    with pytest.raises(Pending, match="no agent in service has a 'block' topology label"):
+        place(request(1, level="block"), agents)
+
+
+def test_a_single_node_session_with_a_level_lands_on_one_agent_of_a_labelled_domain():
+    agents = [agent("plain", cpu=8), agent("a1", "r1", cpu=4)]
+    got = place(request(2, cpu=2, mode="single-node"), agents)
+    assert got.agents == ["a1"]
+
+
+def _exists_in_one_rack(size, cpu, agents):
+    """Exhaustive: some rack whose agents' whole free CPUs hold SIZE kernels of CPU."""
+    racks = {a.label("rack") for a in agents if a.label("rack")}
+    for rack in racks:
+        members = [a for a in agents if a.label("rack") == rack]
+        for choice in itertools.product(members, repeat=size):
+            use: dict[str, float] = {}
+            for a in choice:
+                use[a.name] = use.get(a.name, 0.0) + cpu
+            if all(use[a.name] <= a.free.cpu + 1e-9 for a in members if a.name in use):
+                return True
+    return False
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["r1", "r2", "r3", None]), st.integers(0, 4), st.integers(0, 4)),
+        min_size=1,
+        max_size=5,
+    ),
+    st.integers(1, 4),
+    st.sampled_from([1, 2]),
+)
+def test_a_required_placement_never_spans_racks_and_exists_exactly_when_one_does(trees, size, cpu):
+    agents = [
+        agent(f"a{i}", rack, cpu=total, used=min(used, total))
+        for i, (rack, total, used) in enumerate(trees)
+    ]
+    try:
+        got = place(request(size, cpu=cpu), agents)
+    except Pending:
+        got = None
+    if got is not None:
+        assert len(racks_of(got, agents)) == 1 and None not in racks_of(got, agents)
+        assert len(got.assignment) == size
+    assert (got is not None) == _exists_in_one_rack(size, cpu, agents)
