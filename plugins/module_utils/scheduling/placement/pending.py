@@ -44,8 +44,9 @@ def out_of_service_note(away: Sequence[OutOfService]) -> str:
     )
 
 
-def check_never_fits(kernels: Sequence[Kernel], group: list[Agent], resource_group: str) -> None:
-    """A kernel bigger than every agent's *total* capacity will wait forever."""
+def check_never_fits(kernels: Sequence[Kernel], group: list[Agent], where: str) -> None:
+    """A kernel bigger than every agent's *total* capacity will wait forever. ``where``
+    names the agents: "resource group 'gpu'", or a topology domain ("rack r1")."""
     for kernel in kernels:
         if not any(kernel.resources.fits_in(agent.total) for agent in group):
             sizes = _listed(
@@ -54,7 +55,7 @@ def check_never_fits(kernels: Sequence[Kernel], group: list[Agent], resource_gro
             )
             raise Pending(
                 f"container {kernel.hostname} needs {kernel.resources.describe()}, more "
-                f"than any agent in resource group {resource_group!r} has in total "
+                f"than any agent in {where} has in total "
                 f"({sizes}); it can never fit{_gpu_note(kernel.resources.gpu, group)}",
                 permanent=True,
             )
@@ -126,7 +127,7 @@ def _short_of(need: Resources, free: Resources) -> list[str]:
 
 
 def single_node_pending(
-    kernels: Sequence[Kernel], group: list[Agent], resource_group: str, whole_group: bool = True
+    kernels: Sequence[Kernel], group: list[Agent], where: str, whole_group: bool = True
 ) -> Pending:
     need = total_of(kernels)
     never = whole_group and not any(need.fits_in(agent.total) for agent in group)
@@ -136,7 +137,7 @@ def single_node_pending(
     elif never:
         hint = "; it can never fit, not even spread over the whole group"
     return Pending(
-        f"no agent in resource group {resource_group!r} can hold all {len(kernels)} "
+        f"no agent in {where} can hold all {len(kernels)} "
         f"containers on one node (they need {need.describe()} together; "
         f"{_free_report(group, need)}){hint}{_gpu_note(need.gpu, group)}",
         permanent=never,
@@ -144,7 +145,7 @@ def single_node_pending(
 
 
 def multi_node_pending(
-    kernels: Sequence[Kernel], group: list[Agent], resource_group: str, whole_group: bool = True
+    kernels: Sequence[Kernel], group: list[Agent], where: str, whole_group: bool = True
 ) -> Pending:
     need = total_of(kernels)
     never = whole_group and not need.fits_in(capacity(group))
@@ -153,8 +154,8 @@ def multi_node_pending(
     each = f" ({per_kernel.describe()} each)" if per_kernel else ""
     free = _listed((f"{a.name}: {a.free.describe()} free" for a in _roomiest(group)), len(group))
     return Pending(
-        f"the {len(kernels)} containers{each} do not fit across the agents of resource "
-        f"group {resource_group!r} (they need {need.describe()} together; {free})"
+        f"the {len(kernels)} containers{each} do not fit across the agents of {where} "
+        f"(they need {need.describe()} together; {free})"
         f"{hint}{_gpu_note(need.gpu, group)}",
         permanent=never,
     )
@@ -163,14 +164,14 @@ def multi_node_pending(
 def in_no_part(missed: Sequence[tuple[Domain, Pending]]) -> Pending:
     """The PENDING of a request that fits in none of the parts the rules left (each with
     its own PENDING, best part first): the best part's alone when there was one part;
-    else each named part's reason, the first three, so the user sees what each domain
-    lacks. Permanent only when it is in every part."""
+    else the first three parts' reasons (each names its part), so the user sees what each
+    domain lacks. Permanent only when it is in every part."""
     if not missed:
         return Pending("no agent may run this session")
     first = missed[0][1]
     if len(missed) == 1 or not missed[0][0].name:
         return first
-    shown = "; ".join(f"{part.name}: {exc.reason}" for part, exc in missed[:3])
+    shown = "; ".join(exc.reason for _part, exc in missed[:3])
     more = f"; and {len(missed) - 3} more" if len(missed) > 3 else ""
     return Pending(
         f"it fits in no single one of {len(missed)} domains: {shown}{more}",

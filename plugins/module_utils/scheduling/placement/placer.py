@@ -73,7 +73,9 @@ def place(
 
 def _place_in(request: PlacementRequest, domain: Domain) -> Placement:
     """``request`` placed by its mode's strategy on ``domain``'s agents, or Pending."""
-    kernels, group, name = request.kernels, list(domain.agents), request.resource_group
+    kernels, group = request.kernels, list(domain.agents)
+    # What the PENDING calls these agents: a topology domain, or the resource group.
+    name = domain.name or f"resource group {request.resource_group!r}"
     # Whether "never" can be said: an agent out of service may be bigger.
     whole_group = not domain.away
     if whole_group:
