@@ -11,11 +11,18 @@ The parts are the level's domains, tightest first: least free CPU, then least fr
 memory, then name. Placement tries them in that order (placer.py), so a gang takes the
 tightest domain it fits, and the roomier domains - whole racks - stay free for gangs
 that need them.
+
+:func:`check_tree` checks the operator's topology before anything uses it: the levels,
+widest first, and each agent's domain at every level, a rack inside one block.
 """
 
 from __future__ import annotations
 
-from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Pending
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Pending, SpecError
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement.agent import Agent
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement.domain import (
     Domain,
@@ -60,3 +67,67 @@ def _tightest(part: Domain) -> tuple[float, int, str]:
     free_cpu = sum(max(agent.free.cpu, 0.0) for agent in part.agents)
     free_mem = sum(max(agent.free.mem, 0) for agent in part.agents)
     return round(free_cpu, 6), free_mem, part.name
+
+
+# At most this many levels (block > rack > node group): deeper trees add little and make
+# every PENDING longer.
+MAX_LEVELS = 3
+_LEVEL_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+
+
+def check_tree(
+    levels: Sequence[str], declared: Mapping[str, Any]
+) -> dict[str, tuple[tuple[str, str], ...]]:
+    """The topology labels of each agent (agent -> (level, domain) pairs, widest first),
+    checked: ``levels`` (``bai_topology_levels``, widest first) are 1 to MAX_LEVELS
+    distinct names; every agent of ``declared`` (agent -> its ``bai_topology``) has a
+    domain at every level and no other key; and each domain lies inside one domain of the
+    level above it (a rack in one block). No levels: no topology, and an agent that
+    declares one is an error too. SpecError names the agent and what to change."""
+    names = list(levels or ())
+    if len(names) > MAX_LEVELS or len(set(names)) != len(names):
+        raise SpecError(
+            f"bai_topology_levels: got {names!r}; give 1 to {MAX_LEVELS} distinct levels, "
+            f"widest first (e.g. [block, rack])"
+        )
+    for name in names:
+        if not isinstance(name, str) or not _LEVEL_NAME.match(name):
+            raise SpecError(
+                f"bai_topology_levels: {name!r} is not a level name (lowercase letters, "
+                f"digits and _, starting with a letter)"
+            )
+    out: dict[str, tuple[tuple[str, str], ...]] = {}
+    parent: dict[tuple[str, str], str] = {}  # (level, domain) -> its domain one level up
+    for agent in sorted(declared):
+        given = declared[agent]
+        if not names:
+            if given:
+                raise SpecError(
+                    f"{agent}: bai_topology is set but bai_topology_levels is not; name the "
+                    f"levels (widest first) in group_vars/all.yml"
+                )
+            continue
+        if not isinstance(given, Mapping):
+            raise SpecError(
+                f"{agent}: bai_topology must map each level ({', '.join(names)}) to the "
+                f"agent's domain there; got {given!r}"
+            )
+        unknown = sorted(str(k) for k in given if k not in names)
+        missing = [name for name in names if not str(given.get(name) or "").strip()]
+        if unknown or missing:
+            what = [f"no {', '.join(missing)}"] if missing else []
+            what += [f"unknown level(s) {', '.join(unknown)}"] if unknown else []
+            raise SpecError(
+                f"{agent}: bai_topology has {'; '.join(what)}; every agent needs a domain "
+                f"at each of bai_topology_levels ({', '.join(names)})"
+            )
+        pairs = tuple((name, str(given[name]).strip()) for name in names)
+        for (above, outer), (level, inner) in zip(pairs, pairs[1:]):
+            seen = parent.setdefault((level, inner), outer)
+            if seen != outer:
+                raise SpecError(
+                    f"{agent}: {level} {inner} is in {above} {outer} here but in {above} "
+                    f"{seen} on another agent; a {level} lies in one {above}"
+                )
+        out[agent] = pairs
+    return out

@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Pending
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Pending, SpecError
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
     Agent,
     PlacementRequest,
@@ -15,6 +15,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement i
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement.topology import (
     TOPOLOGY,
+    check_tree,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
     expand_kernels,
@@ -132,3 +133,43 @@ def test_a_required_placement_never_spans_racks_and_exists_exactly_when_one_does
         assert len(racks_of(got, agents)) == 1 and None not in racks_of(got, agents)
         assert len(got.assignment) == size
     assert (got is not None) == _exists_in_one_rack(size, cpu, agents)
+
+
+# --- the operator's tree (check_tree) -------------------------------------------------
+LEVELS = ["block", "rack"]
+TREE = {
+    "a1": {"block": "b1", "rack": "r1"},
+    "a2": {"block": "b1", "rack": "r2"},
+    "a3": {"rack": "r3", "block": "b2"},  # the mapping's order does not matter
+}
+
+
+def test_a_tree_gives_each_agent_its_domains_widest_first():
+    got = check_tree(LEVELS, TREE)
+    assert got["a3"] == (("block", "b2"), ("rack", "r3"))
+    assert set(got) == set(TREE)
+    assert check_tree([], {"a1": None, "a2": {}}) == {}  # no levels, no topology
+
+
+@pytest.mark.parametrize(
+    ("levels", "tree", "says"),
+    [
+        (["block", "rack", "row", "pod"], TREE, "give 1 to 3 distinct levels"),
+        (["rack", "rack"], TREE, "give 1 to 3 distinct levels"),
+        (["Rack"], TREE, "'Rack' is not a level name"),
+        (LEVELS, {**TREE, "a4": {"block": "b2"}}, "a4: bai_topology has no rack"),
+        (LEVELS, {**TREE, "a4": {"block": "b2", "rack": " "}}, "a4: bai_topology has no rack"),
+        (
+            LEVELS,
+            {**TREE, "a4": {"block": "b2", "rack": "r4", "row": "x"}},
+            "a4: bai_topology has unknown level(s) row",
+        ),
+        (LEVELS, {**TREE, "a4": None}, "a4: bai_topology must map each level"),
+        (LEVELS, {**TREE, "a4": {"block": "b2", "rack": "r1"}}, "rack r1 is in block"),
+        ([], {"a1": {"rack": "r1"}}, "a1: bai_topology is set but bai_topology_levels is not"),
+    ],
+)
+def test_a_wrong_tree_is_refused_naming_the_agent_and_what_to_change(levels, tree, says):
+    with pytest.raises(SpecError) as caught:
+        check_tree(levels, tree)
+    assert says in str(caught.value)
