@@ -75,6 +75,7 @@ def create_extravars(
     preemptible: bool | None = None,
     queue: bool | None = None,
     apps: Iterable[str] | None = None,
+    topology: str | None = None,
 ) -> dict[str, Any]:
     """The variables of session_create.yml (docs/sessions.md) for these arguments; what is
     None is left to the playbook's defaults."""
@@ -105,6 +106,7 @@ def create_extravars(
     set_var(extravars, "session_restart_on", restart_on)
     set_var(extravars, "session_preemptible", preemptible)
     set_var(extravars, "session_apps", list(apps) if apps else None)
+    set_var(extravars, "session_topology", topology)
     if queue:
         extravars["session_queue"] = True
     check_request_numbers(extravars)
@@ -123,7 +125,7 @@ def create_session(
 ) -> Session:
     """Create (or confirm) a session; ``spec``: mode, image, resource_group, resources,
     mounts, env, roles, authorized_keys, wait_s, ssh_timeout_s, network_mtu, owner,
-    lifetime_s, end_signal, restarts, restart_on, preemptible, apps (see
+    lifetime_s, end_signal, restarts, restart_on, preemptible, apps, topology (see
     :func:`create_extravars`). Idempotent: the same request again returns the session
     with ``action == "exists"``."""
     extravars = create_extravars(name, size, **spec)
@@ -349,6 +351,11 @@ def details_from_stats(data: Mapping[str, Any]) -> SessionDetails:
         job=data.get("job") or None,
         attempt=int(count) if (count := str(_label(raw, LABEL_RESTART_COUNT))).isdigit() else None,
         attempts=list(data.get("attempts") or []),
+        topology={
+            str(agent): {str(k): str(v) for k, v in (where or {}).items()}
+            for agent, where in (data.get("topology") or {}).items()
+            if where
+        },
     )
 
 

@@ -243,6 +243,13 @@ class SessionDetails(Session):
     # first), and the ends of the earlier ones (attempt, state, exit_code, ...).
     attempt: int | None = None
     attempts: list[dict[str, Any]] = field(default_factory=list)
+    # Each agent's domain at each topology level (the inventory's bai_topology; {} where
+    # the cluster has none).
+    topology: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def domain_of(self, agent: str) -> str:
+        """'block=b1,rack=r3': where ``agent`` lies in the topology ("" for nowhere)."""
+        return ",".join(f"{k}={v}" for k, v in (self.topology.get(agent) or {}).items())
 
     @property
     def state(self) -> str:

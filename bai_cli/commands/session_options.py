@@ -19,6 +19,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.session.restart_policy
 from ansible_collections.bai.cluster.plugins.module_utils.session.signal_names import (
     parse_end_signal,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.session.topology_request import (
+    parse_topology,
+)
 
 from .common import UsageError
 
@@ -74,6 +77,11 @@ def check_options(args: argparse.Namespace) -> None:
     if getattr(args, "signal", None) is not None:
         try:
             args.signal = parse_end_signal(args.signal, "--signal")
+        except SpecError as exc:
+            raise UsageError(str(exc)) from None
+    if getattr(args, "topology", None) is not None:
+        try:
+            parse_topology(args.topology, "--topology")
         except SpecError as exc:
             raise UsageError(str(exc)) from None
     if getattr(args, "restart_on", None) is not None:
@@ -146,6 +154,7 @@ def create_spec(args: argparse.Namespace) -> dict[str, Any]:
         "lifetime_s": args.lifetime,
         "end_signal": args.signal,
         "queue": args.queue or None,
+        "topology": args.topology,
     }
 
 
@@ -205,6 +214,12 @@ def add_create_options(parser: argparse.ArgumentParser) -> None:
         help="when it does not fit now, queue it (PENDING) and return; it starts in "
         "queue order (by priority; submission order among one owner's sessions) when a "
         "scheduler pass finds room (session_queue)",
+    )
+    parser.add_argument(
+        "--topology",
+        metavar="LEVEL",
+        help="run every member inside one domain of this topology level, e.g. rack, or "
+        "wait until one has room (session_topology; the inventory's bai_topology_levels)",
     )
     parser.add_argument("--ssh-timeout", type=int, metavar="SECONDS", help="per-container sshd")
     parser.add_argument("--mtu", type=int, help="session network MTU")

@@ -79,11 +79,16 @@ def details_text(details: api.SessionDetails) -> list[str]:
         f"session {details.name} ({details.state}): id {details.session_id}, {details.mode}, "
         f"{details.size} container(s), network {details.network or 'none'}"
     ]
-    rows = [("HOST", "ROLE", "STATE", "AGENT", "CONTAINER", "ADDRESSES", "PORTS")]
+    # With a topology, each member's domain at every level after its agent.
+    where = ("TOPOLOGY",) if details.topology else ()
+    rows = [("HOST", "ROLE", "STATE", "AGENT", *where, "CONTAINER", "ADDRESSES", "PORTS")]
     for c in details.containers:
         addresses = ",".join(f"{ip} ({net})" for net, ip in c.addresses.items()) or "-"
         ports = ",".join(f"{p}->{','.join(b)}" for p, b in c.ports.items()) or "-"
-        rows.append((c.host, c.role, c.state or "-", c.agent, c.container, addresses, ports))
+        domain = (details.domain_of(c.agent) or "-",) if where else ()
+        rows.append(
+            (c.host, c.role, c.state or "-", c.agent, *domain, c.container, addresses, ports)
+        )
     lines += ["  " + line for line in table(rows)]
     if details.ssh_port:
         lines.append(f"  main1 sshd published on {details.ssh_agent} port {details.ssh_port}")

@@ -1,9 +1,12 @@
-"""Filters of the agent playbooks (playbooks/agent_list.yml)."""
+"""Filters of the agent playbooks (playbooks/agent_list.yml) and of the preflight checks
+of the agents' declarations (roles/preflight)."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import SpecError
 from ansible_collections.bai.cluster.plugins.module_utils.hosts.agent_view import (
     details,
     rows,
@@ -13,7 +16,22 @@ from ansible_collections.bai.cluster.plugins.module_utils.hosts.agent_view impor
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.availability import (
     describe_json,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement.topology import (
+    check_tree,
+)
 from ansible_collections.bai.cluster.plugins.plugin_utils.filters import Filters, FilterTable
+
+
+def topology_error(
+    levels: Sequence[str], agents: Sequence[str], hostvars: Mapping[str, Any]
+) -> str:
+    """What is wrong with the agents' topology (``bai_topology`` of each of ``agents``,
+    under ``bai_topology_levels``), "" when nothing is (placement/topology.py: check_tree)."""
+    try:
+        check_tree(levels, {name: hostvars[name].get("bai_topology") for name in agents})
+    except SpecError as exc:
+        return str(exc)
+    return ""
 
 
 class FilterModule(FilterTable):
@@ -25,4 +43,5 @@ class FilterModule(FilterTable):
         "bai_agent_totals": totals,
         "bai_agent_details": details,
         "bai_availability_text": describe_json,
+        "bai_topology_error": topology_error,
     }

@@ -22,18 +22,20 @@ from ansible_collections.bai.cluster.plugins.plugin_utils.repair_outcome import 
 
 def agents(names: Sequence[str], hostvars: Mapping[str, Any]) -> list[dict[str, Any]]:
     """What the inventory declares for each agent, for bai_session_ledger's ``agents``:
-    [{name, group, resources}] (``bai_resource_group``, default ``default``;
-    ``bai_agent_resources``, default null). Read on the controller: no agent is reached."""
+    [{name, group, resources, topology}] (``bai_resource_group``, default ``default``;
+    ``bai_agent_resources``, default null; ``bai_topology``, its domain at each level of
+    ``bai_topology_levels``, only when set). Read on the controller: no agent is reached."""
     out = []
     for name in names:
         host = hostvars[name]
-        out.append(
-            {
-                "name": name,
-                "group": host.get("bai_resource_group") or "default",
-                "resources": host.get("bai_agent_resources"),
-            }
-        )
+        declared = {
+            "name": name,
+            "group": host.get("bai_resource_group") or "default",
+            "resources": host.get("bai_agent_resources"),
+        }
+        if host.get("bai_topology"):
+            declared["topology"] = host["bai_topology"]
+        out.append(declared)
     return out
 
 

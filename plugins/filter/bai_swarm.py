@@ -34,6 +34,7 @@ class FilterModule(FilterTable):
         "bai_swarm_stale_nodes": _utils.stale_nodes,
         "bai_swarm_ready_nodes": _utils.ready_nodes,
         "bai_swarm_label_changes": _utils.label_changes,
+        "bai_swarm_topology_labels": _utils.topology_labels,
         "bai_swarm_pool_differences": _utils.pool_differences,
         "bai_swarm_taken_ports": _utils.taken_ports,
     }

@@ -107,6 +107,13 @@ options:
         servers. An interactive session's only. Kept in RV(spec) (as C(NAME:http:PORT))
         and in RV(spec_hash) when given.
     type: raw
+  topology:
+    description:
+      - The topology level (one of the inventory's C(bai_topology_levels), e.g. C(rack))
+        inside one domain of which every member of the session runs; it waits (PENDING)
+        until one domain has room for all of them. Kept in RV(spec), not in
+        RV(spec_hash).
+    type: raw
   spec:
     description:
       - A spec in canonical form (RV(spec) of an earlier call), instead of the separate
@@ -118,6 +125,13 @@ options:
         source must lie under one of them, else the request is refused before any agent is
         contacted. The agent checks again, after resolving symbolic links
         (M(bai.cluster.bai_session_containers)).
+    type: list
+    elements: str
+  topology_levels:
+    description:
+      - The cluster's topology levels (the inventory's C(bai_topology_levels)); when
+        given, a O(topology) that is not one of them is refused before anything is
+        placed.
     type: list
     elements: str
   authorized_keys:
@@ -196,6 +210,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
 from ansible_collections.bai.cluster.plugins.module_utils.session.ssh_keys import (
     public_key_errors,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.session.topology_request import (
+    check_known,
+)
 
 
 def run(module: AnsibleModule) -> dict:
@@ -218,6 +235,8 @@ def run(module: AnsibleModule) -> dict:
             ]
             if any(problems):
                 raise SpecError("; ".join(p for p in problems if p))
+        if params["topology_levels"] is not None:
+            check_known(spec.topology, params["topology_levels"])
     except SpecError as exc:
         module.fail_json(msg=f"invalid session spec: {exc}")
     key_problems = public_key_errors(params["authorized_keys"] or [])
@@ -257,6 +276,8 @@ ARGUMENT_SPEC = {
     "restart_on": {"type": "raw"},
     "preemptible": {"type": "raw"},
     "apps": {"type": "raw"},
+    "topology": {"type": "raw"},
+    "topology_levels": {"type": "list", "elements": "str"},
     "spec": {"type": "dict"},
     "data_roots": {"type": "list", "elements": "str"},
     # no_log: a private key pasted by mistake must not reach the invocation in a log.

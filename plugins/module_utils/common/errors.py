@@ -26,6 +26,7 @@ WAIT_RESOURCES = "resources"  # the agents in service lack the room now
 WAIT_BEHIND = "behind"  # it would fit, but sessions ahead in its queue claim those agents
 WAIT_OWNER_LIMIT = "owner_limit"  # its owner's limits hold it back
 WAIT_NO_AGENTS = "no_agents"  # no agent of its resource group is in service
+WAIT_TOPOLOGY = "topology"  # it fits across its agents, but not inside one domain it asks for
 WAIT_RESTART = "restart"  # a gang queued to start again, not yet looked at by a pass
 WAIT_STARTING = "starting"  # a scheduler pass is starting it (its lease runs)
 WAIT_UNKNOWN = "unknown"  # queued by an older toolkit, before a pass looked at it
@@ -34,6 +35,7 @@ WAIT_KINDS = (
     WAIT_BEHIND,
     WAIT_OWNER_LIMIT,
     WAIT_NO_AGENTS,
+    WAIT_TOPOLOGY,
     WAIT_RESTART,
     WAIT_STARTING,
     WAIT_UNKNOWN,

@@ -227,6 +227,16 @@ def label_changes(
     return changes
 
 
+# A topology label of a swarm node: this prefix and the level (docs/placement.md).
+TOPOLOGY_LABEL = "ai.backend.topology."
+
+
+def topology_labels(topology: Mapping[str, Any] | None) -> dict[str, str]:
+    """A node's labels of its ``bai_topology`` ({level: domain}):
+    {"ai.backend.topology.LEVEL": domain}."""
+    return {f"{TOPOLOGY_LABEL}{level}": str(domain) for level, domain in (topology or {}).items()}
+
+
 def pool_differences(
     swarm: Optional[Mapping[str, Any]], pools: Sequence[str], subnet_size: int
 ) -> list[str]:

@@ -19,6 +19,7 @@ from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
     WAIT_KINDS,
+    WAIT_TOPOLOGY,
     WAIT_UNKNOWN,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.common.labels import LABEL_SESSION
@@ -128,19 +129,31 @@ def _queue(queue: Sequence[Mapping[str, Any]], groups: Sequence[str], now: float
         GAUGE,
         "How long the longest-waiting queued session of a resource group has waited (0: none)",
     )
+    topology = _family(
+        "sessions_pending_topology",
+        GAUGE,
+        "Queued sessions that ask for one domain of a topology level (by resource group "
+        "and level) and wait because no single domain has room, though the agents together do",
+    )
     for group in groups:
         mine = [q for q in queue if str(q.get("resource_group") or "default") == group]
         kinds = [q.get("wait") if q.get("wait") in WAIT_KINDS else WAIT_UNKNOWN for q in mine]
         for reason in WAIT_KINDS:
             n = kinds.count(reason)
             pending.add({"resource_group": group, "reason": reason}, n)
+        # A series per level that queued sessions of the group ask for (at most 3).
+        for level in sorted({str(q["topology"]) for q in mine if q.get("topology")}):
+            n = sum(
+                1 for q in mine if q.get("topology") == level and q.get("wait") == WAIT_TOPOLOGY
+            )
+            topology.add({"resource_group": group, "level": level}, n)
         since = [
             counters.queued_since(QueueEntry.from_dict(q))
             for q in mine
             if q.get("submitted_at") is not None
         ]
         oldest.add({"resource_group": group}, max(now - min(since), 0.0) if since else 0)
-    return [pending, oldest]
+    return [pending, topology, oldest]
 
 
 _AGENT_GAUGES = (

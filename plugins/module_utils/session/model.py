@@ -116,6 +116,9 @@ class SessionSpec:
     preemptible: bool = False
     # The session's own apps (session/apps.py; session_apps), routed by the app proxy.
     apps: tuple[App, ...] = ()
+    # The topology level all its members run inside one domain of ("" for none;
+    # session/topology_request.py). Not part of the hash: where it runs is not what it is.
+    topology: str = ""
 
     @property
     def size(self) -> int:

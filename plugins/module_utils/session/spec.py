@@ -55,6 +55,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.session.restart_policy
 from ansible_collections.bai.cluster.plugins.module_utils.session.signal_names import (
     parse_end_signal,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.session.topology_request import (
+    parse_topology,
+)
 
 DEFAULT_IMAGE = "bai/session:latest"
 SSH_PORT = 2200
@@ -90,10 +93,19 @@ SPEC_KEYS = (
     "restart_on",
     "preemptible",
     "apps",
+    "topology",
 )
 # Given, but not part of the hash: who holds a session and how long it may run are not
 # what it is, so a rerun by anyone, with any lifetime, matches the session.
-UNHASHED_KEYS = ("owner", "lifetime_s", "end_signal", "restarts", "restart_on", "preemptible")
+UNHASHED_KEYS = (
+    "owner",
+    "lifetime_s",
+    "end_signal",
+    "restarts",
+    "restart_on",
+    "preemptible",
+    "topology",
+)
 _ROLE_KEYS = ("role", "replicas", "image", "resources")
 _MOUNT_KEYS = ("src", "dst", "readonly")
 
@@ -121,7 +133,8 @@ def normalize_spec(raw: Mapping[str, Any]) -> SessionSpec:
     it, module_utils/scheduling/queue/policies.py), lifetime_s (seconds it may run, 0: no
     limit), end_signal (SIG@SECONDS: that signal that long before the lifetime ends),
     restarts and restart_on (a batch session's gang restarts: session/restart_policy.py),
-    preemptible (it may be stopped for a higher priority, and comes back by a restart).
+    preemptible (it may be stopped for a higher priority, and comes back by a restart),
+    topology (the level, e.g. rack, inside one domain of which all its members run).
     A key whose value is None counts as absent, so playbooks can pass optional variables
     through unconditionally. ``size`` is required unless ``roles`` is given; if both are
     given they must agree.
@@ -171,6 +184,7 @@ def normalize_spec(raw: Mapping[str, Any]) -> SessionSpec:
         restart_on,
         preemptible,
         declared,
+        parse_topology(given.get("topology")),
     )
     _check_total_size(spec)
     _check_unique_hostnames(spec)
@@ -433,6 +447,8 @@ def spec_canonical(spec: SessionSpec) -> dict[str, Any]:
     # Only when declared: sessions without apps keep their hash.
     if spec.apps:
         canonical["apps"] = apps.canonical(spec.apps)
+    if spec.topology:
+        canonical["topology"] = spec.topology
     return canonical
 
 

@@ -344,6 +344,36 @@ def test_show_names_the_open_app_routes_of_this_session_only():
     assert details.to_dict()["app_routes"] == details.app_routes
 
 
+def test_show_gives_each_member_s_domain_when_the_cluster_has_a_topology():
+    plain = "\n".join(details_text(api.details_from_stats(show_stats("local", "localhost"))))
+    assert "TOPOLOGY" not in plain
+    where = {"agent1": {"block": "b1", "rack": "r3"}, "agent2": {}}
+    details = api.details_from_stats({**show_stats("local", "localhost"), "topology": where})
+    assert details.topology == {"agent1": {"block": "b1", "rack": "r3"}}
+    lines = details_text(details)
+    header = next(line for line in lines if "HOST" in line)
+    assert header.split()[:5] == ["HOST", "ROLE", "STATE", "AGENT", "TOPOLOGY"]
+    main1 = next(line for line in lines if line.strip().startswith("main1"))
+    assert main1.split()[3:5] == ["agent1", "block=b1,rack=r3"]
+
+
+def test_topology_reaches_the_playbook_and_a_bad_level_is_refused_first(monkeypatch, capsys):
+    assert cli.main(["session", "create", "s1", "-n", "2", "--topology", "Rack"]) == (
+        EXIT_BAD_INPUT
+    )
+    assert "--topology: got 'Rack'" in capsys.readouterr().err
+    seen = {}
+
+    def fake_run(playbook, extravars, **kwargs):
+        seen.update(extravars)
+        return PlaybookResult(rc=2, status="failed", stats={}, failures=[], ok_results={})
+
+    monkeypatch.setattr(runner, "run_playbook", fake_run)
+    cli.main(["session", "run", "j", "-n", "2", "--topology", "rack", "--", "true"])
+    assert seen["session_topology"] == "rack"
+    assert api.create_extravars("s1", 2, topology="block")["session_topology"] == "block"
+
+
 def test_show_of_a_missing_session_is_not_found():
     with pytest.raises(BaiClusterError) as exc:
         api.details_from_stats({"name": "ghost", "containers": []})

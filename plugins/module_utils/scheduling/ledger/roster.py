@@ -111,23 +111,38 @@ def node_of(
 
 @dataclass(frozen=True, slots=True)
 class Declared:
-    """What the inventory declares for an agent: its name, its resource group and its
-    ``bai_agent_resources`` (None: what its engine reports)."""
+    """What the inventory declares for an agent: its name, its resource group, its
+    ``bai_agent_resources`` (None: what its engine reports) and its domain at each
+    topology level (``bai_topology``: (level, domain) pairs, widest first; () for none)."""
 
     name: str
     group: str = "default"
     resources: Mapping[str, Any] | None = None
+    topology: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def of(cls, raw: Mapping[str, Any]) -> Declared:
-        """One of bai_session_ledger's ``agents`` ({name, group, resources}); KeyError or
-        TypeError when it is not one."""
-        return cls(str(raw["name"]), str(raw.get("group") or "default"), raw.get("resources"))
+        """One of bai_session_ledger's ``agents`` ({name, group, resources, topology});
+        KeyError, TypeError or AttributeError when it is not one."""
+        topology = tuple((str(k), str(v)) for k, v in (raw.get("topology") or {}).items())
+        return cls(
+            str(raw["name"]), str(raw.get("group") or "default"), raw.get("resources"), topology
+        )
 
     def record(self) -> dict[str, Any]:
         """The declaration as an agent's kept record keeps it (KeptRead.declared): a
-        record taken under another declaration is read again."""
-        return {"group": self.group, "resources": self.resources}
+        record taken under another declaration is read again, so a pass never places by a
+        read taken under another topology. The topology only when there is one: records
+        of agents without it are as they were before topologies."""
+        out: dict[str, Any] = {"group": self.group, "resources": self.resources}
+        if self.topology:
+            out["topology"] = dict(self.topology)
+        return out
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """The agent's topology as placement's labels (Agent.label): level -> domain."""
+        return dict(self.topology)
 
 
 def given_out(ledger: Ledger) -> dict[str, dict[str, Any]]:

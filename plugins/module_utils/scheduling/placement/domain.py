@@ -28,11 +28,13 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement.r
 @dataclass(frozen=True)
 class Domain:
     """Agents a request's members may be placed among (sorted by name), those of them
-    out of service, and the domain's name in messages ("" for every agent given)."""
+    out of service, the domain's name in messages ("" for every agent given: "rack r1"
+    for a topology domain) and its topology level ("" when it is none: "rack")."""
 
     name: str
     agents: tuple[Agent, ...]
     away: tuple[OutOfService, ...] = ()
+    level: str = ""
 
 
 class Rule(Protocol):

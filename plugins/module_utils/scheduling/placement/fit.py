@@ -6,7 +6,7 @@ one agent (single-node, and multi-node when one agent holds them all), or spread
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
     GpuAllocationError,
@@ -143,26 +143,38 @@ def _exhaustive_fit(
 
 
 def _worst_fit(kernels: Sequence[Kernel], group: list[Agent]) -> dict[str, str] | None:
-    """Each kernel in order to the agent with the most room left that fits it: a heap
-    by room, popped until an agent fits (the others go back), so a placement over
-    thousands of agents costs about a log per kernel, not a scan."""
+    """Each kernel in order to the agent with the most room left that fits it, or None
+    when one does not fit."""
+    result = dict(_worst_fit_steps(kernels, group))
+    return result if len(result) == len(kernels) else None
+
+
+def how_many(kernels: Sequence[Kernel], group: list[Agent]) -> int:
+    """How many of ``kernels``, in kernel order, fit on ``group``'s free room now (as
+    worst-fit places them): what a PENDING says a topology domain holds."""
+    return sum(1 for _step in _worst_fit_steps(kernels, group))
+
+
+def _worst_fit_steps(kernels: Sequence[Kernel], group: list[Agent]) -> Iterator[tuple[str, str]]:
+    """(hostname, agent) for each kernel in order, to the agent with the most room left
+    that fits it, until one does not fit: a heap by room, popped until an agent fits (the
+    others go back), so a placement over thousands of agents costs about a log per
+    kernel, not a scan."""
     heap = [(room_key(agent.name, agent.free), agent.free) for agent in group]
     heapq.heapify(heap)
-    result: dict[str, str] = {}
     for kernel in kernels:
         need = kernel.resources
         skipped = []
         while heap and not need.fits_in(heap[0][1]):
             skipped.append(heapq.heappop(heap))
         if not heap:
-            return None
+            return
         (_cpu, _mem, name), room = heapq.heappop(heap)
         left = room - need
         heapq.heappush(heap, (room_key(name, left), left))
         for item in skipped:
             heapq.heappush(heap, item)
-        result[kernel.hostname] = name
-    return result
+        yield kernel.hostname, name
 
 
 def _best_fit_decreasing(kernels: Sequence[Kernel], group: list[Agent]) -> dict[str, str] | None:

@@ -21,6 +21,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement.f
     room_key,
     total_of,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement.fit import (
+    how_many as fit_count,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.session.model import (
     CPU_EPSILON,
     Kernel,
@@ -149,7 +152,7 @@ def multi_node_pending(
 ) -> Pending:
     need = total_of(kernels)
     never = whole_group and not need.fits_in(capacity(group))
-    hint = "; it can never fit in this group" if never else ""
+    hint = f"; it can never fit in {where}" if never else ""
     per_kernel = kernels[0].resources if len({k.resources for k in kernels}) == 1 else None
     each = f" ({per_kernel.describe()} each)" if per_kernel else ""
     free = _listed((f"{a.name}: {a.free.describe()} free" for a in _roomiest(group)), len(group))
@@ -161,20 +164,47 @@ def multi_node_pending(
     )
 
 
-def in_no_part(missed: Sequence[tuple[Domain, Pending]]) -> Pending:
+def in_no_part(missed: Sequence[tuple[Domain, Pending]], kernels: Sequence[Kernel]) -> Pending:
     """The PENDING of a request that fits in none of the parts the rules left (each with
     its own PENDING, best part first): the best part's alone when there was one part;
-    else the first three parts' reasons (each names its part), so the user sees what each
-    domain lacks. Permanent only when it is in every part."""
+    for topology domains, how many of the members each holds now, roomiest first, and
+    what the roomiest lacks; else the first three parts' reasons (each names its part).
+    Permanent only when it is in every part."""
     if not missed:
         return Pending("no agent may run this session")
     first = missed[0][1]
     if len(missed) == 1 or not missed[0][0].name:
         return first
+    permanent = all(exc.permanent for _part, exc in missed)
+    level = missed[0][0].level
+    if level:
+        return _in_no_domain(level, missed, kernels, permanent)
     shown = "; ".join(exc.reason for _part, exc in missed[:3])
     more = f"; and {len(missed) - 3} more" if len(missed) > 3 else ""
     return Pending(
         f"it fits in no single one of {len(missed)} domains: {shown}{more}",
-        permanent=all(exc.permanent for _part, exc in missed),
+        permanent=permanent,
         kind=first.kind,
+    )
+
+
+# Topology domains a PENDING names with what each holds.
+REPORT_DOMAINS = 6
+
+
+def _in_no_domain(
+    level: str, missed: Sequence[tuple[Domain, Pending]], kernels: Sequence[Kernel], permanent: bool
+) -> Pending:
+    """'needs its 4 containers in one rack; room now for 3 in rack r2, 2 in rack r1 (rack
+    r2: <what it lacks>)'."""
+    held = [(fit_count(kernels, list(part.agents)), part, exc) for part, exc in missed]
+    held.sort(key=lambda row: (-row[0], row[1].name))
+    shown = ", ".join(f"{n} in {part.name}" for n, part, _exc in held[:REPORT_DOMAINS])
+    more = f", and {len(held) - REPORT_DOMAINS} more {level}s" if len(held) > REPORT_DOMAINS else ""
+    _n, best, why = held[0]
+    return Pending(
+        f"needs its {len(kernels)} containers in one {level}; room now for {shown}{more} "
+        f"({best.name}: {why.reason})",
+        permanent=permanent,
+        kind=why.kind,
     )

@@ -6,7 +6,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Pending
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
+    WAIT_RESOURCES,
+    WAIT_TOPOLOGY,
+    Pending,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
     fit,
     pending,
@@ -61,7 +65,7 @@ def place(
                 return _place_in(request, part)
             except Pending as exc:
                 missed.append((part, exc))
-        raise pending.in_no_part(missed)
+        raise _in_no_part(request, missed)
     except Pending as exc:
         if not away:
             raise
@@ -69,6 +73,17 @@ def place(
         raise Pending(
             exc.reason + pending.out_of_service_note(away), permanent=False, kind=exc.kind
         ) from None
+
+
+def _in_no_part(request: PlacementRequest, missed: list[tuple[Domain, Pending]]) -> Pending:
+    """The PENDING of a request that fits in no part: waiting for topology
+    (WAIT_TOPOLOGY) when the parts together have room for it now."""
+    out = pending.in_no_part(missed, request.kernels)
+    if len(missed) > 1 and missed[0][0].level and out.kind == WAIT_RESOURCES:
+        together = [agent for part, _exc in missed for agent in part.agents]
+        if fit.spread(request.kernels, together) is not None:
+            out.kind = WAIT_TOPOLOGY
+    return out
 
 
 def _place_in(request: PlacementRequest, domain: Domain) -> Placement:

@@ -17,12 +17,16 @@ from ansible_collections.bai.cluster.plugins.module_utils.session.model import (
     SessionSpec,
 )
 
+# The constraint naming the topology level the members stay inside one domain of
+# (topology.py; SessionSpec.topology).
+TOPOLOGY = "topology"
+
 
 @dataclass(frozen=True)
 class PlacementRequest:
     """The kernels to place, in kernel order (main1 first), the mode asked for, the
     resource group, and the constraints a rule reads (rules.py): (name, value) pairs,
-    none today."""
+    the topology level when the session asks for one."""
 
     kernels: tuple[Kernel, ...]
     mode: str
@@ -39,11 +43,16 @@ class PlacementRequest:
     @classmethod
     def of(cls, spec: SessionSpec, kernels: Sequence[Kernel]) -> PlacementRequest:
         """The request of session ``spec`` whose kernels are ``kernels``."""
-        return cls(tuple(kernels), spec.mode, spec.resource_group)
+        return cls(tuple(kernels), spec.mode, spec.resource_group, constraints_of(spec.topology))
 
     def constraint(self, name: str) -> str | None:
         """The value of constraint ``name``, None when the request does not set it."""
         return dict(self.constraints).get(name)
+
+
+def constraints_of(topology: str) -> tuple[tuple[str, str], ...]:
+    """A request's constraints: its topology level, when it names one."""
+    return ((TOPOLOGY, topology),) if topology else ()
 
 
 @dataclass(frozen=True)

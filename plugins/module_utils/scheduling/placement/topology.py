@@ -18,7 +18,6 @@ widest first, and each agent's domain at every level, a rack inside one block.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -28,11 +27,13 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement.d
     Domain,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement.request import (
+    TOPOLOGY,
     PlacementRequest,
 )
-
-# The constraint that names the level (PlacementRequest.constraints).
-TOPOLOGY = "topology"
+from ansible_collections.bai.cluster.plugins.module_utils.session.topology_request import (
+    LEVEL_NAME,
+    LEVEL_RULE,
+)
 
 
 class InOneDomain:
@@ -57,7 +58,7 @@ class InOneDomain:
                 permanent=not domain.away,
             )
         parts = [
-            Domain(f"{level} {value}", tuple(agents), domain.away)
+            Domain(f"{level} {value}", tuple(agents), domain.away, level)
             for value, agents in by_domain.items()
         ]
         return sorted(parts, key=_tightest)
@@ -72,7 +73,6 @@ def _tightest(part: Domain) -> tuple[float, int, str]:
 # At most this many levels (block > rack > node group): deeper trees add little and make
 # every PENDING longer.
 MAX_LEVELS = 3
-_LEVEL_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 
 
 def check_tree(
@@ -91,11 +91,8 @@ def check_tree(
             f"widest first (e.g. [block, rack])"
         )
     for name in names:
-        if not isinstance(name, str) or not _LEVEL_NAME.match(name):
-            raise SpecError(
-                f"bai_topology_levels: {name!r} is not a level name (lowercase letters, "
-                f"digits and _, starting with a letter)"
-            )
+        if not isinstance(name, str) or not LEVEL_NAME.match(name):
+            raise SpecError(f"bai_topology_levels: {name!r} is not a level name ({LEVEL_RULE})")
     out: dict[str, tuple[tuple[str, str], ...]] = {}
     parent: dict[tuple[str, str], str] = {}  # (level, domain) -> its domain one level up
     for agent in sorted(declared):

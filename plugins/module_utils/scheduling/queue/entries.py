@@ -68,6 +68,7 @@ def waiting_of(spec: SessionSpec, submitted_at: float, seq: int, head: bool = Fa
         owner=spec.owner,
         head=head,
         lifetime_s=float(spec.lifetime_s) if spec.lifetime_s else None,
+        topology=spec.topology,
     )
 
 
@@ -177,6 +178,7 @@ def queued_view(entry: QueueEntry, position: int, now: float | None = None) -> d
         "position": position,
         "reason": entry.reason or "",
         "wait": wait_kind(entry, now),
+        **({"topology": spec["topology"]} if spec.get("topology") else {}),
         # A batch session's gang waiting to start again (restarts.py).
         **{key: gang[key] for key in ("session_id", "attempt", "attempts") if key in gang},
     }

@@ -37,6 +37,7 @@ from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
     WAIT_RESOURCES,
+    WAIT_TOPOLOGY,
     Pending,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import (
@@ -201,7 +202,8 @@ def plan(
     claimed: set[str] = set()
     for decision in decisions:
         session = decision.session
-        blocked = decision.wait == WAIT_RESOURCES and not decision.permanent
+        # Waiting for room (anywhere, or inside one domain of its topology level).
+        blocked = decision.wait in (WAIT_RESOURCES, WAIT_TOPOLOGY) and not decision.permanent
         if blocked and not decision.behind:
             mine = standing_of(session.owner)
             victims = candidates(ledger, session.group, standing_of, mine)

@@ -16,6 +16,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement i
     Placement,
     PlacementRequest,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement.request import (
+    constraints_of,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue.backfill import Running
 from ansible_collections.bai.cluster.plugins.module_utils.session.model import Kernel
 
@@ -37,12 +40,14 @@ class Waiting:
     # How long it runs at most (its own lifetime, else its owner's longest): what
     # backfill needs (backfill.py); None: no lifetime, it never backfills.
     lifetime_s: float | None = None
+    # The topology level its members stay inside one domain of ("" for none).
+    topology: str = ""
 
     @cached_property
     def request(self) -> PlacementRequest:
         """What every placement of this session is asked (made once: a pass places a
         queued session many times)."""
-        return PlacementRequest(self.kernels, self.mode, self.group)
+        return PlacementRequest(self.kernels, self.mode, self.group, constraints_of(self.topology))
 
 
 @dataclass(frozen=True)

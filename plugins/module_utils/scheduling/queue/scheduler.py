@@ -63,8 +63,11 @@ from ansible_collections.bai.cluster.plugins.module_utils.session.model import M
 
 
 def could_use(session: Waiting, agent: Agent) -> bool:
-    """Whether ``agent`` could ever run part of ``session`` (by its total capacity)."""
+    """Whether ``agent`` could ever run part of ``session`` (by its total capacity; one
+    that asks for a topology level, only on an agent with a domain at that level)."""
     if agent.group != session.group:
+        return False
+    if session.topology and not agent.label(session.topology):
         return False
     if session.mode == MODE_SINGLE:
         return True  # a single-node session may collapse onto any agent that frees up

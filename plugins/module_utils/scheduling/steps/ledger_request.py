@@ -112,8 +112,14 @@ class LedgerRequest:
             return {d.name: d for d in map(roster.Declared.of, self.agents or ())}
         except (KeyError, TypeError, AttributeError):
             raise LedgerFailure(
-                "bai_session_ledger: agents must be a list of {name, group, resources}"
+                "bai_session_ledger: agents must be a list of {name, group, resources, topology}"
             ) from None
+
+    @cached_property
+    def labels(self) -> dict[str, dict[str, str]]:
+        """Each declared agent's labels for placement (its topology): one tree for the
+        whole run, whatever read of the agent it places by."""
+        return {name: declared.labels for name, declared in self.inventory.items()}
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any], check_mode: bool = False) -> LedgerRequest:

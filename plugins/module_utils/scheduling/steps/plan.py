@@ -321,11 +321,17 @@ def agents_from_info(
 
 
 def agents_from_reads(
-    reads: Sequence[AgentRead], existing: Sequence[ContainerRow] = (), *, first: int = 0
+    reads: Sequence[AgentRead],
+    existing: Sequence[ContainerRow] = (),
+    *,
+    first: int = 0,
+    labels: Mapping[str, Mapping[str, str]] | None = None,
 ) -> tuple[list[Agent], list[ContainerRow], dict[str, Stock]]:
     """Placement's agents of the agents' reads, the session's containers the reads show
     (after ``existing``) and per-agent inventory (images, paths). ``first``: the index of
-    the first read among all the agents, for a message (``agents[N]``)."""
+    the first read among all the agents, for a message (``agents[N]``). ``labels``: an
+    agent's labels by name (the inventory's topology), in place of its read's."""
+    labels = labels or {}
     found: list[Agent] = []
     inventory: dict[str, Stock] = {}
     found_existing = list(existing)
@@ -340,7 +346,7 @@ def agents_from_reads(
                 numbers=[getattr(state, key) for key in AGENT_NUMBERS],
                 gpu_devices=state.gpu_devices,
                 gpu_in_use=state.gpu_in_use,
-                labels=state.extra.get("labels"),
+                labels=labels.get(state.name, state.extra.get("labels")),
             )
         )
         inventory[str(state.name)] = Stock(

@@ -153,7 +153,9 @@ def _place(
         info += [kept_reads.kept_result(create.records[a]) for a in create.kept]
         info += list(create.hinted.values())
     try:
-        agents, existing, inventory = agents_from_reads(usage.adjust(info, ledger))
+        agents, existing, inventory = agents_from_reads(
+            usage.adjust(info, ledger), labels=request.labels
+        )
     except SpecError as exc:
         raise LedgerFailure(f"bai_session_ledger: {exc}") from None
     read_at = min((r.read_at for r in info), default=0.0)

@@ -208,7 +208,7 @@ def pass_agents(
     capacity, with the ledger's reservations), and those out of service."""
     info, unavailable = _known_agents(request, ledger, nodes)
     try:
-        agents = agents_from_reads(adjust(info, ledger))[0]
+        agents = agents_from_reads(adjust(info, ledger), labels=request.labels)[0]
     except SpecError as exc:
         raise LedgerFailure(f"bai_session_ledger: {exc}") from None
     return list(agents or []), out_of_service(request.inventory.values(), [], unavailable)

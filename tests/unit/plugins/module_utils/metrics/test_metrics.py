@@ -250,6 +250,23 @@ def test_the_collection_counts_sessions_agents_and_the_queue_from_the_reads():
     assert value(found, "bai_session_restarts_total", cause="oom") == 0
 
 
+def test_sessions_waiting_for_one_domain_of_a_level_are_counted_per_level():
+    agents, reads = agent_rows()
+    queue = [
+        {"name": "g1", "resource_group": "default", "wait": "topology", "topology": "rack"},
+        {"name": "g2", "resource_group": "default", "wait": "behind", "topology": "rack"},
+        {"name": "g3", "resource_group": "default", "wait": "topology", "topology": "block"},
+        {"name": "plain", "resource_group": "default", "wait": "resources"},
+    ]
+    found = samples(metrics_text(ledger_read(queue), agents, reads, 1000.0))
+    topology = {
+        dict(k[1])["level"]: v for k, v in found.items() if k[0] == "bai_sessions_pending_topology"
+    }
+    # A series for each level a queued session asks for, counting those that wait for it.
+    assert topology == {"block": 1, "rack": 1}
+    assert value(found, "bai_sessions_pending", resource_group="default", reason="topology") == 2
+
+
 def test_an_unread_ledger_and_an_agent_that_does_not_answer_are_metrics_not_errors():
     agents, reads = agent_rows(answered=False)
     found = samples(metrics_text({"failed": True, "msg": "no manager"}, agents, reads, 5.0))

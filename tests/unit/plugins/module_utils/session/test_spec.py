@@ -45,6 +45,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
     spec_canonical,
     spec_hash,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.session.topology_request import (
+    check_known,
+)
 
 GI, MI = 1024**3, 1024**2
 DEFAULT_RES = Resources(1.0, GI, 0)
@@ -261,6 +264,8 @@ NAME_RULE = "lowercase letters, digits and '-'"
         ),
         ({"size": 1, "wait_s": 10}, "session", "unknown key(s) wait_s"),
         ({"size": 1, "resources": {"cpu": 0}}, "resources.cpu", "greater than 0"),
+        ({"size": 2, "topology": "Rack"}, "topology", "lowercase letters"),
+        ({"size": 2, "topology": ["rack"]}, "topology", "bai_topology_levels"),
     ],
 )
 def test_bad_input_is_rejected_with_actionable_message(raw, field, hint):
@@ -512,3 +517,28 @@ def test_shm_defaults_to_half_the_memory_and_is_given_per_role():
 def test_bad_shm_is_refused(resources, message):
     with pytest.raises(SpecError, match=message):
         normalize_spec({"name": "s", "size": 1, "resources": resources})
+
+
+def test_a_topology_level_is_kept_in_the_request_but_not_in_its_hash():
+    plain = spec(size=2, mode="multi-node")
+    racked = spec(size=2, mode="multi-node", topology="rack")
+    assert racked.topology == "rack" and plain.topology == ""
+    # Where a session runs is not what it is: a rerun with or without it is the same one.
+    assert spec_hash(racked) == spec_hash(plain)
+    assert spec_canonical(racked)["topology"] == "rack"
+    assert "topology" not in spec_canonical(plain)  # old requests keep their form
+    assert normalize_spec(spec_canonical(racked)) == racked
+
+
+@pytest.mark.parametrize(
+    ("level", "levels", "message"),
+    [
+        ("rack", [], "this cluster has no topology levels"),
+        ("rakc", ["block", "rack"], "this cluster's levels are block, rack"),
+    ],
+)
+def test_a_level_the_cluster_does_not_have_is_refused(level, levels, message):
+    with pytest.raises(SpecError, match=message):
+        check_known(level, levels)
+    check_known("rack", ["block", "rack"])
+    check_known("", [])

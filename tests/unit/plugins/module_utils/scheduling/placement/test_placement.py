@@ -126,7 +126,7 @@ def test_multi_node_is_all_or_nothing():
 
 def test_multi_node_beyond_group_capacity_is_permanent():
     agents = [agent("agent1", cpu=2), agent("agent2", cpu=2)]
-    with pytest.raises(Pending, match="can never fit in this group") as err:
+    with pytest.raises(Pending, match="can never fit in resource group .default.") as err:
         place(PlacementRequest(kernels_for(5), "multi-node", "default"), agents)
     assert err.value.permanent
 

@@ -7,7 +7,12 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Pending, SpecError
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
+    WAIT_RESOURCES,
+    WAIT_TOPOLOGY,
+    Pending,
+    SpecError,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement import (
     Agent,
     PlacementRequest,
@@ -16,6 +21,10 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement i
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement.topology import (
     TOPOLOGY,
     check_tree,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue.queued import Waiting
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue.scheduler import (
+    schedule,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
     expand_kernels,
@@ -72,14 +81,26 @@ def test_a_gang_no_rack_can_hold_waits_and_says_what_each_rack_lacks():
     with pytest.raises(Pending) as caught:
         place(request(3), agents)
     text = str(caught.value)
-    assert "fits in no single one of 3 domains" in text
-    assert all(f"agents of rack {r} " in text for r in ("r1", "r2", "r3")), text
+    # What each rack holds of the gang, roomiest first, and what the roomiest lacks.
+    assert (
+        "needs its 3 containers in one rack; room now for 2 in rack r1, 2 in rack r2, "
+        "1 in rack r3 (rack r1: the 3 containers"
+    ) in text, text
+    assert "it can never fit in rack r1" in text
     assert caught.value.permanent  # no rack is big enough, even empty
+    # The three racks together have room: it waits for topology, not for resources.
+    assert caught.value.kind == WAIT_TOPOLOGY
     # A rack that is busy now but big enough: waiting helps.
     busy = [agent("a1", "r1", cpu=4, used=3), agent("a2", "r2", cpu=2)]
-    with pytest.raises(Pending, match="fits in no single one of 2 domains") as caught:
+    with pytest.raises(Pending, match="room now for 2 in rack r2, 1 in rack r1 ") as caught:
         place(request(3), busy)
     assert not caught.value.permanent
+    assert caught.value.kind == WAIT_TOPOLOGY
+    # Nor do the racks together have room: it waits for resources.
+    full = [agent("a1", "r1", cpu=4, used=3), agent("a2", "r2", cpu=2, used=1)]
+    with pytest.raises(Pending, match="room now for 1 in rack r1, 1 in rack r2 ") as caught:
+        place(request(3), full)
+    assert caught.value.kind == WAIT_RESOURCES
 
 
 def test_agents_without_the_level_are_never_used_and_none_at_all_is_said():
@@ -173,3 +194,19 @@ def test_a_wrong_tree_is_refused_naming_the_agent_and_what_to_change(levels, tre
     with pytest.raises(SpecError) as caught:
         check_tree(levels, tree)
     assert says in str(caught.value)
+
+
+def test_a_waiting_gang_claims_only_agents_of_its_level_so_others_start_elsewhere():
+    """The queue's claims (queue/scheduler.py: could_use): a gang that waits for a rack
+    claims the agents with a rack, never the unlabelled one it could not use, so the
+    session behind it starts there."""
+    head = request(3)
+    behind = request(1, level=None)
+    queue = [
+        Waiting("gang", "default", "multi-node", head.kernels, 1.0, 1, topology="rack"),
+        Waiting("small", "default", "multi-node", behind.kernels, 2.0, 2),
+    ]
+    agents = [agent("a1", "r1", cpu=4, used=2), agent("plain", cpu=4)]
+    gang, small = schedule(queue, agents)
+    assert not gang.starts and gang.claims == ("a1",), gang
+    assert small.starts and small.placement.agents == ["plain"]

@@ -8,6 +8,7 @@ and the next pass starts the session it made room for."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import SpecError
@@ -155,6 +156,19 @@ def test_victims_on_another_agent_than_the_room_needed_are_left_alone():
     # "there" comes first (started last) but frees too little on a2: dropped again.
     victims = [victim("there", "a2", 2, started=500), victim("here", "a1", 2)]
     assert [v.name for v in preemption.fewest(waiting(4), agents, victims)] == ["here"]
+
+
+def test_a_gang_that_asks_for_a_rack_stops_only_sessions_of_the_rack_it_then_fits():
+    """Room freed across racks does not make a rack gang fit: the victims chosen free one
+    rack, or nobody is stopped."""
+    racks = {"a1": "r1", "a2": "r1", "a3": "r2"}
+    agents = [replace(agent(name, 4, 4), labels=(("rack", rack),)) for name, rack in racks.items()]
+    gang = replace(waiting(2, size=4, mode="multi-node"), topology="rack")
+    # The latest started first: "r2" alone frees room for two members in rack r2 only.
+    victims = [victim("r2", "a3", 4, started=900), victim("r1a", "a1", 4), victim("r1b", "a2", 4)]
+    assert [v.name for v in preemption.fewest(gang, agents, victims)] == ["r1a", "r1b"]
+    # Only one session per rack may be stopped: no rack frees room for four members.
+    assert preemption.fewest(gang, agents, [victims[0], victims[1]]) == []
 
 
 # --- the ledger ---------------------------------------------------------------------------
