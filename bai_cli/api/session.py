@@ -76,6 +76,7 @@ def create_extravars(
     queue: bool | None = None,
     apps: Iterable[str] | None = None,
     topology: str | None = None,
+    topology_prefer_s: int | None = None,
 ) -> dict[str, Any]:
     """The variables of session_create.yml (docs/sessions.md) for these arguments; what is
     None is left to the playbook's defaults."""
@@ -107,6 +108,7 @@ def create_extravars(
     set_var(extravars, "session_preemptible", preemptible)
     set_var(extravars, "session_apps", list(apps) if apps else None)
     set_var(extravars, "session_topology", topology)
+    set_var(extravars, "session_topology_prefer_s", topology_prefer_s)
     if queue:
         extravars["session_queue"] = True
     check_request_numbers(extravars)
@@ -125,9 +127,9 @@ def create_session(
 ) -> Session:
     """Create (or confirm) a session; ``spec``: mode, image, resource_group, resources,
     mounts, env, roles, authorized_keys, wait_s, ssh_timeout_s, network_mtu, owner,
-    lifetime_s, end_signal, restarts, restart_on, preemptible, apps, topology (see
-    :func:`create_extravars`). Idempotent: the same request again returns the session
-    with ``action == "exists"``."""
+    lifetime_s, end_signal, restarts, restart_on, preemptible, apps, topology,
+    topology_prefer_s (see :func:`create_extravars`). Idempotent: the same request again
+    returns the session with ``action == "exists"``."""
     extravars = create_extravars(name, size, **spec)
     result = run(
         CREATE,

@@ -20,6 +20,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.session.signal_names i
     parse_end_signal,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.session.topology_request import (
+    parse_prefer,
     parse_topology,
 )
 
@@ -79,9 +80,10 @@ def check_options(args: argparse.Namespace) -> None:
             args.signal = parse_end_signal(args.signal, "--signal")
         except SpecError as exc:
             raise UsageError(str(exc)) from None
-    if getattr(args, "topology", None) is not None:
+    if getattr(args, "topology", None) is not None or getattr(args, "prefer", None):
         try:
-            parse_topology(args.topology, "--topology")
+            level = parse_topology(args.topology, "--topology")
+            parse_prefer(args.prefer, level, "--prefer")
         except SpecError as exc:
             raise UsageError(str(exc)) from None
     if getattr(args, "restart_on", None) is not None:
@@ -155,6 +157,7 @@ def create_spec(args: argparse.Namespace) -> dict[str, Any]:
         "end_signal": args.signal,
         "queue": args.queue or None,
         "topology": args.topology,
+        "topology_prefer_s": args.prefer,
     }
 
 
@@ -220,6 +223,14 @@ def add_create_options(parser: argparse.ArgumentParser) -> None:
         metavar="LEVEL",
         help="run every member inside one domain of this topology level, e.g. rack, or "
         "wait until one has room (session_topology; the inventory's bai_topology_levels)",
+    )
+    parser.add_argument(
+        "--prefer",
+        type=int,
+        metavar="SECONDS",
+        help="with --topology and --queue: wait this long in the queue for one domain, "
+        "then widen to the level above, one level per further wait, at last to none "
+        "(session_topology_prefer_s; capped by the inventory's bai_topology_max_prefer_s)",
     )
     parser.add_argument("--ssh-timeout", type=int, metavar="SECONDS", help="per-container sshd")
     parser.add_argument("--mtu", type=int, help="session network MTU")

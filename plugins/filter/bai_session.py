@@ -34,9 +34,18 @@ def agents(names: Sequence[str], hostvars: Mapping[str, Any]) -> list[dict[str, 
             "resources": host.get("bai_agent_resources"),
         }
         if host.get("bai_topology"):
-            declared["topology"] = host["bai_topology"]
+            declared["topology"] = _widest_first(host["bai_topology"], host)
         out.append(declared)
     return out
+
+
+def _widest_first(topology: Any, host: Mapping[str, Any]) -> Any:
+    """An agent's ``bai_topology`` in the order of ``bai_topology_levels`` (widest first:
+    the order the ledger widens a preferred request in), its other keys after them."""
+    if not isinstance(topology, Mapping):
+        return topology
+    levels = [lvl for lvl in host.get("bai_topology_levels") or () if lvl in topology]
+    return {**{lvl: topology[lvl] for lvl in levels}, **topology}
 
 
 def host_results(hosts: Sequence[str], hostvars: Mapping[str, Any], var: str) -> dict[str, Any]:

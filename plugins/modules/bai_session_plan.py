@@ -127,6 +127,18 @@ options:
         (M(bai.cluster.bai_session_containers)).
     type: list
     elements: str
+  topology_prefer_s:
+    description:
+      - Seconds the session waits in the queue for one domain of O(topology) before it is
+        placed by the level above (one level more after each further wait, at last by
+        none); 0 (the default) waits however long. Capped at O(topology_max_prefer_s).
+        Kept in RV(spec), not in RV(spec_hash).
+    type: raw
+  topology_max_prefer_s:
+    description:
+      - The cluster's cap on O(topology_prefer_s) (the inventory's
+        C(bai_topology_max_prefer_s)); a longer wait is cut to it.
+    type: int
   topology_levels:
     description:
       - The cluster's topology levels (the inventory's C(bai_topology_levels)); when
@@ -188,6 +200,8 @@ hosts:
   sample: [main1, sub1, sub2]
 """
 
+from dataclasses import replace
+
 from ansible.module_utils.basic import AnsibleModule
 
 # First: the payload's other imports compile once (see its docstring).
@@ -237,6 +251,9 @@ def run(module: AnsibleModule) -> dict:
                 raise SpecError("; ".join(p for p in problems if p))
         if params["topology_levels"] is not None:
             check_known(spec.topology, params["topology_levels"])
+        cap = params["topology_max_prefer_s"]
+        if cap is not None and spec.topology_prefer_s > max(cap, 0):
+            spec = replace(spec, topology_prefer_s=max(cap, 0))
     except SpecError as exc:
         module.fail_json(msg=f"invalid session spec: {exc}")
     key_problems = public_key_errors(params["authorized_keys"] or [])
@@ -277,6 +294,8 @@ ARGUMENT_SPEC = {
     "preemptible": {"type": "raw"},
     "apps": {"type": "raw"},
     "topology": {"type": "raw"},
+    "topology_prefer_s": {"type": "raw"},
+    "topology_max_prefer_s": {"type": "int"},
     "topology_levels": {"type": "list", "elements": "str"},
     "spec": {"type": "dict"},
     "data_roots": {"type": "list", "elements": "str"},

@@ -62,6 +62,7 @@ LIMITS: dict[str, Limit] = {
     "session_lifetime_s": Limit(0, YEAR, "seconds the session may run, 0: no limit"),
     "session_end_signal_s": Limit(1, DAY, "seconds before the end to send the signal"),
     "session_restarts": Limit(0, 100, "times a batch session's gang may start again"),
+    "session_topology_prefer_s": Limit(0, DAY, "seconds to wait for one domain before widening"),
     "session_log_max_bytes": Limit(1024, 1024**3, "bytes of each container's output kept"),
     "session_schedule_limit": Limit(1, 1000, "queued sessions one scheduler pass starts"),
     "session_schedule_lease_s": Limit(10, DAY, "seconds a scheduler pass's start is leased"),

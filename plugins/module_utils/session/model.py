@@ -119,6 +119,9 @@ class SessionSpec:
     # The topology level all its members run inside one domain of ("" for none;
     # session/topology_request.py). Not part of the hash: where it runs is not what it is.
     topology: str = ""
+    # Seconds it waits in the queue for one domain of that level before widening to the
+    # level above (0: it waits for one however long). Not part of the hash.
+    topology_prefer_s: int = 0
 
     @property
     def size(self) -> int:

@@ -56,6 +56,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.session.signal_names i
     parse_end_signal,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.session.topology_request import (
+    parse_prefer,
     parse_topology,
 )
 
@@ -94,6 +95,7 @@ SPEC_KEYS = (
     "preemptible",
     "apps",
     "topology",
+    "topology_prefer_s",
 )
 # Given, but not part of the hash: who holds a session and how long it may run are not
 # what it is, so a rerun by anyone, with any lifetime, matches the session.
@@ -105,6 +107,7 @@ UNHASHED_KEYS = (
     "restart_on",
     "preemptible",
     "topology",
+    "topology_prefer_s",
 )
 _ROLE_KEYS = ("role", "replicas", "image", "resources")
 _MOUNT_KEYS = ("src", "dst", "readonly")
@@ -134,7 +137,8 @@ def normalize_spec(raw: Mapping[str, Any]) -> SessionSpec:
     limit), end_signal (SIG@SECONDS: that signal that long before the lifetime ends),
     restarts and restart_on (a batch session's gang restarts: session/restart_policy.py),
     preemptible (it may be stopped for a higher priority, and comes back by a restart),
-    topology (the level, e.g. rack, inside one domain of which all its members run).
+    topology (the level, e.g. rack, inside one domain of which all its members run) and
+    topology_prefer_s (how long it waits in the queue for one before widening).
     A key whose value is None counts as absent, so playbooks can pass optional variables
     through unconditionally. ``size`` is required unless ``roles`` is given; if both are
     given they must agree.
@@ -166,6 +170,7 @@ def normalize_spec(raw: Mapping[str, Any]) -> SessionSpec:
     restarts, restart_on = parse_restart_policy(given, session_type)
     preemptible = parse_preemptible(given, session_type, restarts)
     declared = apps.parse_declared(given.get("apps"))
+    topology = parse_topology(given.get("topology"))
     if declared and session_type == TYPE_BATCH:
         raise SpecError("apps: a batch session has no apps (they are for interactive sessions)")
     spec = SessionSpec(
@@ -184,7 +189,8 @@ def normalize_spec(raw: Mapping[str, Any]) -> SessionSpec:
         restart_on,
         preemptible,
         declared,
-        parse_topology(given.get("topology")),
+        topology,
+        parse_prefer(given.get("topology_prefer_s"), topology),
     )
     _check_total_size(spec)
     _check_unique_hostnames(spec)
@@ -449,6 +455,8 @@ def spec_canonical(spec: SessionSpec) -> dict[str, Any]:
         canonical["apps"] = apps.canonical(spec.apps)
     if spec.topology:
         canonical["topology"] = spec.topology
+    if spec.topology_prefer_s:
+        canonical["topology_prefer_s"] = spec.topology_prefer_s
     return canonical
 
 

@@ -1,5 +1,8 @@
 """What a session asks of the cluster's topology: that all its members run inside one
-domain of a level (one rack, one block), named by the level (``session_topology``).
+domain of a level (one rack, one block), named by the level (``session_topology``); and,
+preferred rather than required (``session_topology_prefer_s``), how long it waits in the
+queue for such a domain before it widens to the level above, one level at a time, and
+at last to none (:func:`effective_level`).
 
 The levels themselves are the operator's (``bai_topology_levels``, checked by
 scheduling/placement/topology.py: check_tree); a request names one of them, and the
@@ -10,9 +13,16 @@ that keeps the members inside one domain is scheduling/placement/topology.py.
 from __future__ import annotations
 
 import re
+import time
+from collections.abc import Sequence
 from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import SpecError
+from ansible_collections.bai.cluster.plugins.module_utils.common.parse import parse_count
+from ansible_collections.bai.cluster.plugins.module_utils.session.limits import (
+    LIMITS,
+    check_number,
+)
 
 # A level's name: what a label key, a CLI word and a metric label all allow.
 LEVEL_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
@@ -45,3 +55,53 @@ def check_known(level: str, levels: list[str]) -> None:
         f"topology: got {level!r}; this cluster's levels are {', '.join(levels)} "
         f"(bai_topology_levels, widest first)"
     )
+
+
+def parse_prefer(value: Any, topology: str, field_name: str = "topology_prefer_s") -> int:
+    """Seconds to wait for one domain before widening (0: required, never widen), or
+    SpecError; only with a topology level."""
+    if value is None or value == "" or value == 0:
+        return 0
+    seconds = parse_count(value, field_name, 0)
+    check_number("session_topology_prefer_s", seconds, LIMITS["session_topology_prefer_s"])
+    if seconds and not topology:
+        raise SpecError(
+            f"{field_name}: got {value!r}, but the session names no topology level; give "
+            f"session_topology (--topology LEVEL) with it"
+        )
+    return seconds
+
+
+def effective_level(level: str, prefer_s: int, waited_s: float, levels: Sequence[str]) -> str:
+    """The level a session that asked for ``level`` is placed by after waiting
+    ``waited_s`` in the queue: ``level`` itself while ``prefer_s`` is 0 (required) or not
+    yet up; then, after each further ``prefer_s``, the level above it in ``levels``
+    (widest first), and at last "" (any agents). Never narrower than ``level``."""
+    if not level or prefer_s <= 0 or waited_s < prefer_s:
+        return level
+    wider = list(levels[: levels.index(level)]) if level in levels else []
+    chain = [*reversed(wider), ""]
+    steps = int(waited_s // prefer_s)
+    return chain[min(steps, len(chain)) - 1]
+
+
+def prefer_note(
+    level: str, prefer_s: int, submitted_at: float, now: float, levels: Sequence[str]
+) -> str:
+    """What a queued session that prefers one domain of ``level`` (submitted at
+    ``submitted_at``) says of its widening at ``now``: the level it is placed by now,
+    and when it widens next, by the ledger's clock (UTC; the same text at every pass
+    until it widens). "" when it requires the level, or asks for none."""
+    if not level or prefer_s <= 0:
+        return ""
+    waited = max(now - submitted_at, 0.0)
+    current = effective_level(level, prefer_s, waited, levels)
+    if not current:
+        return f"; it preferred one {level}, and is now placed on any agents"
+    steps = int(waited // prefer_s) + 1
+    following = effective_level(level, prefer_s, steps * prefer_s, levels)
+    when = time.strftime("%H:%M:%S UTC", time.gmtime(submitted_at + steps * prefer_s))
+    wider = f"one {following}" if following else "any agents"
+    if current == level:
+        return f"; it prefers one {level}: it widens to {wider} at {when}"
+    return f"; it preferred one {level}, now one {current}: it widens to {wider} at {when}"

@@ -371,6 +371,10 @@ def test_topology_reaches_the_playbook_and_a_bad_level_is_refused_first(monkeypa
     monkeypatch.setattr(runner, "run_playbook", fake_run)
     cli.main(["session", "run", "j", "-n", "2", "--topology", "rack", "--", "true"])
     assert seen["session_topology"] == "rack"
+    cli.main(["session", "create", "s1", "-n", "2", "--topology", "rack", "--prefer", "20"])
+    assert seen["session_topology_prefer_s"] == 20
+    assert cli.main(["session", "create", "s1", "-n", "2", "--prefer", "20"]) == EXIT_BAD_INPUT
+    assert "--prefer: got 20, but the session names no topology level" in (capsys.readouterr().err)
     assert api.create_extravars("s1", 2, topology="block")["session_topology"] == "block"
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue.entries import (
     QUEUED,
+    as_spec,
     as_waiting,
     dequeue,
     enqueue,
@@ -59,6 +60,7 @@ __all__ = [
     "Order",
     "Room",
     "Waiting",
+    "as_spec",
     "as_waiting",
     "could_use",
     "dequeue",

@@ -47,13 +47,17 @@ def queue_of(ledger: Ledger) -> dict[str, QueueEntry]:
     return dict(ledger.queue or {})
 
 
-def as_waiting(entry: QueueEntry) -> Waiting:
-    """The Waiting (what placement needs) of a ledger queue entry; its spec is parsed
-    once, the first time a step asks."""
+def as_spec(entry: QueueEntry) -> SessionSpec:
+    """The request of a ledger queue entry, parsed once, the first time a step asks."""
     if entry.parsed is None:
         entry.parsed = normalize_spec(entry.spec)
+    return entry.parsed
+
+
+def as_waiting(entry: QueueEntry) -> Waiting:
+    """The Waiting (what placement needs) of a ledger queue entry."""
     return waiting_of(
-        entry.parsed, float(entry.submitted_at), int(entry.seq or 0), bool(entry.head)
+        as_spec(entry), float(entry.submitted_at), int(entry.seq or 0), bool(entry.head)
     )
 
 
@@ -69,12 +73,22 @@ def waiting_of(spec: SessionSpec, submitted_at: float, seq: int, head: bool = Fa
         head=head,
         lifetime_s=float(spec.lifetime_s) if spec.lifetime_s else None,
         topology=spec.topology,
+        prefer_s=spec.topology_prefer_s,
     )
 
 
-def waiting(ledger: Ledger, order: Order = fifo) -> list[Waiting]:
-    """Every queued session of the ledger, in queue order."""
-    return ordered((as_waiting(entry) for entry in queue_of(ledger).values()), order)
+def waiting(
+    ledger: Ledger,
+    order: Order = fifo,
+    now: float | None = None,
+    levels: Sequence[str] = (),
+) -> list[Waiting]:
+    """Every queued session of the ledger, in queue order; with ``now``, each at the
+    topology level its wait has widened to (``levels``: the cluster's, widest first)."""
+    found = (as_waiting(entry) for entry in queue_of(ledger).values())
+    if now is not None:
+        found = (w.widened(now, levels) for w in found)
+    return ordered(found, order)
 
 
 def next_seq(ledger: Ledger) -> int:
@@ -178,7 +192,7 @@ def queued_view(entry: QueueEntry, position: int, now: float | None = None) -> d
         "position": position,
         "reason": entry.reason or "",
         "wait": wait_kind(entry, now),
-        **({"topology": spec["topology"]} if spec.get("topology") else {}),
+        **{key: spec[key] for key in ("topology", "topology_prefer_s") if spec.get(key)},
         # A batch session's gang waiting to start again (restarts.py).
         **{key: gang[key] for key in ("session_id", "attempt", "attempts") if key in gang},
     }

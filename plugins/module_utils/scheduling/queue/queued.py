@@ -4,8 +4,8 @@ default, queue_order.py's priority order when the policy asks for it)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
@@ -21,6 +21,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement.r
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue.backfill import Running
 from ansible_collections.bai.cluster.plugins.module_utils.session.model import Kernel
+from ansible_collections.bai.cluster.plugins.module_utils.session.topology_request import (
+    effective_level,
+)
 
 
 @dataclass(frozen=True)
@@ -40,14 +43,29 @@ class Waiting:
     # How long it runs at most (its own lifetime, else its owner's longest): what
     # backfill needs (backfill.py); None: no lifetime, it never backfills.
     lifetime_s: float | None = None
-    # The topology level its members stay inside one domain of ("" for none).
+    # The topology level it asked for ("" for none), how long it waits for one domain of
+    # it before widening (0: however long; session/topology_request.py), and the level a
+    # pass places it by now (None: the one it asked for; ``widened``).
     topology: str = ""
+    prefer_s: int = 0
+    level_now: str | None = None
+
+    @property
+    def level(self) -> str:
+        """The topology level it is placed by now ("" for none)."""
+        return self.topology if self.level_now is None else self.level_now
+
+    def widened(self, now: float, levels: Sequence[str]) -> Waiting:
+        """This session as a pass at ``now`` places it: at the level its wait in the queue
+        has widened to (``levels``: the cluster's, widest first)."""
+        level = effective_level(self.topology, self.prefer_s, now - self.submitted_at, levels)
+        return self if level == self.topology else replace(self, level_now=level)
 
     @cached_property
     def request(self) -> PlacementRequest:
         """What every placement of this session is asked (made once: a pass places a
         queued session many times)."""
-        return PlacementRequest(self.kernels, self.mode, self.group, constraints_of(self.topology))
+        return PlacementRequest(self.kernels, self.mode, self.group, constraints_of(self.level))
 
 
 @dataclass(frozen=True)

@@ -67,7 +67,7 @@ def could_use(session: Waiting, agent: Agent) -> bool:
     that asks for a topology level, only on an agent with a domain at that level)."""
     if agent.group != session.group:
         return False
-    if session.topology and not agent.label(session.topology):
+    if session.level and not agent.label(session.level):
         return False
     if session.mode == MODE_SINGLE:
         return True  # a single-node session may collapse onto any agent that frees up
@@ -308,5 +308,7 @@ def _start(
             if book is not None and book.allows(session, ahead):
                 return replace(placement), False
             reason, permanent, kind = _behind(ahead), False, WAIT_BEHIND
+    if permanent and session.prefer_s and session.level:
+        permanent = False  # it widens to a level where it may fit: waiting helps
     waits = Decision(session, reason=reason, behind=ahead, wait=kind, permanent=permanent)
     return waits, not permanent

@@ -116,6 +116,15 @@ class LedgerRequest:
             ) from None
 
     @cached_property
+    def levels(self) -> tuple[str, ...]:
+        """The cluster's topology levels, widest first, as the inventory's declarations
+        give them (each agent's ``bai_topology`` in ``bai_topology_levels``' order)."""
+        for declared in self.inventory.values():
+            if declared.topology:
+                return tuple(level for level, _domain in declared.topology)
+        return ()
+
+    @cached_property
     def labels(self) -> dict[str, dict[str, str]]:
         """Each declared agent's labels for placement (its topology): one tree for the
         whole run, whatever read of the agent it places by."""

@@ -38,6 +38,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.docu
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.roster import SwarmNode
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue import queue_order
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue.policies import (
+    Limits,
     lifetime,
     limits_for,
 )
@@ -68,12 +69,17 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.sched
     refuse_past_limits,
     wait_in_queue,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.session.model import SessionSpec
 from ansible_collections.bai.cluster.plugins.module_utils.session.plan import (
     SessionPlan,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
     normalize_spec,
     spec_hash,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.session.topology_request import (
+    effective_level,
+    prefer_note,
 )
 
 
@@ -185,6 +191,18 @@ def _place(
     return _commit(request, ledger, now, create, plan)
 
 
+def _as_placed(
+    spec: SessionSpec, limits: Limits, request: LedgerRequest, create: CreateStep, now: float
+) -> SessionSpec:
+    """``spec`` as it is placed now: without a lifetime of its own, with its owner's
+    longest; with a preferred topology, at the level its time in the queue has widened it
+    to (session/topology_request.py)."""
+    queued = create.queued
+    waited = now - float(queued.submitted_at) if queued else 0.0
+    level = effective_level(spec.topology, spec.topology_prefer_s, waited, request.levels)
+    return replace(spec, lifetime_s=int(lifetime(limits, spec.lifetime_s)), topology=level)
+
+
 def _plan(
     request: LedgerRequest,
     ledger: Ledger,
@@ -208,10 +226,9 @@ def _plan(
     limits = limits_for(policies, spec.owner)
     if spec.name not in ledger.sessions and not existing:
         refuse_past_limits(request, spec, limits, ledger)
-    # Without a lifetime of its own, a session gets its owner's longest.
-    spec = create.spec = replace(spec, lifetime_s=int(lifetime(limits, spec.lifetime_s)))
-    passed_over = out_of_service(request.inventory.values(), create.fresh, create.unavailable)
+    spec = create.spec = _as_placed(spec, limits, request, create, now)
     queued = create.queued
+    passed_over = out_of_service(request.inventory.values(), create.fresh, create.unavailable)
     # A gang starting again keeps its session id (restarts.py).
     kept_id = queued.session_id if queued else None
     if existing or not queue_.queue_of(ledger):
@@ -232,7 +249,7 @@ def _plan(
     )
     ordering = order(request, ledger, now)
     filling = queue_order.backfill_of(request.policy, ledger, now)
-    ahead_of_me = queue_.waiting(ledger, ordering)
+    ahead_of_me = queue_.waiting(ledger, ordering, now, request.levels)
     room = queue_.room(
         queue_order.with_lifetimes(ahead_of_me, request.policy) if filling else ahead_of_me,
         me,
@@ -277,15 +294,20 @@ def _not_placed(
     if create.kept and not create.final:
         # Kept reads only ever say yes: read those agents before saying no.
         return create.ask_to_read(create.kept, now)
-    # Queued, unless waiting cannot help or the name is another run's right now.
+    # Queued, unless waiting cannot help (a preferred topology widens: it may) or the name
+    # is another run's right now.
+    widens = bool(spec.topology and spec.topology_prefer_s)
     if (
         isinstance(exc, Pending)
-        and not exc.permanent
+        and (widens or not exc.permanent)
         and (request.queue or queued)
         and spec.name not in ledger.sessions
     ):
+        asked = queue_.as_spec(queued) if queued else spec
+        since = float(queued.submitted_at) if queued else now
+        note = prefer_note(asked.topology, spec.topology_prefer_s, since, now, request.levels)
         return wait_in_queue(
-            request, ledger, spec, queued, now, exc.reason, create.dropped, wait=exc.kind
+            request, ledger, spec, queued, now, exc.reason + note, create.dropped, wait=exc.kind
         )
     if queued:
         # The scheduled start of a queued session that can never start here.

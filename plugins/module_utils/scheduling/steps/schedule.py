@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
@@ -60,6 +61,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.session.model import (
 )
 from ansible_collections.bai.cluster.plugins.module_utils.session.naming import kernel_id
 from ansible_collections.bai.cluster.plugins.module_utils.session.spec import expand_kernels
+from ansible_collections.bai.cluster.plugins.module_utils.session.topology_request import (
+    prefer_note,
+)
 
 
 class PolicyWait(Exception):
@@ -229,8 +233,8 @@ def decide(
     agents, away = known or pass_agents(request, ledger, nodes)
     ordering = ordering or order(request, ledger, now)
     filling = queue_order.backfill_of(request.policy, ledger, now)
-    queued = queue_.waiting(ledger, ordering)
-    return queue_.schedule(
+    queued = queue_.waiting(ledger, ordering, now, request.levels)
+    decisions = queue_.schedule(
         queue_order.with_lifetimes(queued, request.policy) if filling else queued,
         agents,
         out_of_service=away,
@@ -238,6 +242,16 @@ def decide(
         order=ordering,
         backfill=filling,
     )
+    return [_with_widening(d, now, request.levels) for d in decisions]
+
+
+def _with_widening(decision: queue_.Decision, now: float, levels: Sequence[str]) -> queue_.Decision:
+    """A waiting session that prefers a topology domain says when it widens next."""
+    session = decision.session
+    if decision.starts or not session.prefer_s:
+        return decision
+    note = prefer_note(session.topology, session.prefer_s, session.submitted_at, now, levels)
+    return replace(decision, reason=decision.reason + note)
 
 
 def preempts(

@@ -266,6 +266,12 @@ NAME_RULE = "lowercase letters, digits and '-'"
         ({"size": 1, "resources": {"cpu": 0}}, "resources.cpu", "greater than 0"),
         ({"size": 2, "topology": "Rack"}, "topology", "lowercase letters"),
         ({"size": 2, "topology": ["rack"]}, "topology", "bai_topology_levels"),
+        ({"size": 2, "topology_prefer_s": 20}, "topology_prefer_s", "names no topology level"),
+        (
+            {"size": 2, "topology": "rack", "topology_prefer_s": 86401},
+            "session_topology_prefer_s",
+            "from 0 to 86400",
+        ),
     ],
 )
 def test_bad_input_is_rejected_with_actionable_message(raw, field, hint):
@@ -528,6 +534,9 @@ def test_a_topology_level_is_kept_in_the_request_but_not_in_its_hash():
     assert spec_canonical(racked)["topology"] == "rack"
     assert "topology" not in spec_canonical(plain)  # old requests keep their form
     assert normalize_spec(spec_canonical(racked)) == racked
+    preferred = spec(size=2, mode="multi-node", topology="rack", topology_prefer_s="20")
+    assert preferred.topology_prefer_s == 20 and spec_hash(preferred) == spec_hash(plain)
+    assert spec_canonical(preferred)["topology_prefer_s"] == 20
 
 
 @pytest.mark.parametrize(

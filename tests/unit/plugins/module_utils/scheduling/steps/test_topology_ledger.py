@@ -6,7 +6,21 @@ starts it only where one domain holds it whole."""
 
 from __future__ import annotations
 
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import document
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.roster import Declared
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.ledger_request import (
+    LedgerRequest,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.reserve import reserve
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.schedule import (
+    scheduled,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.session.topology_request import (
+    effective_level,
+    prefer_note,
+)
+from ansible_collections.bai.cluster.plugins.modules import bai_session_plan
+from docker_fake import FakeEngine, run_module
 from ledger_fake import fresh_read
 from queue_fake import ledger_step
 
@@ -24,7 +38,7 @@ def gang(name, size, cpu=2, topology="rack"):
     return {**spec, "topology": topology} if topology else spec
 
 
-def reserve(path, spec, **more):
+def reserve_in(path, spec, **more):
     reads = [fresh_read(cpu=CPUS[n], name=n) for n in RACKS]
     return ledger_step(path, state="reserved", spec=spec, agents=AGENTS, agent_info=reads, **more)
 
@@ -34,7 +48,7 @@ def agents_of(result):
 
 
 def test_a_gang_that_asks_for_a_rack_is_placed_inside_the_one_that_holds_it(tmp_path):
-    placed = reserve(tmp_path / "l.json", gang("g1", 3))
+    placed = reserve_in(tmp_path / "l.json", gang("g1", 3))
     assert not placed.get("failed"), placed
     # Six CPUs: only rack r2 (8) holds them; r1 has 4.
     assert agents_of(placed) == {"a3", "a4"}
@@ -43,10 +57,10 @@ def test_a_gang_that_asks_for_a_rack_is_placed_inside_the_one_that_holds_it(tmp_
 
 def test_one_no_rack_holds_now_is_queued_waiting_for_topology_and_says_why(tmp_path):
     path = tmp_path / "l.json"
-    assert not reserve(path, gang("g1", 3)).get("failed")
+    assert not reserve_in(path, gang("g1", 3)).get("failed")
     # r2 has 2 CPUs left, r1 4: the four racks' agents together hold three more members,
     # no one rack does.
-    queued = reserve(path, gang("g2", 3), queue=True)["queued"]
+    queued = reserve_in(path, gang("g2", 3), queue=True)["queued"]
     assert queued["wait"] == "topology", queued
     assert queued["topology"] == "rack"
     assert queued["reason"].startswith(
@@ -61,14 +75,14 @@ def test_one_no_rack_holds_now_is_queued_waiting_for_topology_and_says_why(tmp_p
 
 def test_without_a_level_the_same_gang_spans_racks(tmp_path):
     path = tmp_path / "l.json"
-    assert not reserve(path, gang("g1", 3)).get("failed")
-    spread = reserve(path, gang("g2", 3, topology=None))
+    assert not reserve_in(path, gang("g1", 3)).get("failed")
+    spread = reserve_in(path, gang("g2", 3, topology=None))
     assert not spread.get("failed"), spread
     assert {RACKS[a] for a in agents_of(spread)} == {"r1", "r2"}
 
 
 def test_a_level_no_agent_has_waits_forever_and_is_refused_not_queued(tmp_path):
-    refused = reserve(tmp_path / "l.json", gang("g1", 2, topology="block"), queue=True)
+    refused = reserve_in(tmp_path / "l.json", gang("g1", 2, topology="block"), queue=True)
     assert refused.get("failed") and "no agent in service has a 'block'" in refused["msg"]
 
 
@@ -79,3 +93,59 @@ def test_the_topology_is_kept_with_each_agent_s_declaration_so_a_change_reads_it
     assert old.record() != moved.record()
     # An agent without a topology keeps the record it had before topologies.
     assert Declared.of({"name": "a9"}).record() == {"group": "default", "resources": None}
+
+
+# --- preferred: wait so long for one domain, then widen -----------------------------------
+
+
+def test_a_preferred_gang_waits_for_one_rack_until_its_time_then_spans_racks():
+    ledger = document.empty()
+    reads = [fresh_read(cpu=CPUS[n], name=n) for n in RACKS]
+
+    def ask(spec, now):
+        request = LedgerRequest(spec=spec, agents=AGENTS, agent_info=reads, queue=True)
+        return reserve(request, ledger, now)
+
+    assert not ask(gang("g1", 3), 1000.0).get("queued")
+    queued = ask({**gang("g2", 3), "topology_prefer_s": 20}, 1000.0)["queued"]
+    # Submitted at 1000 by the ledger's clock: it widens (to any agents: the cluster's
+    # only level is rack) at 1020, 00:17:00 UTC.
+    assert queued["wait"] == "topology" and queued["topology_prefer_s"] == 20, queued
+    assert queued["reason"].endswith(
+        "; it prefers one rack: it widens to any agents at 00:17:00 UTC"
+    )
+
+    def pass_at(now):
+        return scheduled(LedgerRequest(state="scheduled", agents=AGENTS), ledger, now, None)
+
+    early = pass_at(1019.0)
+    assert early["start"] == [] and early["queue"][0]["reason"] == queued["reason"]
+    late = pass_at(1020.0)
+    assert [s["name"] for s in late["start"]] == ["g2"], late
+
+
+def test_a_preferred_request_widens_one_level_per_wait_and_never_narrower_than_asked():
+    levels = ("block", "rack")
+    assert [effective_level("rack", 20, w, levels) for w in (0, 19, 20, 39, 40, 500)] == [
+        "rack", "rack", "block", "block", "", "",
+    ]  # fmt: skip
+    assert effective_level("block", 20, 30, levels) == ""
+    assert effective_level("rack", 0, 500, levels) == "rack"  # required: never widens
+    note = prefer_note("rack", 20, 1000.0, 1025.0, levels)
+    assert note == "; it preferred one rack, now one block: it widens to any agents at 00:17:20 UTC"
+    assert prefer_note("rack", 20, 1000.0, 1045.0, levels).endswith("now placed on any agents")
+    assert prefer_note("rack", 0, 1000.0, 1045.0, levels) == ""
+
+
+def test_the_request_check_refuses_an_unknown_level_and_caps_the_preferred_wait():
+    """bai_session_plan, the create's first step: a level the inventory lacks is refused
+    before anything is placed; a wait past the cluster's cap is cut to it."""
+    base = {"name": "s1", "size": 2, "topology": "rack", "topology_levels": ["block", "rack"]}
+    ok = run_module(
+        bai_session_plan,
+        {**base, "topology_prefer_s": 9000, "topology_max_prefer_s": 600},
+        FakeEngine(),
+    )
+    assert not ok.get("failed") and ok["spec"]["topology_prefer_s"] == 600, ok
+    bad = run_module(bai_session_plan, {**base, "topology": "rakc"}, FakeEngine())
+    assert bad["failed"] and "this cluster's levels are block, rack" in bad["msg"], bad
