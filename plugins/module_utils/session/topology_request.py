@@ -85,6 +85,21 @@ def effective_level(level: str, prefer_s: int, waited_s: float, levels: Sequence
     return chain[min(steps, len(chain)) - 1]
 
 
+def widening(
+    level: str, prefer_s: int, waited_s: float, levels: Sequence[str]
+) -> tuple[str, tuple[str, ...]]:
+    """How a session that asked for ``level`` is placed after waiting ``waited_s``: the
+    level it must now keep to (:func:`effective_level`), and the narrower levels it asked
+    for, narrowest first, whose domains are tried before it (a widened gang still lands
+    in one rack when one has room)."""
+    now = effective_level(level, prefer_s, waited_s, levels)
+    if now == level or level not in levels:
+        return now, ()
+    asked = levels.index(level)
+    above = levels.index(now) + 1 if now in levels else 0
+    return now, tuple(reversed(levels[above : asked + 1]))
+
+
 def prefer_note(
     level: str, prefer_s: int, submitted_at: float, now: float, levels: Sequence[str]
 ) -> str:

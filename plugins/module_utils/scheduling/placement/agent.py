@@ -44,10 +44,16 @@ class Agent:
 
     def label(self, key: str) -> str | None:
         """The value of label ``key``, None when the agent has no such label."""
-        return dict(self.labels).get(key)
+        return self.label_map.get(key) if self.labels else None
 
     # Cached: placement over thousands of agents reads these many times (the dataclass is
     # frozen, so they cannot go stale).
+    @cached_property
+    def label_map(self) -> dict[str, str]:
+        """``labels`` as a mapping (a scheduler pass asks every agent for its topology
+        label once per queued session)."""
+        return dict(self.labels)
+
     @cached_property
     def devices(self) -> tuple[int, ...]:
         """The GPU device indices this agent offers, sorted."""

@@ -24,6 +24,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement.d
     Domain,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement.request import (
+    TOPOLOGY,
     Placement,
     PlacementRequest,
 )
@@ -76,8 +77,11 @@ def place(
 
 
 def _in_no_part(request: PlacementRequest, missed: list[tuple[Domain, Pending]]) -> Pending:
-    """The PENDING of a request that fits in no part: waiting for topology
-    (WAIT_TOPOLOGY) when the parts together have room for it now."""
+    """The PENDING of a request that fits in no part, told by the parts of the level it
+    keeps to (not the narrower ones a widened request tried first): waiting for
+    topology (WAIT_TOPOLOGY) when those parts together have room for it now."""
+    required = request.constraint(TOPOLOGY) or ""
+    missed = [m for m in missed if m[0].level == required] or missed
     out = pending.in_no_part(missed, request.kernels)
     if len(missed) > 1 and missed[0][0].level and out.kind == WAIT_RESOURCES:
         together = [agent for part, _exc in missed for agent in part.agents]

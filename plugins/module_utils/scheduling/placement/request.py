@@ -18,8 +18,11 @@ from ansible_collections.bai.cluster.plugins.module_utils.session.model import (
 )
 
 # The constraint naming the topology level the members stay inside one domain of
-# (topology.py; SessionSpec.topology).
+# (topology.py; SessionSpec.topology), and the one naming the narrower levels whose
+# domains are tried first (comma-separated, narrowest first: a preferred request that
+# has widened, session/topology_request.py).
 TOPOLOGY = "topology"
+TOPOLOGY_FIRST = "topology_first"
 
 
 @dataclass(frozen=True)
@@ -41,18 +44,28 @@ class PlacementRequest:
         object.__setattr__(self, "kernels", tuple(self.kernels))
 
     @classmethod
-    def of(cls, spec: SessionSpec, kernels: Sequence[Kernel]) -> PlacementRequest:
-        """The request of session ``spec`` whose kernels are ``kernels``."""
-        return cls(tuple(kernels), spec.mode, spec.resource_group, constraints_of(spec.topology))
+    def of(
+        cls,
+        spec: SessionSpec,
+        kernels: Sequence[Kernel],
+        topology: tuple[str, tuple[str, ...]] | None = None,
+    ) -> PlacementRequest:
+        """The request of session ``spec`` whose kernels are ``kernels``; ``topology``:
+        the level it keeps to now and the narrower ones tried first, when its preferred
+        level has widened (else the level it asked for)."""
+        level, first = topology if topology is not None else (spec.topology, ())
+        return cls(tuple(kernels), spec.mode, spec.resource_group, constraints_of(level, first))
 
     def constraint(self, name: str) -> str | None:
         """The value of constraint ``name``, None when the request does not set it."""
         return dict(self.constraints).get(name)
 
 
-def constraints_of(topology: str) -> tuple[tuple[str, str], ...]:
-    """A request's constraints: its topology level, when it names one."""
-    return ((TOPOLOGY, topology),) if topology else ()
+def constraints_of(topology: str, first: Sequence[str] = ()) -> tuple[tuple[str, str], ...]:
+    """A request's constraints: its topology level, when it names one, and the narrower
+    levels whose domains it tries first."""
+    out = ((TOPOLOGY, topology),) if topology else ()
+    return out + (((TOPOLOGY_FIRST, ",".join(first)),) if first else ())
 
 
 @dataclass(frozen=True)

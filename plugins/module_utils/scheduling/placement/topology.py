@@ -28,6 +28,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement.d
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement.request import (
     TOPOLOGY,
+    TOPOLOGY_FIRST,
     PlacementRequest,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.session.topology_request import (
@@ -38,30 +39,43 @@ from ansible_collections.bai.cluster.plugins.module_utils.session.topology_reque
 
 class InOneDomain:
     """One part per domain of the requested level, tightest first (module docstring);
-    PENDING when no agent has the level."""
+    PENDING when no agent has the level. A preferred request that has widened tries the
+    domains of the narrower levels it asked for first (``TOPOLOGY_FIRST``), then those
+    of the level it keeps to now, then, widened to no level, every agent."""
 
     name = "topology"
 
     def narrow(self, request: PlacementRequest, domain: Domain) -> list[Domain]:
         level = request.constraint(TOPOLOGY)
-        if not level:
+        first = [lvl for lvl in (request.constraint(TOPOLOGY_FIRST) or "").split(",") if lvl]
+        if not level and not first:
             return [domain]
-        by_domain: dict[str, list[Agent]] = {}
-        for agent in domain.agents:
-            value = agent.label(level)
-            if value:
-                by_domain.setdefault(value, []).append(agent)
-        if not by_domain:
+        parts = [part for lvl in first for part in domains_of(lvl, domain)]
+        if not level:
+            return [*parts, domain]
+        required = domains_of(level, domain)
+        if not required:
             raise Pending(
                 f"no agent in service has a {level!r} topology label (the session asks "
                 f"for one {level}); label the agents or ask for another level",
                 permanent=not domain.away,
             )
-        parts = [
-            Domain(f"{level} {value}", tuple(agents), domain.away, level)
-            for value, agents in by_domain.items()
-        ]
-        return sorted(parts, key=_tightest)
+        return parts + required
+
+
+def domains_of(level: str, domain: Domain) -> list[Domain]:
+    """The domains of ``level`` among ``domain``'s agents, tightest first ([] when no
+    agent has the level)."""
+    by_domain: dict[str, list[Agent]] = {}
+    for agent in domain.agents:
+        value = agent.label(level)
+        if value:
+            by_domain.setdefault(value, []).append(agent)
+    parts = [
+        Domain(f"{level} {value}", tuple(agents), domain.away, level)
+        for value, agents in by_domain.items()
+    ]
+    return sorted(parts, key=_tightest)
 
 
 def _tightest(part: Domain) -> tuple[float, int, str]:

@@ -5,7 +5,7 @@ default, queue_order.py's priority order when the policy asks for it)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -22,7 +22,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement.r
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue.backfill import Running
 from ansible_collections.bai.cluster.plugins.module_utils.session.model import Kernel
 from ansible_collections.bai.cluster.plugins.module_utils.session.topology_request import (
-    effective_level,
+    widening,
 )
 
 
@@ -49,23 +49,29 @@ class Waiting:
     topology: str = ""
     prefer_s: int = 0
     level_now: str | None = None
+    first: tuple[str, ...] = ()  # once widened: the narrower levels tried first
+    # The topology level it is placed by now ("" for none): a field, not a property, as
+    # a pass reads it for every agent of every queued session (scheduler.could_use).
+    level: str = field(init=False, repr=False, compare=False)
 
-    @property
-    def level(self) -> str:
-        """The topology level it is placed by now ("" for none)."""
-        return self.topology if self.level_now is None else self.level_now
+    def __post_init__(self) -> None:
+        level = self.topology if self.level_now is None else self.level_now
+        object.__setattr__(self, "level", level)
 
     def widened(self, now: float, levels: Sequence[str]) -> Waiting:
         """This session as a pass at ``now`` places it: at the level its wait in the queue
         has widened to (``levels``: the cluster's, widest first)."""
-        level = effective_level(self.topology, self.prefer_s, now - self.submitted_at, levels)
-        return self if level == self.topology else replace(self, level_now=level)
+        waited = now - self.submitted_at
+        level, first = widening(self.topology, self.prefer_s, waited, levels)
+        return self if level == self.topology else replace(self, level_now=level, first=first)
 
     @cached_property
     def request(self) -> PlacementRequest:
         """What every placement of this session is asked (made once: a pass places a
         queued session many times)."""
-        return PlacementRequest(self.kernels, self.mode, self.group, constraints_of(self.level))
+        return PlacementRequest(
+            self.kernels, self.mode, self.group, constraints_of(self.level, self.first)
+        )
 
 
 @dataclass(frozen=True)

@@ -67,7 +67,8 @@ def could_use(session: Waiting, agent: Agent) -> bool:
     that asks for a topology level, only on an agent with a domain at that level)."""
     if agent.group != session.group:
         return False
-    if session.level and not agent.label(session.level):
+    level = session.level
+    if level and not agent.label_map.get(level):
         return False
     if session.mode == MODE_SINGLE:
         return True  # a single-node session may collapse onto any agent that frees up
@@ -251,7 +252,7 @@ def _pass(
         ahead = tuple(
             sorted({claimed[n] for n in usable if n in claimed}, key=position.__getitem__)
         )
-        placement, claims = _start(session, free, claimed, ahead, book, out_of_service)
+        placement, claims = _start(session, free, usable, claimed, ahead, book, out_of_service)
         if isinstance(placement, Decision):
             mine: tuple[str, ...] = ()
             if claims:  # a session that can never fit holds nobody back
@@ -278,6 +279,7 @@ def _pass(
 def _start(
     session: Waiting,
     free: Sequence[Agent],
+    usable: Sequence[str],
     claimed: Mapping[str, str],
     ahead: tuple[str, ...],
     book: _Backfilling | None,
@@ -286,8 +288,7 @@ def _start(
     """Where ``session`` starts now (on agents nobody ahead claims, or, backfilling, on
     claimed ones it leaves before their claimers could start), else why it waits; and
     whether, waiting, it claims the agents it could use (not when they are all claimed
-    already, nor when it can never fit)."""
-    usable = [a.name for a in free if could_use(session, a)]
+    already, nor when it can never fit). ``usable``: the agents of ``free`` it could use."""
     if usable and all(n in claimed for n in usable) and not (book and book.allows(session, ahead)):
         # Everything it could use is claimed: it waits its turn, no need to place.
         return Decision(session, reason=_behind(ahead), behind=ahead, wait=WAIT_BEHIND), False

@@ -166,6 +166,7 @@ def plan_session(
     inventory: Mapping[str, Stock] | None = None,
     out_of_service: Sequence[OutOfService] = (),
     session_id: str | None = None,
+    topology: tuple[str, tuple[str, ...]] | None = None,
 ) -> SessionPlan:
     """Decide what creating ``spec`` means now. Pure: the caller supplies the agents
     (capacity and use), the containers of this session name found on them
@@ -175,7 +176,9 @@ def plan_session(
     Returns the :class:`SessionPlan` (session/plan.py says what each field means).
 
     ``session_id``: the id a created session keeps (a batch session's gang starting
-    again, scheduling/steps/restarts.py); a fresh one when None.
+    again, scheduling/steps/restarts.py); a fresh one when None. ``topology``: the level
+    it keeps to now and the narrower ones tried first, when its preferred level widened
+    (session/topology_request.py: widening).
 
     Raises ``SessionConflict`` if the name is taken by containers of another spec or
     an incomplete session, ``Pending`` if it does not fit now, ``SpecError`` if an
@@ -187,7 +190,7 @@ def plan_session(
         gpu_devices = existing_gpu_devices(existing)
         action = EXISTS
     else:
-        request = PlacementRequest.of(spec, kernels)
+        request = PlacementRequest.of(spec, kernels, topology)
         placement = place(request, agents, out_of_service=out_of_service)
         assignment, mode = placement.assignment, placement.mode
         gpu_devices = assign_gpu_devices(kernels, assignment, agents)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
@@ -78,8 +79,8 @@ from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
     spec_hash,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.session.topology_request import (
-    effective_level,
     prefer_note,
+    widening,
 )
 
 
@@ -191,16 +192,19 @@ def _place(
     return _commit(request, ledger, now, create, plan)
 
 
-def _as_placed(
-    spec: SessionSpec, limits: Limits, request: LedgerRequest, create: CreateStep, now: float
-) -> SessionSpec:
-    """``spec`` as it is placed now: without a lifetime of its own, with its owner's
-    longest; with a preferred topology, at the level its time in the queue has widened it
-    to (session/topology_request.py)."""
+def _as_placed(spec: SessionSpec, limits: Limits) -> SessionSpec:
+    """``spec`` as it is placed: without a lifetime of its own, with its owner's longest."""
+    return replace(spec, lifetime_s=int(lifetime(limits, spec.lifetime_s)))
+
+
+def _widening(
+    spec: SessionSpec, request: LedgerRequest, create: CreateStep, now: float
+) -> tuple[str, tuple[str, ...]]:
+    """The topology a queued session is placed by now: its preferred level widened by its
+    time in the queue (session/topology_request.py); a new one's own."""
     queued = create.queued
     waited = now - float(queued.submitted_at) if queued else 0.0
-    level = effective_level(spec.topology, spec.topology_prefer_s, waited, request.levels)
-    return replace(spec, lifetime_s=int(lifetime(limits, spec.lifetime_s)), topology=level)
+    return widening(spec.topology, spec.topology_prefer_s, waited, request.levels)
 
 
 def _plan(
@@ -226,27 +230,28 @@ def _plan(
     limits = limits_for(policies, spec.owner)
     if spec.name not in ledger.sessions and not existing:
         refuse_past_limits(request, spec, limits, ledger)
-    spec = create.spec = _as_placed(spec, limits, request, create, now)
+    spec = create.spec = _as_placed(spec, limits)
+    topology = _widening(spec, request, create, now)
     queued = create.queued
     passed_over = out_of_service(request.inventory.values(), create.fresh, create.unavailable)
     # A gang starting again keeps its session id (restarts.py).
     kept_id = queued.session_id if queued else None
+    plan = partial(
+        plan_session,
+        existing=existing,
+        inventory=inventory,
+        out_of_service=passed_over,
+        topology=topology,
+    )
     if existing or not queue_.queue_of(ledger):
-        return plan_session(
-            spec,
-            usable,
-            existing,
-            inventory=inventory,
-            out_of_service=passed_over,
-            session_id=kept_id,
-        )
+        return plan(spec, usable, session_id=kept_id)
     # Only what the queued sessions ahead of it leave (docs/placement.md).
     me = queue_.waiting_of(
         spec,
         float(queued.submitted_at) if queued else now,
         int(queued.seq or 0) if queued else queue_.next_seq(ledger),
         bool(queued and queued.head),
-    )
+    ).widened(now, request.levels)
     ordering = order(request, ledger, now)
     filling = queue_order.backfill_of(request.policy, ledger, now)
     ahead_of_me = queue_.waiting(ledger, ordering, now, request.levels)
@@ -260,20 +265,13 @@ def _plan(
         backfill=filling,
     )
     try:
-        return plan_session(
-            spec,
-            room.usable(),
-            existing,
-            inventory=inventory,
-            out_of_service=passed_over,
-            session_id=kept_id,
-        )
+        return plan(spec, room.usable(), session_id=kept_id)
     except Pending:
         ahead = room.ahead(me)
         if not ahead:
             raise
         # It would fit but for the older queued sessions: it waits its turn.
-        plan_session(spec, usable, existing, inventory=inventory, out_of_service=passed_over)
+        plan(spec, usable)
         raise Pending(
             f"waits behind {', '.join(ahead)} (queued before it, waiting for "
             f"agents this session would use)",

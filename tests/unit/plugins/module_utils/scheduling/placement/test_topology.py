@@ -5,6 +5,7 @@ fits, or waits with what each domain lacks; one that names none is not narrowed.
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import pytest
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
@@ -18,6 +19,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement i
     PlacementRequest,
     place,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement.request import (
+    constraints_of,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement.topology import (
     TOPOLOGY,
     check_tree,
@@ -29,6 +33,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue.sched
 from ansible_collections.bai.cluster.plugins.module_utils.session.spec import (
     expand_kernels,
     normalize_spec,
+)
+from ansible_collections.bai.cluster.plugins.module_utils.session.topology_request import (
+    widening,
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -210,3 +217,47 @@ def test_a_waiting_gang_claims_only_agents_of_its_level_so_others_start_elsewher
     gang, small = schedule(queue, agents)
     assert not gang.starts and gang.claims == ("a1",), gang
     assert small.starts and small.placement.agents == ["plain"]
+
+
+def widened(size, level, first, cpu=1):
+    """A preferred request for one rack after its wait: it keeps to ``level`` now and
+    tries the domains of ``first`` before."""
+    spec = normalize_spec(
+        {"name": "job", "size": size, "mode": "multi-node", "resources": {"cpu": cpu, "mem": "1g"}}
+    )
+    kernels = tuple(expand_kernels(spec))
+    return PlacementRequest(kernels, "multi-node", "default", constraints_of(level, first))
+
+
+def test_a_widened_request_still_lands_in_one_rack_when_one_has_room():
+    agents = [
+        agent("a1", "r1", cpu=2),
+        agent("a2", "r2", cpu=2),
+        agent("a3", "r2", cpu=2),
+        agent("plain", cpu=8),
+    ]
+    # Widened to any agents: one rack (r2) holds it, so there, not on the roomiest agent.
+    got = place(widened(3, "", ("rack",)), agents)
+    assert racks_of(got, agents) == {"r2"}
+    # No rack holds five: then any agents, as an unconstrained request.
+    assert place(widened(5, "", ("rack",)), agents).agents == ["plain"]
+
+
+def test_a_widened_request_says_what_the_level_it_keeps_to_lacks():
+    agents = [agent(f"a{i}", f"r{i}", cpu=2) for i in range(4)]
+    blocks = {"r0": "b0", "r1": "b0", "r2": "b1", "r3": "b1"}
+    agents = [replace(a, labels=(*a.labels, ("block", blocks[a.label("rack")]))) for a in agents]
+    with pytest.raises(Pending) as caught:
+        place(widened(5, "block", ("rack",)), agents)
+    # The blocks are named (what it keeps to now), not the racks it tried first.
+    assert "needs its 5 containers in one block; room now for 4 in block b0" in str(caught.value)
+    assert "in rack" not in str(caught.value).split("(", maxsplit=1)[0]
+
+
+def test_widening_names_the_levels_a_widened_request_tries_first():
+    levels = ("block", "rack")
+    assert widening("rack", 20, 10, levels) == ("rack", ())
+    assert widening("rack", 20, 25, levels) == ("block", ("rack",))
+    assert widening("rack", 20, 45, levels) == ("", ("rack", "block"))
+    assert widening("block", 20, 25, levels) == ("", ("block",))
+    assert widening("rack", 0, 999, levels) == ("rack", ())
