@@ -23,6 +23,20 @@ from ansible_collections.bai.cluster.plugins.module_utils.session.model import (
 # has widened, session/topology_request.py).
 TOPOLOGY = "topology"
 TOPOLOGY_FIRST = "topology_first"
+# The agents a gang starting again ran on (comma-separated): the domains holding them are
+# tried first, so a restart stays local when it fits (steps/restarts.py).
+TOPOLOGY_HOME = "topology_home"
+
+
+@dataclass(frozen=True)
+class TopologyAsk:
+    """What a placement keeps to of a session's topology now: the level (""
+    for none), the narrower levels tried first (a preferred level that widened,
+    session/topology_request.py: widening) and the agents of its last attempt."""
+
+    level: str = ""
+    first: tuple[str, ...] = ()
+    home: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -48,24 +62,30 @@ class PlacementRequest:
         cls,
         spec: SessionSpec,
         kernels: Sequence[Kernel],
-        topology: tuple[str, tuple[str, ...]] | None = None,
+        topology: TopologyAsk | None = None,
     ) -> PlacementRequest:
         """The request of session ``spec`` whose kernels are ``kernels``; ``topology``:
-        the level it keeps to now and the narrower ones tried first, when its preferred
-        level has widened (else the level it asked for)."""
-        level, first = topology if topology is not None else (spec.topology, ())
-        return cls(tuple(kernels), spec.mode, spec.resource_group, constraints_of(level, first))
+        what it keeps to now (else the level it asked for)."""
+        ask = topology if topology is not None else TopologyAsk(spec.topology)
+        constraints = constraints_of(ask.level, ask.first, ask.home)
+        return cls(tuple(kernels), spec.mode, spec.resource_group, constraints)
 
     def constraint(self, name: str) -> str | None:
         """The value of constraint ``name``, None when the request does not set it."""
         return dict(self.constraints).get(name)
 
 
-def constraints_of(topology: str, first: Sequence[str] = ()) -> tuple[tuple[str, str], ...]:
-    """A request's constraints: its topology level, when it names one, and the narrower
-    levels whose domains it tries first."""
-    out = ((TOPOLOGY, topology),) if topology else ()
-    return out + (((TOPOLOGY_FIRST, ",".join(first)),) if first else ())
+def constraints_of(
+    topology: str, first: Sequence[str] = (), home: Sequence[str] = ()
+) -> tuple[tuple[str, str], ...]:
+    """A request's constraints: its topology level, when it names one, the narrower
+    levels whose domains it tries first, and, with either, the agents of its last
+    attempt."""
+    out: tuple[tuple[str, str], ...] = ((TOPOLOGY, topology),) if topology else ()
+    out += ((TOPOLOGY_FIRST, ",".join(first)),) if first else ()
+    if out and home:
+        out += ((TOPOLOGY_HOME, ",".join(sorted(set(home)))),)
+    return out
 
 
 @dataclass(frozen=True)

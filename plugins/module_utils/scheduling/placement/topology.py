@@ -29,6 +29,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement.d
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement.request import (
     TOPOLOGY,
     TOPOLOGY_FIRST,
+    TOPOLOGY_HOME,
     PlacementRequest,
 )
 from ansible_collections.bai.cluster.plugins.module_utils.session.topology_request import (
@@ -47,13 +48,14 @@ class InOneDomain:
 
     def narrow(self, request: PlacementRequest, domain: Domain) -> list[Domain]:
         level = request.constraint(TOPOLOGY)
-        first = [lvl for lvl in (request.constraint(TOPOLOGY_FIRST) or "").split(",") if lvl]
+        first = _listed(request.constraint(TOPOLOGY_FIRST))
         if not level and not first:
             return [domain]
-        parts = [part for lvl in first for part in domains_of(lvl, domain)]
+        home = set(_listed(request.constraint(TOPOLOGY_HOME)))
+        parts = [part for lvl in first for part in domains_of(lvl, domain, home)]
         if not level:
             return [*parts, domain]
-        required = domains_of(level, domain)
+        required = domains_of(level, domain, home)
         if not required:
             raise Pending(
                 f"no agent in service has a {level!r} topology label (the session asks "
@@ -63,9 +65,10 @@ class InOneDomain:
         return parts + required
 
 
-def domains_of(level: str, domain: Domain) -> list[Domain]:
-    """The domains of ``level`` among ``domain``'s agents, tightest first ([] when no
-    agent has the level)."""
+def domains_of(level: str, domain: Domain, home: set[str] | None = None) -> list[Domain]:
+    """The domains of ``level`` among ``domain``'s agents, tightest first, but those
+    holding an agent of ``home`` (a restarted gang's last attempt) before the others ([]
+    when no agent has the level)."""
     by_domain: dict[str, list[Agent]] = {}
     for agent in domain.agents:
         value = agent.label(level)
@@ -75,7 +78,15 @@ def domains_of(level: str, domain: Domain) -> list[Domain]:
         Domain(f"{level} {value}", tuple(agents), domain.away, level)
         for value, agents in by_domain.items()
     ]
-    return sorted(parts, key=_tightest)
+    ordered = sorted(parts, key=_tightest)
+    if not home:
+        return ordered
+    return sorted(ordered, key=lambda part: not any(a.name in home for a in part.agents))
+
+
+def _listed(value: str | None) -> list[str]:
+    """A constraint's comma-separated names."""
+    return [name for name in (value or "").split(",") if name]
 
 
 def _tightest(part: Domain) -> tuple[float, int, str]:

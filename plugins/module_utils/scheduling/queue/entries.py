@@ -57,11 +57,28 @@ def as_spec(entry: QueueEntry) -> SessionSpec:
 def as_waiting(entry: QueueEntry) -> Waiting:
     """The Waiting (what placement needs) of a ledger queue entry."""
     return waiting_of(
-        as_spec(entry), float(entry.submitted_at), int(entry.seq or 0), bool(entry.head)
+        as_spec(entry),
+        float(entry.submitted_at),
+        int(entry.seq or 0),
+        bool(entry.head),
+        home_of(entry),
     )
 
 
-def waiting_of(spec: SessionSpec, submitted_at: float, seq: int, head: bool = False) -> Waiting:
+def home_of(entry: QueueEntry | None) -> tuple[str, ...]:
+    """The agents a gang starting again ran on in its last attempt (() for none)."""
+    attempts = (entry.attempts or []) if entry is not None else []
+    members = (attempts[-1].members or {}) if attempts else {}
+    return tuple(sorted({str(agent) for agent in members.values()}))
+
+
+def waiting_of(
+    spec: SessionSpec,
+    submitted_at: float,
+    seq: int,
+    head: bool = False,
+    home: tuple[str, ...] = (),
+) -> Waiting:
     return Waiting(
         name=spec.name,
         group=spec.resource_group,
@@ -74,6 +91,7 @@ def waiting_of(spec: SessionSpec, submitted_at: float, seq: int, head: bool = Fa
         lifetime_s=float(spec.lifetime_s) if spec.lifetime_s else None,
         topology=spec.topology,
         prefer_s=spec.topology_prefer_s,
+        home=home,
     )
 
 

@@ -50,6 +50,7 @@ class Waiting:
     prefer_s: int = 0
     level_now: str | None = None
     first: tuple[str, ...] = ()  # once widened: the narrower levels tried first
+    home: tuple[str, ...] = ()  # a gang starting again: the agents of its last attempt
     # The topology level it is placed by now ("" for none): a field, not a property, as
     # a pass reads it for every agent of every queued session (scheduler.could_use).
     level: str = field(init=False, repr=False, compare=False)
@@ -70,7 +71,7 @@ class Waiting:
         """What every placement of this session is asked (made once: a pass places a
         queued session many times)."""
         return PlacementRequest(
-            self.kernels, self.mode, self.group, constraints_of(self.level, self.first)
+            self.kernels, self.mode, self.group, constraints_of(self.level, self.first, self.home)
         )
 
 

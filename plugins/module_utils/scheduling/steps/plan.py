@@ -57,6 +57,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement i
     assign_gpu_devices,
     place,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement.request import (
+    TopologyAsk,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.existing import (
     existing_gpu_devices,
     published_ssh_port,
@@ -166,7 +169,7 @@ def plan_session(
     inventory: Mapping[str, Stock] | None = None,
     out_of_service: Sequence[OutOfService] = (),
     session_id: str | None = None,
-    topology: tuple[str, tuple[str, ...]] | None = None,
+    topology: TopologyAsk | None = None,
 ) -> SessionPlan:
     """Decide what creating ``spec`` means now. Pure: the caller supplies the agents
     (capacity and use), the containers of this session name found on them
@@ -176,9 +179,8 @@ def plan_session(
     Returns the :class:`SessionPlan` (session/plan.py says what each field means).
 
     ``session_id``: the id a created session keeps (a batch session's gang starting
-    again, scheduling/steps/restarts.py); a fresh one when None. ``topology``: the level
-    it keeps to now and the narrower ones tried first, when its preferred level widened
-    (session/topology_request.py: widening).
+    again, scheduling/steps/restarts.py); a fresh one when None. ``topology``: what it
+    keeps to of its topology now (a preferred level widened, a restart's last agents).
 
     Raises ``SessionConflict`` if the name is taken by containers of another spec or
     an incomplete session, ``Pending`` if it does not fit now, ``SpecError`` if an

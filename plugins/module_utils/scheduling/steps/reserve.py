@@ -37,6 +37,9 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger impo
 )
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.document import Ledger
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.roster import SwarmNode
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.placement.request import (
+    TopologyAsk,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue import queue_order
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.queue.policies import (
     Limits,
@@ -197,14 +200,16 @@ def _as_placed(spec: SessionSpec, limits: Limits) -> SessionSpec:
     return replace(spec, lifetime_s=int(lifetime(limits, spec.lifetime_s)))
 
 
-def _widening(
+def _topology(
     spec: SessionSpec, request: LedgerRequest, create: CreateStep, now: float
-) -> tuple[str, tuple[str, ...]]:
-    """The topology a queued session is placed by now: its preferred level widened by its
-    time in the queue (session/topology_request.py); a new one's own."""
+) -> TopologyAsk:
+    """What a session keeps to of its topology now: a queued one's preferred level
+    widened by its time in the queue (session/topology_request.py), a gang starting again
+    the domain of its last attempt first; a new one, its own level."""
     queued = create.queued
     waited = now - float(queued.submitted_at) if queued else 0.0
-    return widening(spec.topology, spec.topology_prefer_s, waited, request.levels)
+    level, first = widening(spec.topology, spec.topology_prefer_s, waited, request.levels)
+    return TopologyAsk(level, first, queue_.home_of(queued))
 
 
 def _plan(
@@ -231,7 +236,7 @@ def _plan(
     if spec.name not in ledger.sessions and not existing:
         refuse_past_limits(request, spec, limits, ledger)
     spec = create.spec = _as_placed(spec, limits)
-    topology = _widening(spec, request, create, now)
+    topology = _topology(spec, request, create, now)
     queued = create.queued
     passed_over = out_of_service(request.inventory.values(), create.fresh, create.unavailable)
     # A gang starting again keeps its session id (restarts.py).
@@ -251,6 +256,7 @@ def _plan(
         float(queued.submitted_at) if queued else now,
         int(queued.seq or 0) if queued else queue_.next_seq(ledger),
         bool(queued and queued.head),
+        topology.home,
     ).widened(now, request.levels)
     ordering = order(request, ledger, now)
     filling = queue_order.backfill_of(request.policy, ledger, now)

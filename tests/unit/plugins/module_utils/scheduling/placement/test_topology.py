@@ -261,3 +261,30 @@ def test_widening_names_the_levels_a_widened_request_tries_first():
     assert widening("rack", 20, 45, levels) == ("", ("rack", "block"))
     assert widening("block", 20, 25, levels) == ("", ("block",))
     assert widening("rack", 0, 999, levels) == ("rack", ())
+
+
+def test_a_gang_starting_again_goes_back_to_its_rack_when_it_fits():
+    """A restart (steps/restarts.py) asks for the domain of its last attempt first: the
+    roomier rack would otherwise be the tightest-first order's second choice only by
+    luck, and the gang would move."""
+    agents = [
+        agent("a1", "r1", cpu=4, used=1),
+        agent("a2", "r1", cpu=4, used=1),
+        agent("b1", "r2", cpu=4, used=2),
+        agent("b2", "r2", cpu=4, used=2),
+    ]
+    spec = normalize_spec(
+        {"name": "job", "size": 3, "mode": "multi-node", "resources": {"cpu": 1, "mem": "1g"}}
+    )
+    kernels = tuple(expand_kernels(spec))
+    fresh = PlacementRequest(kernels, "multi-node", "default", constraints_of("rack"))
+    assert racks_of(place(fresh, agents), agents) == {"r2"}  # the tightest that holds it
+    again = constraints_of("rack", (), ("a2", "gone-agent"))
+    back = place(PlacementRequest(kernels, "multi-node", "default", again), agents)
+    assert racks_of(back, agents) == {"r1"}
+    # Its rack full now: the next that holds it, as for any gang.
+    full = [replace(a, used_cpu=4.0) if a.label("rack") == "r1" else a for a in agents]
+    moved = place(PlacementRequest(kernels, "multi-node", "default", again), full)
+    assert racks_of(moved, full) == {"r2"}
+    # Without a level the agents of its last attempt change nothing.
+    assert constraints_of("", (), ("a2",)) == ()

@@ -6,7 +6,11 @@ starts it only where one domain holds it whole."""
 
 from __future__ import annotations
 
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling import queue as q
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger import document
+from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.records import (
+    QueueEntry,
+)
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.ledger.roster import Declared
 from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.ledger_request import (
     LedgerRequest,
@@ -149,3 +153,22 @@ def test_the_request_check_refuses_an_unknown_level_and_caps_the_preferred_wait(
     assert not ok.get("failed") and ok["spec"]["topology_prefer_s"] == 600, ok
     bad = run_module(bai_session_plan, {**base, "topology": "rakc"}, FakeEngine())
     assert bad["failed"] and "this cluster's levels are block, rack" in bad["msg"], bad
+
+
+def test_a_queued_gang_starting_again_knows_the_agents_of_its_last_attempt():
+    entry = QueueEntry.from_dict(
+        {
+            "name": "g",
+            "spec": gang("g", 2),
+            "submitted_at": 10.0,
+            "head": True,
+            "attempts": [
+                {"attempt": 0, "members": {"main1": "a9", "sub1": "a9"}},
+                {"attempt": 1, "members": {"main1": "a3", "sub1": "a4"}},
+            ],
+        }
+    )
+    waiting = q.as_waiting(entry)
+    assert waiting.home == ("a3", "a4")
+    assert ("topology_home", "a3,a4") in waiting.request.constraints
+    assert q.home_of(None) == ()
