@@ -71,8 +71,10 @@ LEVELS = ("rack",)
 def waiting(job: qs.Job, mode: str, prefer_s: int, now: float) -> Waiting:
     """The queued session a pass at ``now`` places: its level widened by its wait."""
     session = qs._waiting(job, job.submitted)
-    if mode == TODAY or len(job.kernels) < 2:
+    if mode == TODAY:
         return session
+    if len(job.kernels) < 2:  # no level: packed into the tightest rack that holds it
+        return session.widened(now, LEVELS)
     asked = replace(session, topology="rack", prefer_s=prefer_s if mode == PREFERRED else 0)
     return asked.widened(now, LEVELS)
 

@@ -91,7 +91,11 @@ def widening(
     """How a session that asked for ``level`` is placed after waiting ``waited_s``: the
     level it must now keep to (:func:`effective_level`), and the narrower levels it asked
     for, narrowest first, whose domains are tried before it (a widened gang still lands
-    in one rack when one has room)."""
+    in one rack when one has room). A session that asks for no level, on a cluster with
+    levels, tries the domains of the narrowest first: it is packed into the tightest rack
+    that holds it, so whole racks stay free for the gangs that need one."""
+    if not level:
+        return "", tuple(levels[-1:])
     now = effective_level(level, prefer_s, waited_s, levels)
     if now == level or level not in levels:
         return now, ()

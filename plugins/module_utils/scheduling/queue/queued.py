@@ -64,7 +64,9 @@ class Waiting:
         has widened to (``levels``: the cluster's, widest first)."""
         waited = now - self.submitted_at
         level, first = widening(self.topology, self.prefer_s, waited, levels)
-        return self if level == self.topology else replace(self, level_now=level, first=first)
+        if level == self.topology and first == self.first:
+            return self
+        return replace(self, level_now=level, first=first)
 
     @cached_property
     def request(self) -> PlacementRequest:

@@ -22,6 +22,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.scheduling.steps.sched
 from ansible_collections.bai.cluster.plugins.module_utils.session.topology_request import (
     effective_level,
     prefer_note,
+    widening,
 )
 from ansible_collections.bai.cluster.plugins.modules import bai_session_plan
 from docker_fake import FakeEngine, run_module
@@ -172,3 +173,25 @@ def test_a_queued_gang_starting_again_knows_the_agents_of_its_last_attempt():
     assert waiting.home == ("a3", "a4")
     assert ("topology_home", "a3,a4") in waiting.request.constraints
     assert q.home_of(None) == ()
+
+
+def test_a_session_that_names_no_level_is_packed_into_the_fullest_rack_that_holds_it(tmp_path):
+    """Packing (docs/placement.md, "Topology"): on a cluster with levels, a session with
+    no level takes the tightest rack that holds it (r1, 4 CPUs free, before r2's 8), not
+    the roomiest agent (a3 or a4): whole racks stay free for gangs. Without a topology
+    in the inventory, placement is as it was."""
+    single = {"name": "s1", "size": 1, "resources": {"cpu": 1}}
+    packed = reserve_in(tmp_path / "a.json", single)
+    assert agents_of(packed) == {"a1"}, packed
+    plain_agents = [{k: v for k, v in a.items() if k != "topology"} for a in AGENTS]
+    reads = [fresh_read(cpu=CPUS[n], name=n) for n in RACKS]
+    plain = ledger_step(
+        tmp_path / "b.json", state="reserved", spec=single, agents=plain_agents, agent_info=reads
+    )
+    assert agents_of(plain) == {"a3"}, plain
+    # A gang with no level that one rack holds stays in it; one no rack holds spans.
+    assert {
+        RACKS[a] for a in agents_of(reserve_in(tmp_path / "c.json", gang("g", 2, topology=None)))
+    } == {"r1"}
+    assert widening("", 0, 0, ("block", "rack")) == ("", ("rack",))
+    assert widening("", 0, 0, ()) == ("", ())
