@@ -72,17 +72,22 @@ def parse_prefer(value: Any, topology: str, field_name: str = "topology_prefer_s
     return seconds
 
 
+def _chain(level: str, levels: Sequence[str]) -> list[str]:
+    """``level``, then each level above it in ``levels`` (widest first there), then ""
+    (any agents): the levels a preferred session is placed by, one per wait."""
+    wider = list(levels[: levels.index(level)]) if level in levels else []
+    return [level, *reversed(wider), ""]
+
+
 def effective_level(level: str, prefer_s: int, waited_s: float, levels: Sequence[str]) -> str:
     """The level a session that asked for ``level`` is placed by after waiting
     ``waited_s`` in the queue: ``level`` itself while ``prefer_s`` is 0 (required) or not
     yet up; then, after each further ``prefer_s``, the level above it in ``levels``
     (widest first), and at last "" (any agents). Never narrower than ``level``."""
-    if not level or prefer_s <= 0 or waited_s < prefer_s:
+    if not level or prefer_s <= 0:
         return level
-    wider = list(levels[: levels.index(level)]) if level in levels else []
-    chain = [*reversed(wider), ""]
-    steps = int(waited_s // prefer_s)
-    return chain[min(steps, len(chain)) - 1]
+    chain = _chain(level, levels)
+    return chain[min(int(waited_s // prefer_s), len(chain) - 1)]
 
 
 def widening(
@@ -99,9 +104,8 @@ def widening(
     now = effective_level(level, prefer_s, waited_s, levels)
     if now == level or level not in levels:
         return now, ()
-    asked = levels.index(level)
-    above = levels.index(now) + 1 if now in levels else 0
-    return now, tuple(reversed(levels[above : asked + 1]))
+    chain = _chain(level, levels)
+    return now, tuple(chain[: chain.index(now)])
 
 
 def prefer_note(
