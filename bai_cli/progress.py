@@ -4,7 +4,7 @@ Pure: :class:`SessionProgress` and :class:`PlayProgress` take runner events (dic
 return the lines to print; :class:`Printer` writes them (to stderr, coloured only on a
 terminal). The steps of a session create are those of ``playbooks/session_create.yml``,
 recognised by task name (:func:`step_of`): check, placing, keys, network,
-containers k/N, SSH check, and cleanup when a failure part-way undoes the session.
+containers k/N, the health gate, and cleanup when a failure part-way undoes the session.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ STEPS: tuple[tuple[str, str], ...] = (
     ("Create the session network", "network"),
     ("Create the containers", "containers"),
     ("Wait for every agent", "containers"),
-    ("Check that main1 reaches every container", "SSH check"),
+    ("Check the gang from main1", "health gate"),
     ("Undo what this run made", "cleanup"),
     ("Remove the containers this run made", "cleanup"),
     ("Remove the networks this run made", "cleanup"),
@@ -174,8 +174,8 @@ class SessionProgress:
                 f"containers {self.done}/{self.total}: creating on "
                 f"{', '.join(self.agents)} in parallel"
             )
-        elif task.startswith("Check that main1 reaches") and len(self.agents) > 1:
-            lines.append("SSH check: main1 -> every container")
+        elif task.startswith("Check the gang from main1") and len(self.agents) > 1:
+            lines.append("health gate: main1 -> every container")
         elif step == "cleanup" and not self.cleanup_shown:
             self.cleanup_shown = True
             lines.append("cleanup: a step failed, removing what this run made")
@@ -231,7 +231,7 @@ class SessionProgress:
         if task.startswith("Create the session network"):
             return _network_line(res.get("network") or {})
         if task.startswith("Create the containers on their agent"):
-            # One agent: the same module run made the bridge and ran the SSH check.
+            # One agent: the same module run made the bridge and ran the health gate.
             containers = res.get("containers") or []
             self.done = len(containers)
             created = len(res.get("created") or [])
@@ -242,18 +242,15 @@ class SessionProgress:
                 f"containers {self.done}/{self.total or self.done} on {agent} "
                 f"({created} created, {restarted} restarted)"
             )
-            if res.get("mesh"):
-                lines.append(f"SSH check: ok, main1 reaches {', '.join(_reached(res['mesh']))}")
-            return lines
+            return lines + _gate_line(res)
         if task.startswith("Record the session summary"):
             summary = ((res.get("ansible_stats") or {}).get("data") or {}).get("bai_session") or {}
             route = summary.get("appproxy") or {}
             if route.get("ssh"):
                 return [f"app proxy: users reach main1 with {route['ssh']}"]
             return []
-        if task.startswith("Check that main1 reaches"):
-            reached = _reached(res.get("stdout_lines") or [])
-            return [f"SSH check: ok, main1 reaches {', '.join(reached)}"]
+        if task.startswith("Check the gang from main1"):
+            return _gate_line(res)
         return []
 
 
@@ -264,8 +261,19 @@ def _network_line(net: Mapping[str, Any]) -> list[str]:
     return [f"network: {net.get('name')} ({net.get('driver')}{subnet})"]
 
 
-def _reached(lines: list[str]) -> list[str]:
-    return [line[3:] for line in lines if line.startswith("ok ")]
+def _gate_line(res: Mapping[str, Any]) -> list[str]:
+    """The health gate's line: its members, its checks and its time (the SSH mesh's
+    members where a module gave no gate)."""
+    members = (res.get("gate") or {}).get("members") or {}
+    if members:
+        checks = sorted({check for found in members.values() for check in found})
+        took = res["gate"].get("seconds")
+        return [
+            f"health gate: ok, {len(members)} member(s), {len(checks)} check(s) "
+            f"({', '.join(checks)}) in {took} s"
+        ]
+    reached = [line[3:] for line in res.get("mesh") or [] if line.startswith("ok ")]
+    return [f"SSH check: ok, main1 reaches {', '.join(reached)}"] if reached else []
 
 
 class PlayProgress:

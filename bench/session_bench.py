@@ -6,7 +6,7 @@ Docker connection, inventories/lab); --lab-ssh adds the same lab sessions over S
 lab's sudo account (inventories/lab-ssh), row beside row:
 
   toolkit  playbooks/session_create.yml (plan, keys, network, one module call per agent
-           creating its containers in parallel, SSH mesh check), then session_destroy.yml
+           creating its containers in parallel, the health gate), then session_destroy.yml
   naive    bench/naive_session.yml: community.docker.docker_container in a loop, one
            container per task item, then a wait for sshd (no keys, no env, no checks)
   sdk      the floor: this script creates the network and the containers straight

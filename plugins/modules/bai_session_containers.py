@@ -233,10 +233,27 @@ options:
     type: dict
   mesh_check:
     description:
-      - After sshd listens, check from the master that it reaches every container of the
-        session over SSH as user C(work) (RV(mesh)).
+      - After sshd listens, run the health gate from the master - it reaches every
+        container of the session over SSH as user C(work) (RV(mesh)), and the checks of
+        O(gate) across the session's links (RV(gate)). A member that fails is checked once
+        more before the call fails, naming each failed check, its member and its agent.
     type: bool
     default: false
+  gate:
+    description: The health gate's options (docs/sessions.md, "The health gate").
+    type: dict
+    default: {}
+    suboptions:
+      checks:
+        description: The checks to run; C(ssh) runs whatever this says.
+        type: list
+        elements: str
+        choices: [ssh, dns, mtu, tcp, stream, data, clock, gpu, hook]
+        default: [ssh, dns, mtu, tcp, stream, data, clock, gpu, hook]
+      skew_s:
+        description: How far a member's clock may be from main1's, in seconds.
+        type: float
+        default: 2.0
   host_addresses:
     description:
       - With O(state=present), also return this agent's IPv4 addresses (RV(host_addresses)),
@@ -348,6 +365,12 @@ mesh:
   returned: O(mesh_check) and containers were created or started
   type: list
   elements: str
+gate:
+  description:
+    - The health gate - C(seconds) it took and C(members), each member's checks with
+      what each found, e.g. for C(sub1) C(mtu) C(1450 rtt_ms=0.2) and C(clock) C(+0.001 s).
+  returned: O(mesh_check) and containers were created or started
+  type: dict
 job:
   description:
     - A batch session's containers on this agent before they were removed - C(members)
@@ -394,6 +417,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.errors import (
     Refused,
     SpecError,
 )
+from ansible_collections.bai.cluster.plugins.module_utils.containers import gate
 from ansible_collections.bai.cluster.plugins.module_utils.containers.removal import absent
 from ansible_collections.bai.cluster.plugins.module_utils.containers.session_containers import (
     AgentShare,
@@ -445,6 +469,7 @@ ARGUMENT_SPEC = {
     "ssh_timeout": {"type": "int", "default": 60},
     "network_spec": {"type": "dict"},
     "mesh_check": {"type": "bool", "default": False},
+    "gate": gate.OPTION_SPEC,
     "host_addresses": {"type": "bool", "default": False},
     "networks": {"type": "bool", "default": False},
     "owner": {"type": "str"},

@@ -189,7 +189,7 @@ def test_create_shows_progress_and_a_summary(created, tmp):
         "keys: generated",
         f"network: bai-{LAB}-net (bridge",
         "containers 2/2 on agent",
-        "SSH check: ok, main1 reaches main1, sub1",
+        "health gate: ok, 2 member(s), 9 check(s)",
     ]
     positions = []
     for want in order:

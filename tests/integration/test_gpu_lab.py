@@ -43,6 +43,9 @@ from typing import Any
 import docker
 import pytest
 import yaml
+from ansible_collections.bai.cluster.plugins.module_utils.containers.gate import (
+    CHECKS as GATE_CHECKS,
+)
 from conftest import ansible, finish_playbook, start_playbook
 from labtools import one_line, recap
 
@@ -427,6 +430,10 @@ def prepare_sim(container, tmp: Path) -> dict:
                         "bai_zone_cidrs": {},
                         "bai_admin_cidrs": [],
                         "bai_ledger_store": "file",
+                        # SIMULATED: the stub runtime puts no device in a container, so
+                        # the health gate's gpu check would refuse every GPU session
+                        # here; test_sim_the_gate_refuses_a_gpu_it_cannot_see runs it.
+                        "bai_gate_checks": [c for c in GATE_CHECKS if c != "gpu"],
                     },
                     "children": {
                         "manager": {"hosts": {"gpusim": host}},
@@ -675,18 +682,50 @@ def sim_sessions(sim_ready, run_playbook):
     runs["after_rerun"] = sim_exec(
         container, "docker ps -a --format '{{.Names}} {{.State}}' --filter name=gpu-sim-two"
     )[1]
+    # With the gate's gpu check on: the device the container was given is not in it.
+    runs["gated"] = run_playbook(
+        "session_create.yml",
+        extra_vars={
+            "session_name": "gpu-sim-gated",
+            "session_resource_group": "gpu",
+            "session_resources": {"cpu": 0.25, "mem": "128m", "gpu": 1},
+            "bai_gate_checks": list(GATE_CHECKS),
+        },
+        inventory=sim["inventory"],
+    )
+    runs["gated_left"] = sim_exec(container, "docker ps -aq --filter name=bai-gpu-sim-gated-")[1]
     # dcgm-exporter's job mapping, as the agent's modules left it: GPU index: session id.
     runs["job_mapping"] = sim_exec(container, f"cd {JOB_MAPPING} && grep -H . *")[1]
 
     try:
         yield runs, inspect
     finally:
-        for name in ("gpu-sim-two", "gpu-sim-more", "gpu-sim-none", "gpu-sim-take"):
+        for name in (
+            "gpu-sim-two",
+            "gpu-sim-more",
+            "gpu-sim-none",
+            "gpu-sim-take",
+            "gpu-sim-gated",
+        ):
             run_playbook(
                 "session_destroy.yml",
                 extra_vars={"session_name": name},
                 inventory=sim["inventory"],
             )
+
+
+def test_sim_the_gate_refuses_a_gpu_it_cannot_see(sim_sessions):
+    """SIMULATED device missing (the issue's "GPU listed but not usable"): the agent has
+    the device nodes and the container is given one, but the stub runtime puts none in
+    it; the health gate's gpu check catches it before the session is handed over, and
+    the create removes what it made."""
+    runs, _inspect = sim_sessions
+    gated = runs["gated"]
+    assert gated.rc != 0, gated.stdout
+    said = one_line(" ".join(gated.failures))
+    assert "the health gate of session gpu-sim-gated failed (checked twice)" in said, said
+    assert "main1 on agent gpusim: gpu: given 1 GPU(s), sees 0 device(s)" in said, said
+    assert runs["gated_left"].strip() == ""
 
 
 def test_sim_each_gpu_container_gets_exactly_its_own_device(sim_sessions):

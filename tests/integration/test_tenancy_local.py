@@ -330,8 +330,8 @@ def test_an_environment_too_large_is_refused_before_anything_is_made(run_playboo
 
 
 def test_a_broken_ld_preload_does_not_break_the_session(run_playbook, docker_client):
-    """ld.so warns on every process about a preload it cannot open; the SSH check
-    compares what ssh printed on stdout only, so the session is still made."""
+    """ld.so warns on every process about a preload it cannot open; the health gate
+    reads what its checks printed on stdout only, so the session is still made."""
     with session(
         run_playbook, docker_client, "it-pre", size=2, env={"LD_PRELOAD": "/nonexistent.so"}
     ) as run:
@@ -340,9 +340,9 @@ def test_a_broken_ld_preload_does_not_break_the_session(run_playbook, docker_cli
         assert code == 0 and "sub1" in out and "nonexistent.so" in out, out
 
 
-def test_a_failing_ssh_check_shows_what_the_container_printed(run_playbook, docker_client):
-    """An image whose sshd refuses user work: the create fails, names the host and quotes
-    ssh's own words, and removes everything."""
+def test_a_failing_ssh_login_shows_what_the_container_printed(run_playbook, docker_client):
+    """An image whose sshd refuses user work: the health gate fails the create, names the
+    host and quotes ssh's own words, and everything is removed."""
     tag = "bai/it-nossh:latest"
     docker_client.images.build(
         fileobj=io.BytesIO(
@@ -356,8 +356,9 @@ def test_a_failing_ssh_check_shows_what_the_container_printed(run_playbook, dock
         run = create(run_playbook, "it-deny", size=2, image=tag)
         assert run.rc != 0
         text = " ".join(run.failures)
-        assert "SSH from main1 does not reach every container" in text, run
-        assert "FAILED sub1: " in text and "Permission denied" in text, text
+        assert "the health gate of session it-deny failed (checked twice): " in text, run
+        assert "sub1 on agent " in text and ": ssh: " in text, text
+        assert "Permission denied" in text, text
         assert labelled(docker_client, "it-deny") == ([], [])
     finally:
         sweep(docker_client, "it-deny")

@@ -178,6 +178,11 @@ class FakeEngine:
         self.faults: dict[tuple[str, str], tuple[Exception, bool]] = {}
         self.crashes: dict[str, tuple[int, bytes]] = {}
         self.unreachable: set[str] = set()
+        # The health gate's faults ({host: (check, detail)}) and how many more runs see them.
+        self.gate_faults: dict[str, tuple[str, str]] = {}
+        self.gate_faults_left: int | None = None
+        self.gate_runs = 0
+        self.gate_checks: list[str] = []  # each run's checks, as its argument
         self.connections = 0
         self._ids = itertools.count(1)
         for ref, env in (images or {"bai/session:latest": list(DEFAULT_IMAGE_ENV)}).items():
@@ -654,7 +659,31 @@ class FakeEngine:
                 lines.append(f"ok {host}" if problem is None else f"FAILED {host}: {problem}")
                 code = code or (1 if problem else 0)
             return code, ("\n".join(lines) + "\n").encode()
+        if argv[:2] == ["bash", "-c"] and len(argv) > 8 and argv[3] == "gate":
+            self.gate_checks.append(argv[6])
+            return self._gate(source, argv[8 : argv.index("--")], user)
         return 127, f"bash: {argv[0]}: command not found\n".encode()
+
+    def _gate(self, source: Container, hosts: list[str], user: str) -> tuple[int, bytes]:
+        """The health gate (containers/gate.py): each host's SSH login, as the mesh check,
+        and the faults a test put in ``gate_faults`` ({host: (check, detail)}), each
+        answered ``gate_faults_left`` more times (None: always)."""
+        lines, code = [], 0
+        for host in hosts:
+            problem = self._ssh_problem(source, host, user)
+            if problem is not None:
+                lines.append(f"{host} ssh FAILED {problem}")
+                code = 1
+                continue
+            lines.append(f"{host} ssh ok")
+            fault = self.gate_faults.get(host)
+            if fault and self.gate_faults_left != 0:
+                lines.append(f"{host} {fault[0]} FAILED {fault[1]}")
+                code = 1
+        if code and self.gate_faults_left:
+            self.gate_faults_left -= 1
+        self.gate_runs += 1
+        return code, ("\n".join(lines) + "\n").encode()
 
     def _ssh_problem(self, source: Container, host: str, user: str) -> str | None:
         """Why ``ssh HOST hostname`` as ``user`` from ``source`` fails, or None."""

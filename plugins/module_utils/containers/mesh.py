@@ -1,11 +1,12 @@
 """The SSH mesh check: from main1, one login as user ``work`` to every container of the
-session, all at once, so that a session is handed over only when ``ssh sub1`` works.
+session, all at once: what a restart's repair checks (repair.py) once it started a
+session's containers again. A create runs the health gate (gate.py), whose first check
+is the same login.
 
     SCRIPT                  the check, run in main1 as ``bash -c SCRIPT mesh HOST...``
     script(resolve_s)       the same, awaiting each host's name that long
     broken(output, code)    the lines naming the hosts it could not reach (empty = fine)
-    check(share)            run it from the master on this agent; its lines, or Failure
-    check_from(api, container, host, hosts)   the same from any container
+    check_from(api, container, host, hosts)   run it in ``container``; its lines, or Failure
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Failure
-from ansible_collections.bai.cluster.plugins.module_utils.containers.share import Share
 
 # Prints "ok HOST" or "FAILED HOST: what ssh said" per host; exits 1 when one failed.
 # A swarm overlay's names reach the other agents by gossip, which may lag a container's
@@ -59,14 +59,6 @@ def broken(output: str, code: object) -> list[str]:
         return []
     lines = [line for line in output.splitlines() if line.strip()]
     return [line for line in lines if not line.startswith("ok ")] or [f"exit {code}"]
-
-
-def check(share: Share) -> list[str]:
-    """From the master (on this agent), one SSH login as user work to every container
-    of the session; the lines of SCRIPT. Raises Failure when one fails."""
-    master = next(k for k in share.mine if k.rank == 0)
-    hosts = [k.hostname for k in sorted(share.req.kernels, key=lambda k: k.rank)]
-    return check_from(share.docker.api, master.container_name, master.hostname, hosts)
 
 
 def check_from(api: Any, container: str, host: str, hosts: Sequence[str]) -> list[str]:

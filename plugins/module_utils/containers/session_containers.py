@@ -7,12 +7,13 @@ options into a :class:`Request` (the session, as the plan gave it) and :class:`S
 - ``present``: sort what exists (create, start, keep); check images, mount sources,
   network and keys before anything is made; GPUs and the agent's offer; admission under
   the engine's lock; create in parallel (copying the keys in), each container started as
-  soon as it is made; wait for sshd; the SSH mesh check. Any failure removes what the
+  soon as it is made; wait for sshd; the health gate (its first check: SSH from main1 to
+  every container). Any failure removes what the
   call created (``failure``).
 - ``absent``: remove the session's containers (and its local networks) on this agent.
 
 Each phase has its module beside this one (share: the types and the state the phases
-share; prechecks; admit; create; readiness; mesh; removal); :class:`AgentShare` runs them
+share; prechecks; admit; create; readiness; gate; removal); :class:`AgentShare` runs them
 in order. The Docker client and the host (check mode, warnings, commands) are given to
 it, so the unit tests drive it with stand-ins.
 """
@@ -37,7 +38,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.ports import (
 from ansible_collections.bai.cluster.plugins.module_utils.containers import (
     admit,
     create,
-    mesh,
+    gate,
     prechecks,
     readiness,
     removal,
@@ -121,7 +122,7 @@ class AgentShare(Share):
         }
         if not create_ and not start:
             if self.req.mesh_check and not self.module.check_mode:
-                result["mesh"] = mesh.check(self)
+                result.update(gate.check(self))
             return {"changed": False, **result, **self.report()}
         plans, offer = self.prepare(create_, start)
         made = create.ensure_network(self) if create_ else None
@@ -141,7 +142,7 @@ class AgentShare(Share):
         targets += [(c["name"], c["id"], since) for _kernel, c in start]
         readiness.wait_ssh(self, targets, since)
         if self.req.mesh_check:
-            result["mesh"] = mesh.check(self)
+            result.update(gate.check(self))
         return {"changed": True, **result, **self.report()}
 
     def prepare(self, create_: list[PlannedKernel], start: list) -> tuple[Plans, admission.Offer]:

@@ -50,6 +50,8 @@ class Request:
     ledger_ids: Sequence[str] = ()
     network_spec: Optional[Mapping[str, Any]] = None
     mesh_check: bool = False
+    # The health gate's options (containers/gate.py): checks, skew_s.
+    gate: Mapping[str, Any] = field(default_factory=dict)
     # A batch session's command and stop grace period (module_utils/jobs/job.py); None for an
     # interactive session.
     job: Optional[Mapping[str, Any]] = None
@@ -136,6 +138,7 @@ REQUEST_OPTIONS = (
     "ledger_ids",
     "network_spec",
     "mesh_check",
+    "gate",
     "job",
     "apps",
 )

@@ -89,7 +89,10 @@ def test_step_names():
     assert step_of("Generate the session's SSH keys (secret, never printed)") == "keys"
     assert step_of("Create the session network") == "network"
     assert step_of("Create the containers on every agent, in parallel") == "containers"
-    assert step_of("Check that main1 reaches every container over SSH as user work") == "SSH check"
+    assert (
+        step_of("Check the gang from main1 (SSH to every container as user work, the health gate)")
+        == "health gate"
+    )
     assert step_of("Report the failure") == "cleanup"
     assert step_of("Something else") is None and step_of(None) is None
 
@@ -116,7 +119,7 @@ PLACE = "Place the session on the agents"
 ONE = "Create the containers on their agent"
 MANY = "Create the containers on every agent, in parallel"
 WAIT = "Wait for every agent"
-MESH = "Check that main1 reaches every container over SSH as user work"
+MESH = "Check the gang from main1 (SSH to every container as user work, the health gate)"
 
 
 def test_single_agent_create():
@@ -157,9 +160,17 @@ def test_single_agent_create():
                 "containers": containers,
                 "created": [1, 2, 3],
                 "restarted": [],
-                # One agent: its bridge and the SSH check come from the same module run.
+                # One agent: its bridge and the health gate come from the same module run.
                 "network": {"name": "bai-s-net", "driver": "bridge", "subnet": "10.224.0.0/24"},
                 "mesh": ["ok main1", "ok sub1", "ok sub2"],
+                "gate": {
+                    "seconds": 0.4,
+                    "members": {
+                        "main1": {"ssh": "ok", "dns": "ok"},
+                        "sub1": {"ssh": "ok", "dns": "ok", "mtu": "1500 rtt_ms=0.1"},
+                        "sub2": {"ssh": "ok", "dns": "ok", "mtu": "1500 rtt_ms=0.1"},
+                    },
+                },
             },
         ),
         ev("playbook_on_task_start", MANY),
@@ -175,7 +186,7 @@ def test_single_agent_create():
         "containers 0/3: creating on agent1",
         "network: bai-s-net (bridge, 10.224.0.0/24)",
         "containers 3/3 on agent1 (3 created, 0 restarted)",
-        "SSH check: ok, main1 reaches main1, sub1, sub2",
+        "health gate: ok, 3 member(s), 3 check(s) (dns, mtu, ssh) in 0.4 s",
     ]
 
 

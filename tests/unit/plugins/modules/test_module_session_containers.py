@@ -359,16 +359,53 @@ def test_a_container_that_exits_before_sshd_listens_fails_the_run_and_is_removed
     assert engine.store == {} and engine.network_named("bai-s1-net") is None
 
 
-def test_a_container_ssh_cannot_reach_fails_the_mesh_check_and_the_run(engine, tmp_path, data_root):
+def test_a_container_ssh_cannot_reach_fails_the_gate_and_the_run(engine, tmp_path, data_root):
     engine.unreachable.add("sub1")
 
     result = run(args_for(plan_for(), tmp_path, data_root), engine)
 
     assert result["failed"] is True, result
-    assert result["msg"].startswith("SSH from main1 does not reach every container: FAILED sub1")
+    assert result["msg"].startswith(
+        "the health gate of session s1 failed (checked twice): sub1 on agent agent1: ssh: "
+    ), result["msg"]
     assert "Connection refused" in result["msg"]
     assert "removed the 2 container(s)" in result["msg"]
     assert engine.store == {} and engine.network_named("bai-s1-net") is None
+    assert engine.gate_runs == 2
+
+
+def test_a_gate_fault_seen_once_is_checked_again_and_passes(engine, tmp_path, data_root):
+    engine.gate_faults = {"sub1": ("mtu", "no full-size packet")}
+    engine.gate_faults_left = 1
+
+    result = run(args_for(plan_for(), tmp_path, data_root), engine)
+
+    assert result["changed"] is True and engine.gate_runs == 2, result
+    assert result["gate"]["members"] == {"main1": {"ssh": "ok"}, "sub1": {"ssh": "ok"}}
+    assert result["mesh"] == ["ok main1", "ok sub1"]
+
+
+def test_a_gate_fault_seen_twice_fails_naming_the_check_member_and_agent(
+    engine, tmp_path, data_root
+):
+    engine.gate_faults = {"sub1": ("data", "/home/work/data is not mounted")}
+
+    result = run(args_for(plan_for(), tmp_path, data_root), engine)
+
+    assert result["failed"] is True, result
+    assert result["msg"].startswith(
+        "the health gate of session s1 failed (checked twice): sub1 on agent agent1: data: "
+        "/home/work/data is not mounted; "
+    ), result["msg"]
+    assert engine.store == {} and engine.gate_runs == 2
+
+
+def test_the_gate_runs_the_checks_asked_for(engine, tmp_path, data_root):
+    args = args_for(plan_for(), tmp_path, data_root, gate={"checks": ["dns", "clock"]})
+    assert run(args, engine)["changed"] is True
+    assert engine.gate_checks == ["dns,clock"]
+    bad = run(args_for(plan_for(), tmp_path, data_root, gate={"checks": ["ping"]}), engine)
+    assert "value of checks must be one or more of: ssh, dns," in bad["msg"], bad
 
 
 # --- absent -----------------------------------------------------------------------------

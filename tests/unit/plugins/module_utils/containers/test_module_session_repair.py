@@ -27,7 +27,8 @@ def session(engine, tmp_path):
     root = tmp_path / "data"
     root.mkdir()
     plan = plan_for()
-    assert make(args_for(plan, tmp_path, root), engine)["changed"] is True
+    made = make(args_for(plan, tmp_path, root), engine)
+    assert made["changed"] is True, made
     engine.stop("bai-s1-sub1")
     return plan["session_id"]
 

@@ -1,0 +1,382 @@
+"""The health gate: before a session is handed over (before a batch session's command
+starts, before an interactive session is reported ready), main1 checks the gang across its
+own links, from inside its members, all members at once (docs/sessions.md, "The health
+gate"). It grows the SSH mesh check (mesh.py): that login is the gate's first check.
+
+From main1 to each member, in parallel; in each member over that login:
+
+    ssh     main1 logs in to the member as user work (the mesh check)
+    dns     the member resolves every member's name to the address main1 resolves it to
+    mtu     full-size packets with don't-fragment set, at the route's MTU: main1 -> member
+            (the echo request) and member -> main1 (its reply), then member -> main1 again
+            from the member (a wrong MTU on one path passes SSH and hangs a first all-reduce)
+    tcp     the member opens a TCP connection back to main1 (a one-way block)
+    stream  1 MiB each way over SSH, timed (latency and throughput are recorded)
+    data    each data folder is mounted in the member, and the same: it reads the marker
+            main1 wrote there (a read-only folder: mounted)
+    clock   the member's clock within ``skew_s`` of main1's
+    gpu     the member sees as many GPU devices as it was given
+    hook    every executable in /etc/bai/gate.d of the image (or $BAI_GATE_DIR) exits 0:
+            the operator's own checks
+
+Each member is checked from main1 over the session network; checking every pair would
+cost N^2 logins for what a star already shows: a link between two members that both
+exchange full-size packets with main1 shares their agents' paths to main1's agent.
+
+    CHECKS                  the checks, in order
+    script(resolve_s)       the gate's bash, run in main1 as ``bash -c SCRIPT gate ARGS``
+    argv(...)               that command line
+    Result, read(...)       what its output says: each member's checks, failed or passed
+    run_from(api, ...)      run it in main1; a Result
+    check(share)            the gate of this agent's share's session: its report, or Failure
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ansible_collections.bai.cluster.plugins.module_utils.common.errors import Failure
+from ansible_collections.bai.cluster.plugins.module_utils.containers.mesh import RESOLVE_S
+from ansible_collections.bai.cluster.plugins.module_utils.containers.share import Share
+
+CHECKS = ("ssh", "dns", "mtu", "tcp", "stream", "data", "clock", "gpu", "hook")
+HOOK_DIR = "/etc/bai/gate.d"
+DEFAULT_SKEW_S = 2.0
+STREAM_BYTES = 1 << 20
+# bai_session_containers' option ``gate``.
+OPTION_SPEC: dict[str, Any] = {
+    "type": "dict",
+    "default": {},
+    "options": {
+        "checks": {
+            "type": "list",
+            "elements": "str",
+            "choices": list(CHECKS),
+            "default": list(CHECKS),
+        },
+        "skew_s": {"type": "float", "default": DEFAULT_SKEW_S},
+    },
+}
+
+# Runs in each member over main1's login; main1 puts the variables in front of it (main,
+# nonce, checks, dirs: "rw:/path" or "ro:/path", peers: name address ...). Prints
+# "CHECK ok|FAILED|skip DETAIL" lines.
+MEMBER = r"""
+on() { case ",$checks," in *",$1,"*) return 0 ;; esac; return 1; }
+echo "ssh ok $(hostname)"
+if on dns; then
+  bad=""
+  set -- "${peers[@]}"
+  while [ $# -ge 2 ]; do
+    got=$(getent hosts "$1" | awk '{print $1; exit}')
+    [ "$got" = "$2" ] || bad="$bad $1 -> ${got:-nothing} (main1: $2);"
+    shift 2
+  done
+  if [ -z "$bad" ]; then echo "dns ok"; else echo "dns FAILED resolves${bad%;}"; fi
+fi
+if on mtu && [ "$main" != "$(hostname)" ]; then
+  if ! command -v ping > /dev/null; then echo "mtu skip no ping in the image"; else
+    dev=$(ip -o route get "$(getent hosts "$main" | awk '{print $1; exit}')" 2> /dev/null \
+          | sed -n 's/.* dev \([^ ]*\).*/\1/p')
+    mtu=$(cat "/sys/class/net/$dev/mtu" 2> /dev/null || echo 1500)
+    ok=""
+    for try in 1 2 3; do
+      if ping -c 1 -W 2 -M do -s $((mtu - 28)) "$main" > /dev/null 2>&1; then ok=1; break; fi
+    done
+    if [ -n "$ok" ]; then echo "mtu ok back $mtu"; else
+      echo "mtu FAILED no full-size packet ($mtu bytes, don't fragment) from it to $main"; fi
+  fi
+fi
+if on tcp && [ "$main" != "$(hostname)" ]; then
+  if timeout 5 bash -c "exec 3<> /dev/tcp/$main/2200" 2> /dev/null; then echo "tcp ok"; else
+    echo "tcp FAILED cannot open a TCP connection to $main port 2200"; fi
+fi
+if on data; then
+  bad=""
+  for d in "${dirs[@]}"; do
+    path=${d#*:}
+    if ! mountpoint -q "$path" 2> /dev/null; then bad="$bad $path is not mounted;"
+    elif [ "${d%%:*}" = rw ] && [ "$(cat "$path/.bai-gate.$nonce" 2> /dev/null)" != "$nonce" ]; then
+      bad="$bad $path is not the folder main1 has (its marker is missing);"
+    fi
+  done
+  if [ -z "$bad" ]; then echo "data ok ${#dirs[@]}"; else echo "data FAILED${bad%;}"; fi
+fi
+if on clock; then echo "clock ok $(date +%s%N)"; fi
+if on gpu; then
+  want=${GPU_COUNT:-0}
+  have=$(ls -d /dev/nvidia[0-9]* /dev/dri/renderD* 2> /dev/null | wc -l)
+  if [ "$have" -ge "$want" ]; then echo "gpu ok $have"; else
+    echo "gpu FAILED given $want GPU(s), sees $have device(s)"; fi
+fi
+if on hook; then
+  bad=""
+  for h in "${BAI_GATE_DIR:-HOOK_DIR}"/*; do
+    [ -f "$h" ] && [ -x "$h" ] || continue
+    out=$(timeout 30 "$h" 2>&1); rc=$?
+    [ "$rc" -eq 0 ] || bad="$bad $h exit $rc: $(printf '%s' "$out" | tail -n 3 | tr '\n' ' ');"
+  done
+  if [ -z "$bad" ]; then echo "hook ok"; else echo "hook FAILED${bad%;}"; fi
+fi
+""".replace("HOOK_DIR", HOOK_DIR)
+
+# main1's side: args RESOLVE_S NONCE CHECKS BYTES HOST... -- DIR...; prints
+# "HOST CHECK ok|FAILED|skip DETAIL" lines and "HOST window T0 T1" (main1's clock, ns,
+# around the member's checks); exits 1 when a check failed.
+_SCRIPT = r"""set -u
+resolve_s=$1 nonce=$2 checks=$3 bytes=$4; shift 4
+hosts=(); while [ $# -gt 0 ] && [ "$1" != -- ]; do hosts+=("$1"); shift; done
+[ $# -gt 0 ] && shift
+dirs=("$@")
+main=$(hostname)
+dir=$(mktemp -d)
+on() { case ",$checks," in *",$1,"*) return 0 ;; esac; return 1; }
+known() {
+  local end=$((SECONDS + resolve_s))
+  until getent hosts "$1" > /dev/null 2>&1 || [ "$SECONDS" -ge "$end" ]; do sleep 0.2; done
+}
+now() { local t=${EPOCHREALTIME/./}; echo "${t}000"; }
+secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
+# A folder main1 cannot write is checked as mounted only, like a read-only one.
+written=()
+for d in "${dirs[@]}"; do
+  marker="${d#*:}/.bai-gate.$nonce"
+  if [ "${d%%:*}" = rw ] && ! { on data && printf '%s\n' "$nonce" > "$marker"; } 2> /dev/null
+  then d="ro:${d#*:}"; fi
+  written+=("$d")
+done
+dirs=("${written[@]}")
+for h in "${hosts[@]}"; do known "$h" & done
+wait
+peers=()
+for h in "${hosts[@]}"; do peers+=("$h" "$(getent hosts "$h" | awk '{print $1; exit}')"); done
+{
+  printf 'main=%q nonce=%q checks=%q\n' "$main" "$nonce" "$checks"
+  printf 'dirs=('; printf '%q ' "${dirs[@]}"; printf ')\n'
+  printf 'peers=('; printf '%q ' "${peers[@]}"; printf ')\n'
+  cat <<'MEMBER_EOF'
+@MEMBER@
+MEMBER_EOF
+} > "$dir/member.sh"
+ssh_=(ssh -o BatchMode=yes -o ConnectTimeout=10 -o ControlMaster=auto
+      -o "ControlPath=$dir/%h.ssh" -o ControlPersist=60)
+mtu_to() {
+  local dev
+  dev=$(ip -o route get "$1" 2> /dev/null | sed -n 's/.* dev \([^ ]*\).*/\1/p')
+  cat "/sys/class/net/$dev/mtu" 2> /dev/null || echo 1500
+}
+for h in "${hosts[@]}"; do
+  out="$dir/$h"
+  (
+    if on mtu && [ "$h" != "$main" ]; then
+      if ! command -v ping > /dev/null; then echo "$h mtu skip no ping in the image"; else
+        mtu=$(mtu_to "$(getent hosts "$h" | awk '{print $1; exit}')")
+        rtt=""
+        for try in 1 2 3; do
+          rtt=$(ping -c 1 -W 2 -M do -s $((mtu - 28)) "$h" 2> /dev/null \
+                | sed -n 's/.*time=\([0-9.]*\).*/\1/p')
+          [ -n "$rtt" ] && break
+        done
+        if [ -n "$rtt" ]; then echo "$h mtu ok $mtu rtt_ms=$rtt"; else
+          echo "$h mtu FAILED no full-size packet ($mtu bytes, don't fragment)" \
+            "between $main and $h"; fi
+      fi
+    fi > "$out.mtu" &
+    t0=$(now)
+    "${ssh_[@]}" "$h" bash -s < "$dir/member.sh" > "$out.member" 2> "$out.err"
+    rc=$?
+    t1=$(now)
+    logged=""
+    if grep -q "^ssh ok $h\$" "$out.member"; then
+      logged=1
+      sed "s/^/$h /" "$out.member" | grep -v "^$h ssh ok"
+      echo "$h ssh ok"
+      echo "$h window $t0 $t1"
+    else
+      said=$(cat "$out.member" "$out.err" | tail -n 5 | tr '\n' ' ' | sed 's/ *$//')
+      echo "$h ssh FAILED $said (exit $rc)"
+    fi > "$out.checks"
+    # Over the login above (its connection kept open for these): one stream each way.
+    if on stream && [ "$h" != "$main" ] && [ -n "$logged" ]; then
+      t0=$EPOCHREALTIME
+      up=$(head -c "$bytes" /dev/zero | timeout 20 "${ssh_[@]}" "$h" 'wc -c' 2> /dev/null)
+      t1=$EPOCHREALTIME
+      down=$(timeout 20 "${ssh_[@]}" "$h" "head -c $bytes /dev/zero" 2> /dev/null | wc -c)
+      t2=$EPOCHREALTIME
+      if [ "${up:-0}" = "$bytes" ] && [ "$down" = "$bytes" ]; then
+        echo "$h stream ok up_s=$(secs "$t0" "$t1") down_s=$(secs "$t1" "$t2")"
+      else
+        echo "$h stream FAILED $bytes bytes each way: ${up:-0} arrived at $h, $down came back"
+      fi
+    fi > "$out.stream"
+    "${ssh_[@]}" -O exit "$h" > /dev/null 2>&1
+    wait
+    cat "$out.checks" "$out.mtu" "$out.stream" > "$out"
+  ) &
+done
+wait
+for d in "${dirs[@]}"; do [ "${d%%:*}" = rw ] && rm -f "${d#*:}/.bai-gate.$nonce"; done
+rc=0
+for h in "${hosts[@]}"; do cat "$dir/$h"; grep -q "^$h [a-z]* FAILED" "$dir/$h" && rc=1; done
+rm -rf "$dir"
+exit $rc
+"""
+
+
+def script() -> str:
+    """The gate's bash (main1's side, with the members' inside it)."""
+    return _SCRIPT.replace("@MEMBER@", MEMBER.strip("\n"))
+
+
+SCRIPT = script()
+
+
+def argv(
+    hosts: Sequence[str],
+    checks: Iterable[str] = CHECKS,
+    dirs: Iterable[tuple[str, bool]] = (),
+    nonce: str = "",
+    resolve_s: int = RESOLVE_S,
+    stream_bytes: int = STREAM_BYTES,
+) -> list[str]:
+    """The gate's command line in main1 (no shell between: each item is one argument).
+    ``dirs``: (path in the container, read-only) of the data folders."""
+    folders = [f"{'ro' if readonly else 'rw'}:{path}" for path, readonly in dirs]
+    return [
+        "bash", "-c", SCRIPT, "gate", str(resolve_s), nonce or secrets.token_hex(8),
+        ",".join(checks), str(stream_bytes), *hosts, "--", *folders,
+    ]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One check of one member."""
+
+    host: str
+    check: str
+    status: str  # ok, FAILED, skip
+    detail: str = ""
+
+
+@dataclass
+class Result:
+    """What the gate found: each member's checks, and main1's clock around each login."""
+
+    findings: list[Finding] = field(default_factory=list)
+    windows: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    def failed(self) -> list[Finding]:
+        return [f for f in self.findings if f.status == "FAILED"]
+
+    def hosts_failed(self) -> list[str]:
+        return sorted({f.host for f in self.failed()})
+
+    def of(self, host: str) -> dict[str, Finding]:
+        """``host``'s findings by check; of two (mtu: main1's and the member's own), the
+        failed one, else the last."""
+        found: dict[str, Finding] = {}
+        for f in self.findings:
+            earlier = found.get(f.check)
+            if f.host == host and (earlier is None or earlier.status != "FAILED"):
+                found[f.check] = f
+        return found
+
+
+_LINE = re.compile(r"^(\S+) (window|[a-z]+) ?(ok|FAILED|skip)? ?(.*)$")
+
+
+def read(output: str, hosts: Sequence[str], skew_s: float = DEFAULT_SKEW_S) -> Result:
+    """The gate's output as findings; a member's clock is judged here, against main1's
+    clock before and after its login (its ``clock ok NS`` line must lie in that window,
+    widened by ``skew_s``). A member with no line at all has failed ``ssh``."""
+    result = Result()
+    clocks: dict[str, int] = {}
+    for line in output.splitlines():
+        found = _LINE.match(line.strip())
+        if not found or found.group(1) not in hosts:
+            continue
+        host, check, status, detail = found.groups()
+        if check == "window":
+            first, _sp, last = detail.partition(" ")
+            result.windows[host] = (int(first), int(last))
+        elif check == "clock" and status == "ok" and detail.isdigit():
+            clocks[host] = int(detail)
+        elif status:
+            result.findings.append(Finding(host, check, status, detail))
+    for host, ns in clocks.items():
+        result.findings.append(_clock(host, ns, result.windows.get(host), skew_s))
+    for host in hosts:
+        if not any(f.host == host for f in result.findings):
+            result.findings.append(Finding(host, "ssh", "FAILED", "the gate gave no answer"))
+    return result
+
+
+def _clock(host: str, ns: int, window: tuple[int, int] | None, skew_s: float) -> Finding:
+    if window is None:
+        return Finding(host, "clock", "skip", "no window")
+    first, last = window
+    off = (ns - last if ns > last else ns - first if ns < first else 0) / 1e9
+    if abs(off) > skew_s:
+        return Finding(host, "clock", "FAILED", f"{off:+.1f} s from main1's (at most {skew_s:g})")
+    return Finding(host, "clock", "ok", f"{off:+.3f} s")
+
+
+def summary(result: Result, agents: Mapping[str, str]) -> str:
+    """The failed checks for people, each member with its agent."""
+    return "; ".join(
+        f"{f.host} on agent {agents.get(f.host, '?')}: {f.check}: {f.detail}"
+        for f in result.failed()
+    )
+
+
+def run_from(
+    api: Any, container: str, hosts: Sequence[str], skew_s: float = DEFAULT_SKEW_S, **kwargs: Any
+) -> Result:
+    """Run the gate in ``container`` (main1) as user work; its Result."""
+    exec_id = api.exec_create(container, argv(hosts, **kwargs), user="work")
+    out = api.exec_start(exec_id).decode("utf-8", "replace")
+    return read(out, hosts, skew_s)
+
+
+def check(share: Share) -> dict[str, Any]:
+    """The gate from the master (on this agent) over every container of the session,
+    with the request's ``gate`` options (``checks``, ``skew_s``); a member that fails is
+    checked once more (with all the others) before it counts. Returns ``mesh`` (``ok
+    HOST`` lines, as the SSH check gave) and ``gate`` (``seconds``, and each member's
+    checks: ``{host: {check: detail}}``); raises Failure naming each failed check, its
+    member and its agent."""
+    req = share.req
+    master = next(k for k in share.mine if k.rank == 0)
+    kernels = sorted(req.kernels, key=lambda k: k.rank)
+    hosts = [k.hostname for k in kernels]
+    options = dict(req.gate or {})
+    skew_s = float(options.get("skew_s") or DEFAULT_SKEW_S)
+    kwargs = {
+        "checks": tuple(options.get("checks") or CHECKS),
+        "dirs": [(str(m["dst"]), bool(m.get("readonly"))) for m in req.mounts],
+    }
+    began = time.monotonic()
+    result = run_from(share.docker.api, master.container_name, hosts, skew_s, **kwargs)
+    if result.failed():
+        result = run_from(share.docker.api, master.container_name, hosts, skew_s, **kwargs)
+    if result.failed():
+        agents = {k.hostname: k.agent for k in kernels}
+        raise Failure(
+            f"the health gate of session {req.session} failed (checked twice): "
+            + summary(result, agents)
+        )
+    return {
+        "mesh": [f"ok {host}" for host in hosts],
+        "gate": {
+            "seconds": round(time.monotonic() - began, 3),
+            "members": {
+                host: {f.check: f.detail or f.status for f in result.of(host).values()}
+                for host in hosts
+            },
+        },
+    }
