@@ -9,21 +9,40 @@ session containers: main1 checks every member over the session's bridge.
   naming the hook, the member, its agent and the hook's own words, and leaves nothing
   behind; the user's command never ran (its output file never appears).
 
-The faults of the network, the data folders, the clocks and the devices are each made to
-fail in tests/unit/.../test_gate_script.py (the gate's own bash with stand-ins) and, with
-a GPU the runtime does not show, in test_gpu_lab.py.
+- Real faults in a healthy session's sub1, made from this machine (as root) in sub1's own
+  namespaces with nsenter, the gate run again from main1 (gate.run_from, the module's
+  own call) after each: its interface's MTU lowered to 1400 (mtu), packets over 1400
+  bytes dropped on their way in (an nft rule: the login stalls, mtu), its new TCP
+  connections to main1's sshd dropped (a one-way block: tcp), its data folder unmounted
+  (data). Each is named on sub1 alone; with the fault gone the gate passes again.
+
+A clock cannot be skewed here (the containers share this machine's clock): the clock
+check, like every other, is made to fail in tests/unit/.../test_gate_script.py (the
+gate's own bash with stand-ins); a GPU the runtime does not show, in test_gpu_lab.py.
 """
 
 from __future__ import annotations
 
 import base64
 import io
+import os
 import shutil
+import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
-from test_session_local import DATA_ROOT, create, ensure_dir, labelled, session, sweep
+from ansible_collections.bai.cluster.plugins.module_utils.containers import gate
+from test_session_local import (
+    DATA_ROOT,
+    container,
+    create,
+    ensure_dir,
+    labelled,
+    session,
+    sweep,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -96,3 +115,72 @@ def test_a_failing_operator_hook_stops_the_create_before_user_code(run_playbook,
     finally:
         sweep(docker_client, "it-gate-hook")
         docker_client.images.remove(HOOK_IMAGE, force=True)
+
+
+HOSTS = ("main1", "sub1", "sub2")
+# (what is done in sub1's namespaces, how it is undone, the check that must fail)
+FAULTS = {
+    "mtu lowered": (
+        ["-n", "ip", "link", "set", "eth0", "mtu", "1400"],
+        ["-n", "ip", "link", "set", "eth0", "mtu", "1500"],
+        "mtu",
+    ),
+    "large packets dropped": (
+        ["-n", "nft", "add table inet gatefault; add chain inet gatefault in "
+         "{ type filter hook input priority 0; }; add rule inet gatefault in "
+         "meta length > 1400 drop"],
+        ["-n", "nft", "delete table inet gatefault"],
+        "mtu",
+    ),
+    "one way blocked": (
+        ["-n", "nft", "add table inet gatefault; add chain inet gatefault out "
+         "{ type filter hook output priority 0; }; add rule inet gatefault out "
+         "tcp dport 2200 tcp flags syn drop"],
+        ["-n", "nft", "delete table inet gatefault"],
+        "tcp",
+    ),
+    "data folder unmounted": (
+        ["-m", "umount", "/home/work/data"],
+        None,  # the session is destroyed after it
+        "data",
+    ),
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def healthy(run_playbook, docker_client, data):
+    if os.geteuid() != 0 or not shutil.which("nsenter") or not shutil.which("nft"):
+        pytest.skip("the faults are made with nsenter and nft as root; not here")
+    mounts = [{"src": str(data), "dst": "/home/work/data"}]
+    with session(run_playbook, docker_client, "it-gate-f", size=3, mounts=mounts):
+        yield {h: container(docker_client, "it-gate-f", h) for h in HOSTS}
+
+
+def in_sub1(members, argv):
+    pid = str(members["sub1"].attrs["State"]["Pid"])
+    done = subprocess.run(["nsenter", "-t", pid, *argv], capture_output=True, text=True,
+                          check=False)  # fmt: skip
+    assert done.returncode == 0, (argv, done.stderr)
+
+
+def run_gate(docker_client, members) -> gate.Result:
+    main1 = members["main1"].name
+    return gate.run_from(docker_client.api, main1, HOSTS, dirs=[("/home/work/data", False)])
+
+
+@pytest.mark.parametrize("fault", list(FAULTS))
+def test_a_real_fault_in_one_member_is_named_there(docker_client, healthy, fault):
+    make, undo, check = FAULTS[fault]
+    in_sub1(healthy, make)
+    try:
+        began = time.monotonic()
+        result = run_gate(docker_client, healthy)
+        took = time.monotonic() - began
+    finally:
+        if undo:
+            in_sub1(healthy, undo)
+    failed = {(f.host, f.check) for f in result.failed()}
+    assert ("sub1", check) in failed and {h for h, _c in failed} == {"sub1"}, result
+    print(f"gate: {fault}: {sorted(failed)} in {took:.1f} s")
+    if undo:
+        assert run_gate(docker_client, healthy).failed() == []

@@ -15,7 +15,8 @@ From main1 to each member, in parallel; in each member over that login:
     data    each data folder is mounted in the member, and the same: it reads the marker
             main1 wrote there (a read-only folder: mounted)
     clock   the member's clock within ``skew_s`` of main1's
-    gpu     the member sees as many GPU devices as it was given
+    gpu     the member sees as many GPU devices as it was given (no fewer: one is not
+            usable; no more: it could use another session's)
     hook    every executable in /etc/bai/gate.d of the image (or $BAI_GATE_DIR) exits 0:
             the operator's own checks
 
@@ -68,6 +69,10 @@ OPTION_SPEC: dict[str, Any] = {
 # "CHECK ok|FAILED|skip DETAIL" lines.
 MEMBER = r"""
 on() { case ",$checks," in *",$1,"*) return 0 ;; esac; return 1; }
+mounted() {
+  if command -v mountpoint > /dev/null; then mountpoint -q "$1" 2> /dev/null
+  else awk -v p="$1" '$5 == p { found = 1 } END { exit !found }' /proc/self/mountinfo; fi
+}
 echo "ssh ok $(hostname)"
 if on dns; then
   bad=""
@@ -80,7 +85,9 @@ if on dns; then
   if [ -z "$bad" ]; then echo "dns ok"; else echo "dns FAILED resolves${bad%;}"; fi
 fi
 if on mtu && [ "$main" != "$(hostname)" ]; then
-  if ! command -v ping > /dev/null; then echo "mtu skip no ping in the image"; else
+  if ! command -v ping > /dev/null || ! command -v ip > /dev/null; then
+    echo "mtu skip no ping or ip in the image"
+  else
     dev=$(ip -o route get "$(getent hosts "$main" | awk '{print $1; exit}')" 2> /dev/null \
           | sed -n 's/.* dev \([^ ]*\).*/\1/p')
     mtu=$(cat "/sys/class/net/$dev/mtu" 2> /dev/null || echo 1500)
@@ -100,7 +107,7 @@ if on data; then
   bad=""
   for d in "${dirs[@]}"; do
     path=${d#*:}
-    if ! mountpoint -q "$path" 2> /dev/null; then bad="$bad $path is not mounted;"
+    if ! mounted "$path"; then bad="$bad $path is not mounted;"
     elif [ "${d%%:*}" = rw ] && [ "$(cat "$path/.bai-gate.$nonce" 2> /dev/null)" != "$nonce" ]; then
       bad="$bad $path is not the folder main1 has (its marker is missing);"
     fi
@@ -111,7 +118,7 @@ if on clock; then echo "clock ok $(date +%s%N)"; fi
 if on gpu; then
   want=${GPU_COUNT:-0}
   have=$(ls -d /dev/nvidia[0-9]* /dev/dri/renderD* 2> /dev/null | wc -l)
-  if [ "$have" -ge "$want" ]; then echo "gpu ok $have"; else
+  if [ "$have" -eq "$want" ]; then echo "gpu ok $have"; else
     echo "gpu FAILED given $want GPU(s), sees $have device(s)"; fi
 fi
 if on hook; then
@@ -163,8 +170,11 @@ for h in "${hosts[@]}"; do peers+=("$h" "$(getent hosts "$h" | awk '{print $1; e
 @MEMBER@
 MEMBER_EOF
 } > "$dir/member.sh"
-ssh_=(ssh -o BatchMode=yes -o ConnectTimeout=10 -o ControlMaster=auto
-      -o "ControlPath=$dir/%h.ssh" -o ControlPersist=60)
+# A login that stalls (a path that drops full-size packets stalls the key exchange) ends
+# by its timeout, not never.
+ssh_=(ssh -o BatchMode=yes -o ConnectTimeout=10 -o ServerAliveInterval=5
+      -o ServerAliveCountMax=2 -o ControlMaster=auto -o "ControlPath=$dir/%h.ssh"
+      -o ControlPersist=60)
 mtu_to() {
   local dev
   dev=$(ip -o route get "$1" 2> /dev/null | sed -n 's/.* dev \([^ ]*\).*/\1/p')
@@ -174,7 +184,9 @@ for h in "${hosts[@]}"; do
   out="$dir/$h"
   (
     if on mtu && [ "$h" != "$main" ]; then
-      if ! command -v ping > /dev/null; then echo "$h mtu skip no ping in the image"; else
+      if ! command -v ping > /dev/null || ! command -v ip > /dev/null; then
+        echo "$h mtu skip no ping or ip in the image"
+      else
         mtu=$(mtu_to "$(getent hosts "$h" | awk '{print $1; exit}')")
         rtt=""
         for try in 1 2 3; do
@@ -188,7 +200,7 @@ for h in "${hosts[@]}"; do
       fi
     fi > "$out.mtu" &
     t0=$(now)
-    "${ssh_[@]}" "$h" bash -s < "$dir/member.sh" > "$out.member" 2> "$out.err"
+    timeout 90 "${ssh_[@]}" "$h" bash -s < "$dir/member.sh" > "$out.member" 2> "$out.err"
     rc=$?
     t1=$(now)
     logged=""
@@ -199,7 +211,7 @@ for h in "${hosts[@]}"; do
       echo "$h window $t0 $t1"
     else
       said=$(cat "$out.member" "$out.err" | tail -n 5 | tr '\n' ' ' | sed 's/ *$//')
-      echo "$h ssh FAILED $said (exit $rc)"
+      echo "$h ssh FAILED ${said:-the login got no answer} (exit $rc)"
     fi > "$out.checks"
     # Over the login above (its connection kept open for these): one stream each way.
     if on stream && [ "$h" != "$main" ] && [ -n "$logged" ]; then
