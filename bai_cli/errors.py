@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from .progress import step_of
-from .runner import PlaybookResult
+from .runner import Failure, PlaybookResult
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -109,6 +109,41 @@ def _last_error_line(text: str) -> str:
     return lines[-1] if lines else ""
 
 
+# How a host that did not answer failed, by what Ansible said of it (the first match).
+NO_ANSWER = (
+    ("Cannot connect to the Docker daemon", "its Docker engine does not answer"),
+    ("Error while fetching server API version", "its Docker engine does not answer"),
+    ("Is the docker daemon running", "its Docker engine does not answer"),
+    (
+        "Module result deserialization failed",
+        "its node gave no answer: the machine or its engine is gone",
+    ),
+    ("No start of json char found", "its node gave no answer: the machine or its engine is gone"),
+    ("is not running", "its node is not running"),
+)
+
+
+def no_answer(failure: Failure) -> str | None:
+    """How ``failure``'s host did not answer (its connection failed, its engine does not
+    answer, its node is gone), in plain words; None for any other failure."""
+    if failure.unreachable:
+        return "its connection failed"
+    return next((how for said, how in NO_ANSWER if said in failure.msg), None)
+
+
+def _not_answering(result: PlaybookResult, first: Failure, how: str, step: str) -> BaiClusterError:
+    """``first.host`` did not answer: who, how, and whether the run went on with the others
+    (the other hosts' results of that task), then what Ansible said."""
+    others = len(result.ok_results.get(first.task) or [])
+    went_on = f"; the run went on with the {others} other host(s) that answered" if others else ""
+    return BaiClusterError(
+        "unreachable",
+        f"{first.host} did not answer ({how}){went_on}. Ansible said: {first.msg}",
+        step,
+        first.task,
+    )
+
+
 def classify(result: PlaybookResult) -> BaiClusterError | None:
     """The error a finished run stands for, or None when it succeeded."""
     fatal = result.fatal
@@ -124,8 +159,9 @@ def classify(result: PlaybookResult) -> BaiClusterError | None:
     first = next((f for f in fatal if step_of(f.task) != "cleanup"), fatal[0])
     message = fatal[-1].msg or first.msg or "failed"
     step = step_of(first.task) or "task"
-    if first.unreachable:
-        return BaiClusterError("unreachable", f"{first.host}: {message}", step, first.task)
+    how = no_answer(first)
+    if how:
+        return _not_answering(result, first, how, step)
     if first.task.startswith(VALIDATION_TASKS):
         return BaiClusterError("bad_input", message, step, first.task)
     if first.task.startswith(PLACEMENT_STOP):

@@ -243,7 +243,36 @@ def test_unreachable_host_is_a_plain_failure():
         result(Failure("Read capacity", "agent1", "no such container", unreachable=True))
     )
     assert error.kind == "unreachable" and error.exit_code == EXIT_FAILED
-    assert "agent1" in error.message
+    assert error.message == (
+        "agent1 did not answer (its connection failed). Ansible said: no such container"
+    )
+
+
+@pytest.mark.parametrize(
+    ("said", "how"),
+    [
+        (
+            "Module result deserialization failed: No start of json char found",
+            "its node gave no answer: the machine or its engine is gone",
+        ),
+        (
+            "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the "
+            "docker daemon running?",
+            "its Docker engine does not answer",
+        ),
+    ],
+)
+def test_an_agent_that_does_not_answer_is_named_with_how_and_what_went_on(said, how):
+    task = "Read the session containers on this agent"
+    run = result(Failure(task, "agent2", said))
+    run.ok_results[task] = [{"agent": "agent1"}]
+    error = classify(run)
+    assert (error.kind, error.exit_code) == ("unreachable", EXIT_FAILED)
+    assert error.message == (
+        f"agent2 did not answer ({how}); the run went on with the 1 other host(s) that "
+        f"answered. Ansible said: {said}"
+    )
+    assert error.task == task
 
 
 def test_cli_prints_one_error_line_and_json(monkeypatch, capsys):
