@@ -164,7 +164,8 @@ peers=()
 for h in "${hosts[@]}"; do peers+=("$h" "$(getent hosts "$h" | awk '{print $1; exit}')"); done
 {
   printf 'main=%q nonce=%q checks=%q\n' "$main" "$nonce" "$checks"
-  printf 'dirs=('; printf '%q ' "${dirs[@]}"; printf ')\n'
+  # (printf with no argument would still print one empty word)
+  printf 'dirs=('; [ ${#dirs[@]} -eq 0 ] || printf '%q ' "${dirs[@]}"; printf ')\n'
   printf 'peers=('; printf '%q ' "${peers[@]}"; printf ')\n'
   cat <<'MEMBER_EOF'
 @MEMBER@

@@ -88,11 +88,11 @@ def env(tmp_path: Path) -> dict[str, str]:
     }
 
 
-def run_gate(env: dict, tmp_path: Path, checks=gate.CHECKS, **faults: str):
+def run_gate(env: dict, tmp_path: Path, checks=gate.CHECKS, folders=True, **faults: str):
     data = tmp_path / "data"
     data.mkdir(exist_ok=True)
-    argv = gate.argv(HOSTS, checks=checks, dirs=[(str(data), False)], resolve_s=1,
-                     stream_bytes=4096)  # fmt: skip
+    dirs = [(str(data), False)] if folders else []
+    argv = gate.argv(HOSTS, checks=checks, dirs=dirs, resolve_s=1, stream_bytes=4096)
     began = time.monotonic()
     done = subprocess.run(argv, env={**env, **faults}, capture_output=True, text=True,
                           timeout=60, check=False)  # fmt: skip
@@ -152,6 +152,12 @@ def test_an_operator_hook_that_exits_1_fails_with_its_output(env, tmp_path):
     result, _done, _took = run_gate(env, tmp_path)
     assert failed(result) == [("sub1", "hook")]
     assert result.of("sub1")["hook"].detail == f"{hook} exit 1: port down"
+
+
+def test_a_session_without_data_folders_passes_the_data_check(env, tmp_path):
+    result, done, _took = run_gate(env, tmp_path, folders=False)
+    assert done.returncode == 0 and failed(result) == [], done.stdout
+    assert {result.of(h)["data"].detail for h in HOSTS} == {"0"}
 
 
 def test_a_check_turned_off_is_not_run(env, tmp_path):
