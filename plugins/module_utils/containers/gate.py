@@ -64,21 +64,40 @@ OPTION_SPEC: dict[str, Any] = {
     },
 }
 
-# Runs in each member over main1's login; main1 puts the variables in front of it (main,
-# nonce, checks, dirs: "rw:/path" or "ro:/path", peers: name address ...). Prints
-# "CHECK ok|FAILED|skip DETAIL" lines.
-MEMBER = r"""
+# Shell functions both sides use: whether a check is asked for, a member's address as
+# main1 resolved it, the MTU of the route to an address, whether a folder is mounted.
+HELPERS = r"""
 on() { case ",$checks," in *",$1,"*) return 0 ;; esac; return 1; }
+addr_of() {
+  local i
+  for ((i = 0; i < ${#peers[@]}; i += 2)); do
+    [ "${peers[i]}" = "$1" ] && { echo "${peers[i + 1]}"; return; }
+  done
+}
+# The MTU of the interface the route to an address leaves by (1500 when unknown).
+mtu_to() {
+  local route mtu=1500
+  route=$(ip -o route get "$1" 2> /dev/null)
+  [[ $route =~ \ dev\ ([^ ]+) ]] \
+    && { read -r mtu < "/sys/class/net/${BASH_REMATCH[1]}/mtu"; } 2> /dev/null
+  echo "${mtu:-1500}"
+}
 mounted() {
   if command -v mountpoint > /dev/null; then mountpoint -q "$1" 2> /dev/null
   else awk -v p="$1" '$5 == p { found = 1 } END { exit !found }' /proc/self/mountinfo; fi
 }
+"""
+
+# Runs in each member over main1's login; main1 puts the variables in front of it (main,
+# nonce, checks, dirs: "rw:/path" or "ro:/path", peers: name address ...). Prints
+# "CHECK ok|FAILED|skip DETAIL" lines.
+MEMBER = r"""
 echo "ssh ok $(hostname)"
 if on dns; then
   bad=""
   set -- "${peers[@]}"
   while [ $# -ge 2 ]; do
-    got=$(getent hosts "$1" | awk '{print $1; exit}')
+    got=""; read -r got _ < <(getent hosts "$1")
     [ "$got" = "$2" ] || bad="$bad $1 -> ${got:-nothing} (main1: $2);"
     shift 2
   done
@@ -88,9 +107,7 @@ if on mtu && [ "$main" != "$(hostname)" ]; then
   if ! command -v ping > /dev/null || ! command -v ip > /dev/null; then
     echo "mtu skip no ping or ip in the image"
   else
-    dev=$(ip -o route get "$(getent hosts "$main" | awk '{print $1; exit}')" 2> /dev/null \
-          | sed -n 's/.* dev \([^ ]*\).*/\1/p')
-    mtu=$(cat "/sys/class/net/$dev/mtu" 2> /dev/null || echo 1500)
+    mtu=$(mtu_to "$(addr_of "$main")")
     ok=""
     for try in 1 2 3; do
       if ping -c 1 -W 2 -M do -s $((mtu - 28)) "$main" > /dev/null 2>&1; then ok=1; break; fi
@@ -142,7 +159,7 @@ hosts=(); while [ $# -gt 0 ] && [ "$1" != -- ]; do hosts+=("$1"); shift; done
 dirs=("$@")
 main=$(hostname)
 dir=$(mktemp -d)
-on() { case ",$checks," in *",$1,"*) return 0 ;; esac; return 1; }
+@HELPERS@
 known() {
   local end=$((SECONDS + resolve_s))
   until getent hosts "$1" > /dev/null 2>&1 || [ "$SECONDS" -ge "$end" ]; do sleep 0.2; done
@@ -161,13 +178,14 @@ dirs=("${written[@]}")
 for h in "${hosts[@]}"; do known "$h" & done
 wait
 peers=()
-for h in "${hosts[@]}"; do peers+=("$h" "$(getent hosts "$h" | awk '{print $1; exit}')"); done
+for h in "${hosts[@]}"; do a=""; read -r a _ < <(getent hosts "$h"); peers+=("$h" "$a"); done
 {
   printf 'main=%q nonce=%q checks=%q\n' "$main" "$nonce" "$checks"
   # (printf with no argument would still print one empty word)
   printf 'dirs=('; [ ${#dirs[@]} -eq 0 ] || printf '%q ' "${dirs[@]}"; printf ')\n'
   printf 'peers=('; printf '%q ' "${peers[@]}"; printf ')\n'
   cat <<'MEMBER_EOF'
+@HELPERS@
 @MEMBER@
 MEMBER_EOF
 } > "$dir/member.sh"
@@ -176,11 +194,6 @@ MEMBER_EOF
 ssh_=(ssh -o BatchMode=yes -o ConnectTimeout=10 -o ServerAliveInterval=5
       -o ServerAliveCountMax=2 -o ControlMaster=auto -o "ControlPath=$dir/%h.ssh"
       -o ControlPersist=60)
-mtu_to() {
-  local dev
-  dev=$(ip -o route get "$1" 2> /dev/null | sed -n 's/.* dev \([^ ]*\).*/\1/p')
-  cat "/sys/class/net/$dev/mtu" 2> /dev/null || echo 1500
-}
 for h in "${hosts[@]}"; do
   out="$dir/$h"
   (
@@ -188,11 +201,11 @@ for h in "${hosts[@]}"; do
       if ! command -v ping > /dev/null || ! command -v ip > /dev/null; then
         echo "$h mtu skip no ping or ip in the image"
       else
-        mtu=$(mtu_to "$(getent hosts "$h" | awk '{print $1; exit}')")
+        mtu=$(mtu_to "$(addr_of "$h")")
         rtt=""
         for try in 1 2 3; do
-          rtt=$(ping -c 1 -W 2 -M do -s $((mtu - 28)) "$h" 2> /dev/null \
-                | sed -n 's/.*time=\([0-9.]*\).*/\1/p')
+          said=$(ping -c 1 -W 2 -M do -s $((mtu - 28)) "$h" 2> /dev/null)
+          [[ $said =~ time=([0-9.]+) ]] && rtt=${BASH_REMATCH[1]}
           [ -n "$rtt" ] && break
         done
         if [ -n "$rtt" ]; then echo "$h mtu ok $mtu rtt_ms=$rtt"; else
@@ -243,7 +256,8 @@ exit $rc
 
 def script() -> str:
     """The gate's bash (main1's side, with the members' inside it)."""
-    return _SCRIPT.replace("@MEMBER@", MEMBER.strip("\n"))
+    helpers = HELPERS.strip("\n")
+    return _SCRIPT.replace("@HELPERS@", helpers).replace("@MEMBER@", MEMBER.strip("\n"))
 
 
 SCRIPT = script()
