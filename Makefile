@@ -91,8 +91,8 @@ integration-local: setup  ## the integration tests on this machine's engine (-m 
 molecule: setup  ## Molecule scenarios ($(SCENARIOS))
 	@for s in $(SCENARIOS); do echo "== molecule test -s $$s"; molecule test -s $$s; done
 
-# Lint, the unit tests and the test image build run beside the lab's bring-up and
-# converge; then the lab's integration tests beside the local ones and the Molecule
+# The test image build runs beside the lab's bring-up and converge; then the lab's
+# integration tests beside lint, the unit tests, the local ones and the Molecule
 # scenarios; then the time report (scripts/test.sh says how).
 test: setup  ## everything: lint, unit, every integration test, every Molecule scenario
 	@scripts/test.sh

@@ -2,13 +2,15 @@
 # `make test`: every test the project has, on a clean checkout, in the least time two
 # cores allow.
 #
-# The images the lab needs are built first (everything else builds FROM them). Then three
-# things at once: lint and the unit tests (no Docker), the integration tests' image
-# bai/session-hpc and the browser (scripts/test_images.sh, browser_setup.sh), and the lab
-# brought up and converged with site.yml. Then two lanes at once: the integration tests
-# on the lab (`make integration-lab`, pytest -m lab) and, beside them, those on this
-# machine's engine (`make integration-local`, -m "not lab") followed by the Molecule
-# scenarios. The two kinds never touch each other's engines
+# The images the lab needs are built first (everything else builds FROM them). Then two
+# things at once: the integration tests' image bai/session-hpc and the browser
+# (scripts/test_images.sh, browser_setup.sh), and the lab brought up and converged with
+# site.yml. Then two lanes at once: the integration tests on the lab (`make
+# integration-lab`, pytest -m lab) and, beside them, lint and the unit tests (no Docker),
+# the integration tests on this machine's engine (`make integration-local`, -m "not
+# lab") and the Molecule scenarios. The machine's cores are busy throughout; lint and the
+# unit tests sit in the local lane, which is the shorter one, so that the lab comes up
+# sooner and the lanes end together. The two kinds never touch each other's engines
 # (tests/integration/conftest.py checks each module's own engines are empty before and
 # after it). Nothing is deselected. A side stage keeps its output in .cache/test-logs/,
 # printed once it is done. At the end, passed or not: the time report (each stage, the
@@ -61,24 +63,23 @@ stop_if_failed() {
 
 began=$SECONDS
 timed "images" stage images
-timed "  lint and unit tests" stage lint unit >"$logs/lint-unit.log" 2>&1 &
-side+=($!)
 timed "  test images, browser" stage test-images >"$logs/test-images.log" 2>&1 &
 side+=($!)
 lab=0
 timed "  lab up, site.yml" stage lab-up site || lab=$?
-finish lint-unit.log "${side[0]}" || failed+=("lint or the unit tests")
-finish test-images.log "${side[1]}" || failed+=("the test images")
+finish test-images.log "${side[0]}" || failed+=("the test images")
 [ "$lab" -eq 0 ] || failed+=("the lab or site.yml")
 stop_if_failed
-echo "make test: images, lint, unit tests, the lab and its converge done in $((SECONDS - began)) s"
+echo "make test: images, the lab and its converge done in $((SECONDS - began)) s"
 note "first stage, in all" "$((SECONDS - began))" 0
 
 began=$SECONDS
 side=()
-# The local lane: the local integration tests, then every Molecule scenario, each timed.
+# The local lane: lint and the unit tests, the local integration tests, then every
+# Molecule scenario, each timed.
 local_lane() {
   local rc=0 scenario
+  timed "  local lane: lint and unit tests" stage lint unit || rc=$?
   timed "  local lane: integration tests" stage integration-local || rc=$?
   for scenario in default multinode systemd; do
     timed "  local lane: molecule $scenario" stage molecule SCENARIOS="$scenario" || rc=$?
@@ -90,7 +91,7 @@ side+=($!)
 lab=0
 timed "  lab lane: integration tests" stage integration-lab || lab=$?
 echo "make test: the lab's integration tests done in $((SECONDS - began)) s (exit $lab)"
-finish local-molecule.log "${side[0]}" || failed+=("the local integration tests or Molecule")
+finish local-molecule.log "${side[0]}" || failed+=("lint, the unit or local integration tests, or Molecule")
 [ "$lab" -eq 0 ] || failed+=("the lab's integration tests")
 note "the two lanes, in all" "$((SECONDS - began))" "${#failed[@]}"
 stop_if_failed

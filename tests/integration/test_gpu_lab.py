@@ -661,7 +661,23 @@ def sim_sessions(sim_ready, run_playbook):
         assert rc == 0, out
         return json.loads(out)[0]
 
+    # First, with the gate's gpu check on, while both devices are free: the device the
+    # container is given is not in it.
+    gated = run_playbook(
+        "session_create.yml",
+        extra_vars={
+            "session_name": "gpu-sim-gated",
+            "session_resource_group": "gpu",
+            "session_size": 1,
+            "session_resources": {"cpu": 0.25, "mem": "128m", "gpu": 1},
+            "bai_gate_checks": list(GATE_CHECKS),
+        },
+        inventory=sim["inventory"],
+    )
+    gated_left = sim_exec(container, "docker ps -aq --filter name=bai-gpu-sim-gated-")[1]
     runs = {
+        "gated": gated,
+        "gated_left": gated_left,
         "two": create("gpu-sim-two", size=2, resources={"cpu": 0.5, "mem": "256m", "gpu": 1}),
         "more": create("gpu-sim-more", size=1, resources={"cpu": 0.5, "mem": "256m", "gpu": 1}),
         "none": create("gpu-sim-none", size=1, resources={"cpu": 0.5, "mem": "256m"}),
@@ -682,36 +698,12 @@ def sim_sessions(sim_ready, run_playbook):
     runs["after_rerun"] = sim_exec(
         container, "docker ps -a --format '{{.Names}} {{.State}}' --filter name=gpu-sim-two"
     )[1]
-    # With the gate's gpu check on: the device the container was given is not in it.
-    runs["gated"] = run_playbook(
-        "session_create.yml",
-        extra_vars={
-            "session_name": "gpu-sim-gated",
-            "session_resource_group": "gpu",
-            "session_resources": {"cpu": 0.25, "mem": "128m", "gpu": 1},
-            "bai_gate_checks": list(GATE_CHECKS),
-        },
-        inventory=sim["inventory"],
-    )
-    runs["gated_left"] = sim_exec(container, "docker ps -aq --filter name=bai-gpu-sim-gated-")[1]
     # dcgm-exporter's job mapping, as the agent's modules left it: GPU index: session id.
     runs["job_mapping"] = sim_exec(container, f"cd {JOB_MAPPING} && grep -H . *")[1]
 
-    try:
-        yield runs, inspect
-    finally:
-        for name in (
-            "gpu-sim-two",
-            "gpu-sim-more",
-            "gpu-sim-none",
-            "gpu-sim-take",
-            "gpu-sim-gated",
-        ):
-            run_playbook(
-                "session_destroy.yml",
-                extra_vars={"session_name": name},
-                inventory=sim["inventory"],
-            )
+    # No destroy at the end: the sessions go with the simulated agent (the sim fixture
+    # removes its container, its engine's volume and the file ledger on it).
+    yield runs, inspect
 
 
 def test_sim_the_gate_refuses_a_gpu_it_cannot_see(sim_sessions):
@@ -833,16 +825,8 @@ def rdma(sim_ready, sim_sessions, run_playbook):
         "on": create("rdma-on"),
         "off": create("rdma-off", "-e", "bai_session_rdma=false"),
     }
-    try:
-        yield runs
-    finally:
-        for name in ("rdma-on", "rdma-off"):
-            run_playbook(
-                "session_destroy.yml",
-                extra_vars={"session_name": name},
-                inventory=sim_ready["inventory"],
-            )
-        sim_exec(container, "rm -rf /dev/infiniband")
+    # The sessions and the devices go with the simulated agent (the sim fixture).
+    yield runs
 
 
 def _sim_inspect(sim, name: str) -> dict:
