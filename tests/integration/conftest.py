@@ -25,7 +25,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.common.labels import (
     LABEL_AGENT,
     LABEL_SESSION,
 )
-from labtools import Lab, container_name
+from labtools import Lab, clear_stale_overlays, container_name
 
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = REPO / ".venv" / "bin"
@@ -425,6 +425,13 @@ def _remove_leftovers(client, local: bool, lab: bool) -> None:
         container.exec_run(
             ["sh", "-c", f"docker network rm $(docker network ls -q --filter {label}) 2>/dev/null"]
         )
+    if lab:
+        # An overlay a worker kept after the managers removed it (a Docker defect,
+        # docs/sessions.md "After a restart") cannot be removed there: only restarting
+        # that agent's engine clears it, so that one leak fails one module, not the rest.
+        stale = clear_stale_overlays(Lab(client))
+        if stale:
+            print(f"\nagents whose engine kept a removed session overlay, restarted: {stale}")
 
 
 def _engines_of(module: pytest.Module) -> tuple[bool, bool]:

@@ -235,14 +235,15 @@ def restart_engine(lab: Lab, agent: str) -> None:
     wait_for(lambda: swarm_ready(lab.manager, agent), f"{agent} ready in the swarm")
 
 
-def clear_stale_overlays(lab: Lab, name: str, seconds: float = 20) -> list[str]:
-    """The agents that still listed session ``name``'s overlay after the manager had
-    removed it, whose engines this restarted to clear it. Docker can keep a worker's side
-    of a removed overlay (only its load-balancer endpoint, ``lb-NETWORK``, left) after a
-    container failed to attach to it across an engine restart (docs/sessions.md, "After a
-    restart"); a worker cannot remove a swarm network, and only restarting its engine
-    clears it. A worker that is still detaching drops it within ``seconds`` by itself."""
-    label = f"label={LABEL_SESSION}={name}"
+def clear_stale_overlays(lab: Lab, name: str | None = None, seconds: float = 20) -> list[str]:
+    """The agents that still listed session ``name``'s overlay (any session's, without a
+    name) after the manager had removed it, whose engines this restarted to clear it.
+    Docker can keep a worker's side of a removed overlay (only its load-balancer endpoint,
+    ``lb-NETWORK``, left) after a container failed to attach to it, across an engine
+    restart or under load (docs/sessions.md, "After a restart"); a worker cannot remove a
+    swarm network, and only restarting its engine clears it. A worker that is still
+    detaching drops it within ``seconds`` by itself."""
+    label = f"label={LABEL_SESSION}={name}" if name else f"label={LABEL_SESSION}"
     if on_agent(lab.manager, "docker", "network", "ls", "-q", "--filter", label)[1].strip():
         return []  # the manager still has it: a leftover, not a stale attachment
 

@@ -82,6 +82,16 @@ mtu_to() {
     && { read -r mtu < "/sys/class/net/${BASH_REMATCH[1]}/mtu"; } 2> /dev/null
   echo "${mtu:-1500}"
 }
+# The round trip (ms) of a full-size ping to a host with don't-fragment set, at most three
+# tries; fails when none came back.
+full_ping() {
+  local said try
+  for try in 1 2 3; do
+    said=$(ping -c 1 -W 2 -M do -s $(($2 - 28)) "$1" 2> /dev/null)
+    [[ $said =~ time=([0-9.]+) ]] && { echo "${BASH_REMATCH[1]}"; return 0; }
+  done
+  return 1
+}
 mounted() {
   if command -v mountpoint > /dev/null; then mountpoint -q "$1" 2> /dev/null
   else awk -v p="$1" '$5 == p { found = 1 } END { exit !found }' /proc/self/mountinfo; fi
@@ -108,11 +118,7 @@ if on mtu && [ "$main" != "$(hostname)" ]; then
     echo "mtu skip no ping or ip in the image"
   else
     mtu=$(mtu_to "$(addr_of "$main")")
-    ok=""
-    for try in 1 2 3; do
-      if ping -c 1 -W 2 -M do -s $((mtu - 28)) "$main" > /dev/null 2>&1; then ok=1; break; fi
-    done
-    if [ -n "$ok" ]; then echo "mtu ok back $mtu"; else
+    if full_ping "$main" "$mtu" > /dev/null; then echo "mtu ok back $mtu"; else
       echo "mtu FAILED no full-size packet ($mtu bytes, don't fragment) from it to $main"; fi
   fi
 fi
@@ -179,6 +185,15 @@ for h in "${hosts[@]}"; do known "$h" & done
 wait
 peers=()
 for h in "${hosts[@]}"; do a=""; read -r a _ < <(getent hosts "$h"); peers+=("$h" "$a"); done
+# Another member with the same address (main1 itself, say): a login to one reaches the other.
+twin_of() {
+  local i
+  for ((i = 0; i < ${#peers[@]}; i += 2)); do
+    [ "${peers[i]}" != "$1" ] && [ -n "$2" ] && [ "${peers[i + 1]}" = "$2" ] \
+      && { echo "${peers[i]}"; return 0; }
+  done
+  return 1
+}
 {
   printf 'main=%q nonce=%q checks=%q\n' "$main" "$nonce" "$checks"
   # (printf with no argument would still print one empty word)
@@ -197,18 +212,16 @@ ssh_=(ssh -o BatchMode=yes -o ConnectTimeout=10 -o ServerAliveInterval=5
 for h in "${hosts[@]}"; do
   out="$dir/$h"
   (
+    a=$(addr_of "$h")
+    if on dns && twin=$(twin_of "$h" "$a"); then
+      echo "$h dns FAILED $h and $twin both resolve to $a"
+    fi > "$out.names"
     if on mtu && [ "$h" != "$main" ]; then
       if ! command -v ping > /dev/null || ! command -v ip > /dev/null; then
         echo "$h mtu skip no ping or ip in the image"
       else
-        mtu=$(mtu_to "$(addr_of "$h")")
-        rtt=""
-        for try in 1 2 3; do
-          said=$(ping -c 1 -W 2 -M do -s $((mtu - 28)) "$h" 2> /dev/null)
-          [[ $said =~ time=([0-9.]+) ]] && rtt=${BASH_REMATCH[1]}
-          [ -n "$rtt" ] && break
-        done
-        if [ -n "$rtt" ]; then echo "$h mtu ok $mtu rtt_ms=$rtt"; else
+        mtu=$(mtu_to "$a")
+        if rtt=$(full_ping "$h" "$mtu"); then echo "$h mtu ok $mtu rtt_ms=$rtt"; else
           echo "$h mtu FAILED no full-size packet ($mtu bytes, don't fragment)" \
             "between $main and $h"; fi
       fi
@@ -218,11 +231,14 @@ for h in "${hosts[@]}"; do
     rc=$?
     t1=$(now)
     logged=""
-    if grep -q "^ssh ok $h\$" "$out.member"; then
+    reached=$(sed -n 's/^ssh ok //p' "$out.member" | head -n 1)
+    if [ "$reached" = "$h" ]; then
       logged=1
       sed "s/^/$h /" "$out.member" | grep -v "^$h ssh ok"
       echo "$h ssh ok"
       echo "$h window $t0 $t1"
+    elif [ -n "$reached" ]; then
+      echo "$h ssh FAILED the login to $h reached $reached (its name resolves to ${a:-nothing})"
     else
       said=$(cat "$out.member" "$out.err" | tail -n 5 | tr '\n' ' ' | sed 's/ *$//')
       echo "$h ssh FAILED ${said:-the login got no answer} (exit $rc)"
@@ -242,7 +258,7 @@ for h in "${hosts[@]}"; do
     fi > "$out.stream"
     "${ssh_[@]}" -O exit "$h" > /dev/null 2>&1
     wait
-    cat "$out.checks" "$out.mtu" "$out.stream" > "$out"
+    cat "$out.names" "$out.checks" "$out.mtu" "$out.stream" > "$out"
   ) &
 done
 wait

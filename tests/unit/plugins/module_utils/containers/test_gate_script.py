@@ -44,6 +44,8 @@ echo "1480 bytes from $target: icmp_seq=1 ttl=64 time=0.042 ms"
     + r"""while [ "$1" = -o ]; do shift 2; done
 [ "$1" = -O ] && exit 0  # the kept connection's end
 host=$1; shift
+# FAKE_LANDS="sub1:main1": a login to sub1 reaches main1 (sub1's name has main1's address).
+host=$(pick "$host" "${FAKE_LANDS:-}" || echo "$host")
 for h in $FAKE_DOWN; do
   [ "$h" = "$host" ] || continue
   echo "ssh: connect to host $host port 2200: Connection refused" >&2; exit 255
@@ -143,6 +145,22 @@ def test_each_fault_fails_its_check_on_its_member_only(env, tmp_path, fault, val
     assert said in detail, detail
     if expect[1] == "mtu":  # both ways: main1's echo, and the member's own to main1
         assert "mtu FAILED" in done.stdout and "stream ok" in done.stdout
+
+
+def test_a_member_whose_name_has_main1s_address_is_named_not_logged_in_to(env, tmp_path):
+    """Seen once in CI: sub1's name resolved, in main1, to main1's own address (after a
+    slow attach on its agent), so `ssh sub1` logged in to main1 and every check there
+    passed. The gate says what it is instead of checking main1 twice."""
+    addresses = {**ADDRESSES, "sub1": ADDRESSES["main1"]}
+    env = {**env, "FAKE_ADDRESSES": " ".join(f"{h}={a}" for h, a in addresses.items())}
+    result, done, _took = run_gate(env, tmp_path, FAKE_LANDS="sub1:main1")
+    assert done.returncode == 1, done.stdout
+    assert failed(result) == [("main1", "dns"), ("sub1", "dns"), ("sub1", "ssh")], done.stdout
+    assert result.of("sub1")["dns"].detail == "sub1 and main1 both resolve to 10.9.0.2"
+    assert result.of("sub1")["ssh"].detail == (
+        "the login to sub1 reached main1 (its name resolves to 10.9.0.2)"
+    )
+    assert "sub2 ssh ok" in done.stdout
 
 
 def test_an_operator_hook_that_exits_1_fails_with_its_output(env, tmp_path):
