@@ -29,13 +29,16 @@ from __future__ import annotations
 from ..errors import BaiClusterError
 from .agent import (
     AGENT_AVAILABILITY,
+    AGENT_CHECK,
     AGENT_DRAIN,
     AGENT_LIST,
     AGENT_REMOVE,
     DRAIN_TIMEOUT_S,
     AgentAvailability,
+    AgentHealth,
     Drained,
     Removed,
+    check_agent,
     drain_agent,
     list_agents,
     remove_agent,
@@ -90,6 +93,7 @@ from .shell import ShellCommand, logs_command, shell_command
 
 __all__ = [
     "AGENT_AVAILABILITY",
+    "AGENT_CHECK",
     "AGENT_DRAIN",
     "AGENT_LIST",
     "AGENT_REMOVE",
@@ -112,6 +116,7 @@ __all__ = [
     "WAIT",
     "Access",
     "AgentAvailability",
+    "AgentHealth",
     "App",
     "Apps",
     "BaiClusterError",
@@ -129,6 +134,7 @@ __all__ = [
     "SessionDetails",
     "SessionRow",
     "ShellCommand",
+    "check_agent",
     "collect_metrics",
     "create_extravars",
     "create_session",

@@ -20,6 +20,7 @@ from .base import Event, current_user, flag, run, set_var
 from .ledger import NO_PASS, Scheduled, schedule_sessions
 
 AGENT_LIST = "playbooks/agent_list.yml"
+AGENT_CHECK = "playbooks/agent_check.yml"
 AGENT_AVAILABILITY = "playbooks/agent_availability.yml"
 AGENT_DRAIN = "playbooks/agent_drain.yml"
 AGENT_REMOVE = "playbooks/agent_remove.yml"
@@ -63,6 +64,40 @@ class AgentAvailability:
             node=dict(data["node"]) if data.get("node") else None,
             sessions=[dict(s) for s in data.get("sessions") or []],
         )
+
+
+@dataclass
+class AgentHealth:
+    """What ``agent check`` found (agent_check.yml's ``bai_agent_check``): whether the
+    agent ``answered`` (else ``problem`` says how it failed), whether it is ``healthy``,
+    and each check (``check``, ``status`` ok/FAILED/skip, ``detail``), in order."""
+
+    name: str
+    answered: bool
+    healthy: bool
+    checks: list[dict[str, Any]] = field(default_factory=list)
+    problem: str = ""
+
+    @property
+    def failed(self) -> list[dict[str, Any]]:
+        return [c for c in self.checks if c.get("status") == "FAILED"]
+
+
+def check_agent(
+    name: str, *, inventory: str | None = None, on_event: Event | None = None, **kwargs: Any
+) -> AgentHealth:
+    """Run agent ``name``'s health checks now (playbooks/agent_check.yml, which changes
+    nothing): an unhealthy agent or one that does not answer is a result, not an error."""
+    extravars = {"agent_name": name, "agent_check_fail": False}
+    result = run(AGENT_CHECK, extravars, inventory=inventory, on_event=on_event, **kwargs)
+    data = dict(result.stats.get("bai_agent_check") or {})
+    return AgentHealth(
+        name=name,
+        answered=flag(data.get("answered")),
+        healthy=flag(data.get("healthy")),
+        checks=[dict(c) for c in data.get("checks") or []],
+        problem=str(data.get("problem") or ""),
+    )
 
 
 @dataclass

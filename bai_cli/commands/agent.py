@@ -11,7 +11,7 @@ from typing import Any
 from ansible_collections.bai.cluster.plugins.module_utils.hosts import agent_view
 
 from .. import api
-from ..errors import EXIT_OK
+from ..errors import EXIT_FAILED, EXIT_OK
 from .common import Context, UsageError, emit_json
 
 
@@ -19,14 +19,14 @@ from .common import Context, UsageError, emit_json
 def add_parser(
     top: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
 ) -> None:
-    """``agent ACTION``: list, show, pause, drain, activate, remove (in this order)."""
+    """``agent ACTION``: list, show, check, pause, drain, activate, remove (in this order)."""
     agent = top.add_parser(
         "agent",
         parents=[common],
-        help="the agents: list, show, pause, drain, activate, remove",
+        help="the agents: list, show, check, pause, drain, activate, remove",
         description="The inventory's agents as the cluster sees them, whether they take "
-        "new sessions, and taking one out of the cluster (agent_list.yml, "
-        "agent_availability.yml, agent_drain.yml, agent_remove.yml).",
+        "new sessions, their health, and taking one out of the cluster (agent_list.yml, "
+        "agent_check.yml, agent_availability.yml, agent_drain.yml, agent_remove.yml).",
     )
     agents = agent.add_subparsers(dest="action", required=True, metavar="ACTION")
     agents.add_parser(
@@ -36,6 +36,15 @@ def add_parser(
     )
     agent_show = agents.add_parser("show", parents=[common], help="one agent in detail")
     agent_show.add_argument("name")
+    check = agents.add_parser(
+        "check",
+        parents=[common],
+        help="run the agent's health checks now and print each (exit 1: one failed)",
+        description="The agent-side checks of the health gate, now: its engine answers, "
+        "full-size packets reach the swarm managers, its data folders are there, its GPUs "
+        "are usable, its disk has the floor free (agent_check.yml; changes nothing).",
+    )
+    check.add_argument("name")
     pause = agents.add_parser(
         "pause",
         parents=[common],
@@ -223,6 +232,28 @@ def show(ctx: Context) -> int:
     return EXIT_OK
 
 
+def check(ctx: Context) -> int:
+    done = api.check_agent(ctx.args.name, on_event=ctx.verbose_plays(), **ctx.common)
+    if ctx.as_json:
+        emit_json(asdict(done))
+    else:
+        print("\n".join(health_text(done)))
+    return EXIT_OK if done.healthy else EXIT_FAILED
+
+
+def health_text(done: api.AgentHealth) -> list[str]:
+    """``agent agent2: not healthy (disk)`` and a line per check."""
+    if not done.answered:
+        return [f"agent {done.name}: did not answer: {done.problem}"]
+    failed = [c.get("check") for c in done.failed]
+    head = "healthy" if done.healthy else f"not healthy ({', '.join(map(str, failed))})"
+    width = max((len(str(c.get("check"))) for c in done.checks), default=0)
+    return [f"agent {done.name}: {head}"] + [
+        f"  {str(c.get('check')).ljust(width)}  {str(c.get('status')).ljust(6)}  {c.get('detail')}"
+        for c in done.checks
+    ]
+
+
 def set_availability(ctx: Context) -> int:
     """``agent pause`` and ``agent activate``."""
     args = ctx.args
@@ -272,6 +303,7 @@ def drain_or_remove(ctx: Context) -> int:
 ACTIONS: dict[str, Callable[[Context], int]] = {
     "list": list_,
     "show": show,
+    "check": check,
     "pause": set_availability,
     "activate": set_availability,
     "drain": drain_or_remove,

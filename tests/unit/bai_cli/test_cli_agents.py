@@ -463,3 +463,59 @@ def test_a_remove_refused_by_sessions_left_fails_with_the_drain_s_message(runner
 def test_remove_of_an_agent_the_inventory_lacks_is_bad_input(runner, capsys):
     runner(failed("Check the agent to remove", "agent_name must be an agent of this inventory"))
     assert cli.main(["agent", "remove", "nope"]) == EXIT_BAD_INPUT
+
+
+# --- agent check ------------------------------------------------------------------------
+def checked(*failing: str, answered: bool = True) -> dict:
+    """agent_check.yml's bai_agent_check for agent2, ``failing`` checks FAILED."""
+    checks = [
+        {"check": name, "status": "FAILED" if name in failing else "ok", "detail": f"{name} said"}
+        for name in ("engine", "overlay", "data", "devices", "disk")
+    ]
+    return {
+        "bai_agent_check": {
+            "name": "agent2",
+            "answered": answered,
+            "healthy": answered and not failing,
+            "failed": list(failing),
+            "checks": checks if answered else [],
+            "problem": "" if answered else "Failed to connect to the host via ssh",
+        }
+    }
+
+
+def test_check_runs_the_playbook_reporting_only_and_prints_each_check(runner, capsys):
+    fake = runner(ok(checked()))
+    assert cli.main(["agent", "check", "agent2"]) == EXIT_OK
+    assert fake.calls[0][:2] == (
+        api.AGENT_CHECK,
+        {"agent_name": "agent2", "agent_check_fail": False},
+    )
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "agent agent2: healthy"
+    assert out[1] == "  engine   ok      engine said"
+    assert len(out) == 6
+
+
+def test_check_of_an_unhealthy_agent_names_the_failed_checks_and_exits_1(runner, capsys):
+    runner(ok(checked("overlay", "disk")))
+    assert cli.main(["agent", "check", "agent2"]) == EXIT_FAILED
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "agent agent2: not healthy (overlay, disk)"
+    assert "  overlay  FAILED  overlay said" in out
+
+
+def test_check_of_an_agent_that_does_not_answer_says_how(runner, capsys):
+    runner(ok(checked(answered=False)))
+    assert cli.main(["agent", "check", "agent2"]) == EXIT_FAILED
+    assert capsys.readouterr().out == (
+        "agent agent2: did not answer: Failed to connect to the host via ssh\n"
+    )
+
+
+def test_check_json_is_what_the_playbook_found(runner, capsys):
+    runner(ok(checked("disk")))
+    assert cli.main(["--json", "agent", "check", "agent2"]) == EXIT_FAILED
+    done = json.loads(capsys.readouterr().out)
+    assert (done["name"], done["healthy"], done["answered"]) == ("agent2", False, True)
+    assert [c["check"] for c in done["checks"] if c["status"] == "FAILED"] == ["disk"]
