@@ -11,7 +11,7 @@ From main1 to each member, in parallel; in each member over that login:
             (the echo request) and member -> main1 (its reply), then member -> main1 again
             from the member (a wrong MTU on one path passes SSH and hangs a first all-reduce)
     tcp     the member opens a TCP connection back to main1 (a one-way block)
-    stream  1 MiB each way over SSH, timed (latency and throughput are recorded)
+    stream  256 KiB each way over one SSH channel, timed (latency and throughput recorded)
     data    each data folder is mounted in the member, and the same: it reads the marker
             main1 wrote there (a read-only folder: mounted)
     clock   the member's clock within ``skew_s`` of main1's
@@ -48,7 +48,7 @@ from ansible_collections.bai.cluster.plugins.module_utils.containers.share impor
 CHECKS = ("ssh", "dns", "mtu", "tcp", "stream", "data", "clock", "gpu", "hook")
 HOOK_DIR = "/etc/bai/gate.d"
 DEFAULT_SKEW_S = 2.0
-STREAM_BYTES = 1 << 20
+STREAM_BYTES = 1 << 18
 # bai_session_containers' option ``gate``.
 OPTION_SPEC: dict[str, Any] = {
     "type": "dict",
@@ -85,9 +85,9 @@ mtu_to() {
 # The round trip (ms) of a full-size ping to a host with don't-fragment set, at most three
 # tries; fails when none came back.
 full_ping() {
-  local said try
-  for try in 1 2 3; do
-    said=$(ping -c 1 -W 2 -M do -s $(($2 - 28)) "$1" 2> /dev/null)
+  local said _try
+  for _try in 1 2 3; do
+    said=$(ping -c 1 -W 2 -M "do" -s $(($2 - 28)) "$1" 2> /dev/null)
     [[ $said =~ time=([0-9.]+) ]] && { echo "${BASH_REMATCH[1]}"; return 0; }
   done
   return 1
@@ -166,12 +166,17 @@ dirs=("$@")
 main=$(hostname)
 dir=$(mktemp -d)
 @HELPERS@
+# Each member's name, awaited (its address kept in $dir/NAME.addr).
 known() {
   local end=$((SECONDS + resolve_s))
-  until getent hosts "$1" > /dev/null 2>&1 || [ "$SECONDS" -ge "$end" ]; do sleep 0.2; done
+  until getent hosts "$1" > "$dir/$1.addr" 2> /dev/null || [ "$SECONDS" -ge "$end" ]; do
+    sleep 0.2
+  done
 }
-now() { local t=${EPOCHREALTIME/./}; echo "${t}000"; }
-secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
+# Seconds between two clock readings in microseconds (${EPOCHREALTIME/./}), to the ms.
+secs() { local d=$((($2 - $1) / 1000)); printf '%d.%03d' $((d / 1000)) $((d % 1000)); }
+# main1 runs the gate with its user's CPU quota: what runs per member here stays in bash
+# (no sed, grep or cat per member: at 16 members they cost seconds).
 # A folder main1 cannot write is checked as mounted only, like a read-only one.
 written=()
 for d in "${dirs[@]}"; do
@@ -184,7 +189,7 @@ dirs=("${written[@]}")
 for h in "${hosts[@]}"; do known "$h" & done
 wait
 peers=()
-for h in "${hosts[@]}"; do a=""; read -r a _ < <(getent hosts "$h"); peers+=("$h" "$a"); done
+for h in "${hosts[@]}"; do a=""; read -r a _ 2> /dev/null < "$dir/$h.addr"; peers+=("$h" "$a"); done
 # Another member with the same address (main1 itself, say): a login to one reaches the other.
 twin_of() {
   local i
@@ -226,17 +231,20 @@ for h in "${hosts[@]}"; do
             "between $main and $h"; fi
       fi
     fi > "$out.mtu" &
-    t0=$(now)
+    t0=${EPOCHREALTIME/./}
     timeout 90 "${ssh_[@]}" "$h" bash -s < "$dir/member.sh" > "$out.member" 2> "$out.err"
     rc=$?
-    t1=$(now)
-    logged=""
-    reached=$(sed -n 's/^ssh ok //p' "$out.member" | head -n 1)
+    t1=${EPOCHREALTIME/./}
+    logged="" reached="" lines=()
+    while IFS= read -r line; do
+      if [[ -z $reached && $line == "ssh ok "* ]]; then reached=${line#ssh ok }
+      else lines+=("$line"); fi
+    done < "$out.member"
     if [ "$reached" = "$h" ]; then
       logged=1
-      sed "s/^/$h /" "$out.member" | grep -v "^$h ssh ok"
+      for line in "${lines[@]}"; do echo "$h $line"; done
       echo "$h ssh ok"
-      echo "$h window $t0 $t1"
+      echo "$h window ${t0}000 ${t1}000"
     elif [ -n "$reached" ]; then
       echo "$h ssh FAILED the login to $h reached $reached (its name resolves to ${a:-nothing})"
     else
@@ -245,26 +253,36 @@ for h in "${hosts[@]}"; do
     fi > "$out.checks"
     # Over the login above (its connection kept open for these): one stream each way.
     if on stream && [ "$h" != "$main" ] && [ -n "$logged" ]; then
-      t0=$EPOCHREALTIME
-      up=$(head -c "$bytes" /dev/zero | timeout 20 "${ssh_[@]}" "$h" 'wc -c' 2> /dev/null)
-      t1=$EPOCHREALTIME
-      down=$(timeout 20 "${ssh_[@]}" "$h" "head -c $bytes /dev/zero" 2> /dev/null | wc -c)
-      t2=$EPOCHREALTIME
+      # One channel: the bytes go up (the member counts them), then as many come back.
+      t0=${EPOCHREALTIME/./}
+      said=$(head -c "$bytes" /dev/zero \
+        | timeout 20 "${ssh_[@]}" "$h" "wc -c; head -c $bytes /dev/zero" 2> /dev/null \
+        | { read -r up && echo "$up ${EPOCHREALTIME/./}"; wc -c; })
+      t2=${EPOCHREALTIME/./}
+      up="" t1="" down=""
+      { read -r up t1; read -r down; } <<< "$said"
       if [ "${up:-0}" = "$bytes" ] && [ "$down" = "$bytes" ]; then
         echo "$h stream ok up_s=$(secs "$t0" "$t1") down_s=$(secs "$t1" "$t2")"
       else
-        echo "$h stream FAILED $bytes bytes each way: ${up:-0} arrived at $h, $down came back"
+        echo "$h stream FAILED $bytes bytes each way: ${up:-0} arrived at $h, ${down:-0} came back"
       fi
     fi > "$out.stream"
     "${ssh_[@]}" -O exit "$h" > /dev/null 2>&1
     wait
-    cat "$out.names" "$out.checks" "$out.mtu" "$out.stream" > "$out"
+    for part in names checks mtu stream; do
+      while IFS= read -r line; do echo "$line"; done < "$out.$part"
+    done > "$out"
   ) &
 done
 wait
 for d in "${dirs[@]}"; do [ "${d%%:*}" = rw ] && rm -f "${d#*:}/.bai-gate.$nonce"; done
 rc=0
-for h in "${hosts[@]}"; do cat "$dir/$h"; grep -q "^$h [a-z]* FAILED" "$dir/$h" && rc=1; done
+for h in "${hosts[@]}"; do
+  while IFS= read -r line; do
+    echo "$line"
+    [[ $line =~ ^[^\ ]+\ [a-z]+\ FAILED ]] && rc=1
+  done < "$dir/$h"
+done
 rm -rf "$dir"
 exit $rc
 """
@@ -333,10 +351,13 @@ class Result:
 _LINE = re.compile(r"^(\S+) (window|[a-z]+) ?(ok|FAILED|skip)? ?(.*)$")
 
 
-def read(output: str, hosts: Sequence[str], skew_s: float = DEFAULT_SKEW_S) -> Result:
+def read(
+    output: str, hosts: Sequence[str], skew_s: float = DEFAULT_SKEW_S, exit_code: int | None = None
+) -> Result:
     """The gate's output as findings; a member's clock is judged here, against main1's
     clock before and after its login (its ``clock ok NS`` line must lie in that window,
-    widened by ``skew_s``). A member with no line at all has failed ``ssh``."""
+    widened by ``skew_s``). A member with no line at all has failed ``ssh``; the gate's
+    ``exit_code`` (other than 0 or 1: it did not end by itself) says why."""
     result = Result()
     clocks: dict[str, int] = {}
     for line in output.splitlines():
@@ -353,9 +374,13 @@ def read(output: str, hosts: Sequence[str], skew_s: float = DEFAULT_SKEW_S) -> R
             result.findings.append(Finding(host, check, status, detail))
     for host, ns in clocks.items():
         result.findings.append(_clock(host, ns, result.windows.get(host), skew_s))
+    why = "the gate gave no answer"
+    if exit_code not in (None, 0, 1):
+        why += f" (it ended with exit {exit_code} in main1"
+        why += ", killed: main1 may be short of memory)" if exit_code == 137 else ")"
     for host in hosts:
         if not any(f.host == host for f in result.findings):
-            result.findings.append(Finding(host, "ssh", "FAILED", "the gate gave no answer"))
+            result.findings.append(Finding(host, "ssh", "FAILED", why))
     return result
 
 
@@ -383,7 +408,7 @@ def run_from(
     """Run the gate in ``container`` (main1) as user work; its Result."""
     exec_id = api.exec_create(container, argv(hosts, **kwargs), user="work")
     out = api.exec_start(exec_id).decode("utf-8", "replace")
-    return read(out, hosts, skew_s)
+    return read(out, hosts, skew_s, api.exec_inspect(exec_id).get("ExitCode"))
 
 
 def check(share: Share) -> dict[str, Any]:

@@ -199,6 +199,17 @@ def test_a_member_with_no_answer_failed_ssh_and_a_clock_is_judged_in_its_window(
     assert near.of("main1")["clock"].status == "ok"
 
 
+def test_a_gate_killed_in_main1_says_so():
+    """Seen here: a 16-member session of 64 MiB containers; main1's memory limit killed the
+    gate's logins (256 MiB was enough)."""
+    killed = gate.read("", ("main1", "sub1"), exit_code=137)
+    assert {f.detail for f in killed.failed()} == {
+        "the gate gave no answer (it ended with exit 137 in main1, killed: main1 may be "
+        "short of memory)"
+    }
+    assert gate.read("", ("sub1",), exit_code=1).failed()[0].detail == "the gate gave no answer"
+
+
 def test_the_command_line_carries_each_folder_as_one_argument():
     argv = gate.argv(["main1"], checks=("dns",), dirs=[("/data/my folder", True)], nonce="ab")
     assert argv[:4] == ["bash", "-c", gate.SCRIPT, "gate"]
