@@ -21,3 +21,12 @@ def data_root(tmp_path):
     root = tmp_path / "data"
     (root / "ds").mkdir(parents=True)
     return root
+
+
+@pytest.fixture(autouse=True)
+def gate_settles_at_once(monkeypatch):
+    """The gate waits for a new overlay's links before its second run (gate.LINK_SETTLE_S);
+    the fake engine's links do not settle with time, so the unit tests do not wait."""
+    from ansible_collections.bai.cluster.plugins.module_utils.containers import gate
+
+    monkeypatch.setattr(gate, "LINK_SETTLE_S", 0.0)
